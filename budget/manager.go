@@ -1,0 +1,651 @@
+package budget
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// Clock tells the time. The Manager reads it for the wall-time metric;
+// tests inject a fake one.
+type Clock interface{ Now() time.Time }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// SystemClock is the real clock.
+var SystemClock Clock = systemClock{}
+
+// Totals is what a budget has used, in exact units. It is what a store
+// persists and what a resumed task starts from.
+type Totals struct {
+	USD        USD
+	Tokens     int64
+	Time       time.Duration
+	Iterations int
+	// Counts of money-bearing events by provenance; they decide USDSource.
+	ReportedEvents, EstimatedEvents, UnknownEvents int64
+}
+
+// USDSource labels the money total by the provenance of its events.
+func (t Totals) USDSource() USDSource {
+	known := t.ReportedEvents + t.EstimatedEvents
+	switch {
+	case t.UnknownEvents > 0 && known > 0:
+		return SourcePartial
+	case t.UnknownEvents > 0:
+		return SourceUnknown
+	case t.EstimatedEvents > 0:
+		return SourceEstimated
+	}
+	return SourceReported
+}
+
+func (t *Totals) add(ev UsageEvent, withElapsed bool) {
+	t.Tokens += ev.Tokens()
+	if withElapsed {
+		t.Time += ev.Elapsed
+	}
+	if ev.IterationEnd {
+		t.Iterations++
+	}
+	switch ev.CostSource {
+	case CostReported:
+		t.USD += ev.USD
+		t.ReportedEvents++
+	case CostEstimated:
+		t.USD += ev.USD
+		t.EstimatedEvents++
+	case CostUnknown:
+		t.UnknownEvents++
+	}
+}
+
+// Amount is usage to reserve before a call: its worst-case money and tokens.
+type Amount struct {
+	USD    USD
+	Tokens int64
+}
+
+// Unlimited is the headroom of a budget that caps neither money nor tokens.
+var Unlimited = Amount{USD: UnlimitedUSD, Tokens: math.MaxInt64}
+
+// Change tells a listener that a budget moved to another tier.
+type Change struct {
+	Scope    Scope
+	From, To Tier
+	Status   Status
+}
+
+// Options configure a Manager.
+type Options struct {
+	// Clock defaults to SystemClock.
+	Clock Clock
+	// Parent is the run's budget for a task's Manager: recording on the task
+	// records on the run, and admission must fit both.
+	Parent *Manager
+	// Scope is ScopeTask unless this Manager is a run's budget.
+	Scope Scope
+	// Initial is what was used before, e.g. by a task being resumed.
+	Initial Totals
+}
+
+type threshold struct {
+	v   int64
+	set bool
+}
+
+func thresholdOf(v *int64) threshold {
+	if v == nil {
+		return threshold{}
+	}
+	return threshold{v: *v, set: true}
+}
+
+type metricLimits struct{ optimal, warning, hard threshold }
+
+// tier is the spec's per-metric rule. WARNING starts at optimal, or at
+// warning when optimal is absent.
+func (l metricLimits) tier(used int64) Tier {
+	if l.hard.set && used >= l.hard.v {
+		return Hard
+	}
+	if start := l.warningStart(); start.set && used >= start.v {
+		return Warning
+	}
+	return Optimal
+}
+
+func (l metricLimits) warningStart() threshold {
+	if l.optimal.set {
+		return l.optimal
+	}
+	return l.warning
+}
+
+func (l metricLimits) pastWarningLine(used int64) bool {
+	line := l.warning
+	if !line.set {
+		line = l.optimal
+	}
+	return line.set && used >= line.v
+}
+
+func (l metricLimits) configured() bool { return l.optimal.set || l.warning.set || l.hard.set }
+
+type listener struct {
+	id int
+	fn func(Change)
+}
+
+// Manager tracks one budget (a task's or a run's) and answers the spec's
+// BudgetManager questions. It is safe for concurrent use.
+type Manager struct {
+	cfg    Config
+	limits [Iterations + 1]metricLimits
+	clock  Clock
+	parent *Manager
+	scope  Scope
+
+	mu        sync.Mutex
+	totals    Totals
+	reserved  Amount
+	running   bool
+	startedAt time.Time
+	tier      Tier
+	listeners []listener
+	nextID    int
+}
+
+// NewManager validates cfg and returns a Manager for it.
+func NewManager(cfg Config, opts Options) (*Manager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid budget: %w", err)
+	}
+	m := &Manager{cfg: cfg, clock: opts.Clock, parent: opts.Parent, scope: opts.Scope, totals: opts.Initial}
+	if m.clock == nil {
+		m.clock = SystemClock
+	}
+	for _, metric := range []Metric{Money, Tokens, Time} {
+		m.limits[metric] = metricLimits{
+			optimal: thresholdOf(cfg.Optimal.value(metric)),
+			warning: thresholdOf(cfg.Warning.value(metric)),
+			hard:    thresholdOf(cfg.Hard.Limits().value(metric)),
+		}
+	}
+	iters := int64(*cfg.Hard.MaxIterations)
+	m.limits[Iterations] = metricLimits{hard: threshold{v: iters, set: true}}
+	m.tier, _ = m.tierLocked(m.clock.Now())
+	return m, nil
+}
+
+// Config returns the budget this Manager enforces.
+func (m *Manager) Config() Config { return m.cfg }
+
+// Parent returns the run's Manager, or nil.
+func (m *Manager) Parent() *Manager { return m.parent }
+
+// Scope says whether this is a task's or a run's budget.
+func (m *Manager) Scope() Scope { return m.scope }
+
+// StartClock starts counting wall time. Time accumulates across
+// StartClock/StopClock pairs, so a resumed task keeps what it used.
+func (m *Manager) StartClock() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.running {
+		m.running = true
+		m.startedAt = m.clock.Now()
+	}
+}
+
+// StopClock stops counting wall time.
+func (m *Manager) StopClock() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.running {
+		m.totals.Time += m.clock.Now().Sub(m.startedAt)
+		m.running = false
+	}
+}
+
+func (m *Manager) usedLocked(metric Metric, now time.Time) int64 {
+	switch metric {
+	case Money:
+		return int64(m.totals.USD)
+	case Tokens:
+		return m.totals.Tokens
+	case Time:
+		t := m.totals.Time
+		if m.running {
+			t += now.Sub(m.startedAt)
+		}
+		return int64(t)
+	case Iterations:
+		return int64(m.totals.Iterations)
+	}
+	return 0
+}
+
+// tierLocked is the overall tier: the highest of any configured metric.
+func (m *Manager) tierLocked(now time.Time) (Tier, Metric) {
+	tier, cause := Optimal, NoMetric
+	for _, metric := range Metrics {
+		if t := m.limits[metric].tier(m.usedLocked(metric, now)); t > tier {
+			tier, cause = t, metric
+		}
+	}
+	return tier, cause
+}
+
+// now reads the clock only when wall time can change a tier, which keeps
+// recording cheap for budgets without a time limit.
+func (m *Manager) nowLocked() time.Time {
+	if m.running {
+		return m.clock.Now()
+	}
+	return time.Time{}
+}
+
+// observeLocked recomputes the tier and, when it changed, returns the
+// listeners to tell (called after the lock is released).
+func (m *Manager) observeLocked(now time.Time) (Tier, []listener, Change) {
+	t, _ := m.tierLocked(now)
+	if t == m.tier {
+		return t, nil, Change{}
+	}
+	ch := Change{Scope: m.scope, From: m.tier, To: t, Status: m.statusLocked(now)}
+	m.tier = t
+	return t, append([]listener(nil), m.listeners...), ch
+}
+
+func notify(ls []listener, ch Change) {
+	for _, l := range ls {
+		l.fn(ch)
+	}
+}
+
+// RecordUsage records one usage event on this budget and on its run's, and
+// returns this budget's tier after it. A listener is told at once when the
+// recording moves a budget to another tier.
+func (m *Manager) RecordUsage(ev UsageEvent) Tier {
+	t := m.apply(ev, true)
+	for p := m.parent; p != nil; p = p.parent {
+		// A run's wall time is its own clock, not the sum of its tasks'.
+		p.apply(ev, false)
+	}
+	return t
+}
+
+func (m *Manager) apply(ev UsageEvent, withElapsed bool) Tier {
+	m.mu.Lock()
+	m.totals.add(ev, withElapsed)
+	t, ls, ch := m.observeLocked(m.nowLocked())
+	m.mu.Unlock()
+	if ls != nil {
+		notify(ls, ch)
+	}
+	return t
+}
+
+// OnChange registers fn to be called each time this budget changes tier. It
+// is called synchronously, outside the Manager's lock, by the goroutine whose
+// recording (or reading of the clock) caused the change. The returned
+// function unregisters fn.
+func (m *Manager) OnChange(fn func(Change)) (cancel func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.nextID++
+	id := m.nextID
+	m.listeners = append(m.listeners, listener{id: id, fn: fn})
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for i, l := range m.listeners {
+			if l.id == id {
+				m.listeners = append(m.listeners[:i:i], m.listeners[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+// Tier returns this budget's overall tier now.
+func (m *Manager) Tier() Tier {
+	m.mu.Lock()
+	t, ls, ch := m.observeLocked(m.nowLocked())
+	m.mu.Unlock()
+	if ls != nil {
+		notify(ls, ch)
+	}
+	return t
+}
+
+// GetTier returns the tier of the task's budget or of its run's. A scope
+// with no budget is Optimal: nothing of it is enforced.
+func (m *Manager) GetTier(scope Scope) Tier {
+	for c := m; c != nil; c = c.parent {
+		if c.scope == scope {
+			return c.Tier()
+		}
+	}
+	return Optimal
+}
+
+// ShouldApplyDegrade is true when this budget or its run's is in WARNING or
+// above.
+func (m *Manager) ShouldApplyDegrade() bool {
+	for c := m; c != nil; c = c.parent {
+		if c.Tier() >= Warning {
+			return true
+		}
+	}
+	return false
+}
+
+// ShouldStop is true when this budget or its run's is at its hard cap.
+func (m *Manager) ShouldStop() bool { return m.Check() != nil }
+
+// Check returns a *BudgetExhaustedError when this budget or its run's is at
+// its hard cap, and nil otherwise. The engine calls it before any work.
+func (m *Manager) Check() error {
+	for c := m; c != nil; c = c.parent {
+		if c.Tier() == Hard {
+			return c.exhausted()
+		}
+	}
+	return nil
+}
+
+func (m *Manager) exhausted() *BudgetExhaustedError {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.exhaustedLocked(m.nowLocked())
+}
+
+func (m *Manager) exhaustedLocked(now time.Time) *BudgetExhaustedError {
+	st := m.statusLocked(now)
+	return &BudgetExhaustedError{Scope: m.scope, Metric: st.Cause, Status: st, Limit: m.limits[st.Cause].hard.v}
+}
+
+// Status returns this budget's status now.
+func (m *Manager) Status() Status {
+	m.mu.Lock()
+	now := m.nowLocked()
+	st := m.statusLocked(now)
+	_, ls, ch := m.observeLocked(now)
+	m.mu.Unlock()
+	if ls != nil {
+		notify(ls, ch)
+	}
+	return st
+}
+
+// Totals returns what this budget has used, wall time up to now included.
+func (m *Manager) Totals() Totals {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.totals
+	t.Time = time.Duration(m.usedLocked(Time, m.nowLocked()))
+	return t
+}
+
+func pct(used int64, th threshold) Percent {
+	if !th.set {
+		return Percent{}
+	}
+	return Percent{Value: float64(used) / float64(th.v) * 100, Valid: true}
+}
+
+func (m *Manager) statusLocked(now time.Time) Status {
+	tier, cause := m.tierLocked(now)
+	st := Status{
+		Tier:           tier,
+		Cause:          cause,
+		UsedUSD:        m.totals.USD,
+		USDSource:      m.totals.USDSource(),
+		UsedTokens:     m.totals.Tokens,
+		UsedTime:       time.Duration(m.usedLocked(Time, now)),
+		UsedIterations: m.totals.Iterations,
+		IsInWarning:    tier == Warning,
+		IsAtHardCap:    tier == Hard,
+	}
+	if st.USDSource != SourceUnknown {
+		money := m.limits[Money]
+		st.USDPctOfOptimal = pct(int64(st.UsedUSD), money.optimal)
+		st.USDPctOfHard = pct(int64(st.UsedUSD), money.hard)
+	}
+	st.TokensPctOfOptimal = pct(st.UsedTokens, m.limits[Tokens].optimal)
+	st.TokensPctOfHard = pct(st.UsedTokens, m.limits[Tokens].hard)
+	st.TimePctOfOptimal = pct(int64(st.UsedTime), m.limits[Time].optimal)
+	st.TimePctOfHard = pct(int64(st.UsedTime), m.limits[Time].hard)
+	for _, metric := range []Metric{Money, Tokens, Time} {
+		if m.limits[metric].pastWarningLine(m.usedLocked(metric, now)) {
+			st.PastWarningLine = true
+		}
+	}
+	return st
+}
+
+// Configured reports whether a metric has any threshold in this budget.
+func (m *Manager) Configured(metric Metric) bool { return m.limits[metric].configured() }
+
+// HardDeadline returns when wall time will reach the hard cap of this budget
+// or its run's, whichever is first, while their clocks run.
+func (m *Manager) HardDeadline() (time.Time, bool) {
+	var first time.Time
+	found := false
+	for c := m; c != nil; c = c.parent {
+		c.mu.Lock()
+		hard := c.limits[Time].hard
+		if hard.set && c.running {
+			d := c.startedAt.Add(time.Duration(hard.v) - c.totals.Time)
+			if !found || d.Before(first) {
+				first, found = d, true
+			}
+		}
+		c.mu.Unlock()
+	}
+	return first, found
+}
+
+// ErrInsufficientBudget is wrapped by every *InsufficientBudgetError.
+var ErrInsufficientBudget = errors.New("insufficient budget")
+
+// InsufficientBudgetError says that a reservation does not fit under a hard
+// cap, and how much would: a caller can shrink its call to Available.
+type InsufficientBudgetError struct {
+	Scope     Scope  // the budget that is short
+	Metric    Metric // Money or Tokens
+	Want      Amount
+	Available Amount // what does fit in the task and its run together
+}
+
+func (e *InsufficientBudgetError) Error() string {
+	if e.Metric == Money {
+		return fmt.Sprintf("insufficient budget: call needs up to %s, %s budget has %s left under its hard cap",
+			e.Want.USD, e.Scope, e.Available.USD)
+	}
+	return fmt.Sprintf("insufficient budget: call needs up to %d tokens, %s budget has %d left under its hard cap",
+		e.Want.Tokens, e.Scope, e.Available.Tokens)
+}
+
+// Unwrap lets errors.Is match ErrInsufficientBudget.
+func (e *InsufficientBudgetError) Unwrap() error { return ErrInsufficientBudget }
+
+func (m *Manager) chain() []*Manager {
+	var cs []*Manager
+	for c := m; c != nil; c = c.parent {
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// headroomLocked is what fits under this budget's hard caps after its usage
+// and its open reservations.
+func (m *Manager) headroomLocked() Amount {
+	h := Unlimited
+	if l := m.limits[Money].hard; l.set {
+		h.USD = max(USD(l.v)-m.totals.USD-m.reserved.USD, 0)
+	}
+	if l := m.limits[Tokens].hard; l.set {
+		h.Tokens = max(l.v-m.totals.Tokens-m.reserved.Tokens, 0)
+	}
+	return h
+}
+
+// Available returns how much money and how many tokens a call could still
+// reserve, across this budget and its run's. Unlimited fields mean not capped.
+func (m *Manager) Available() Amount {
+	cs := m.chain()
+	for _, c := range cs {
+		c.mu.Lock()
+	}
+	defer func() {
+		for _, c := range cs {
+			c.mu.Unlock()
+		}
+	}()
+	a, _, _ := availableLocked(cs)
+	return a
+}
+
+func availableLocked(cs []*Manager) (Amount, Scope, Scope) {
+	a := Unlimited
+	usdScope, tokScope := ScopeTask, ScopeTask
+	for _, c := range cs {
+		h := c.headroomLocked()
+		if h.USD < a.USD {
+			a.USD, usdScope = h.USD, c.scope
+		}
+		if h.Tokens < a.Tokens {
+			a.Tokens, tokScope = h.Tokens, c.scope
+		}
+	}
+	return a, usdScope, tokScope
+}
+
+// Reserve admits a call: it holds want (the call's worst-case money and
+// tokens) against this budget and its run's, so that concurrent calls can
+// never together pass a hard cap. Admission counts actual usage plus open
+// reservations; tiers count actual usage only.
+//
+// It returns a *BudgetExhaustedError when a budget is already at its hard
+// cap, and an *InsufficientBudgetError, saying what does fit, when want does
+// not fit.
+func (m *Manager) Reserve(want Amount) (*Reservation, error) {
+	if want.USD < 0 || want.Tokens < 0 {
+		return nil, fmt.Errorf("reserve: negative amount (%s, %d tokens)", want.USD, want.Tokens)
+	}
+	cs := m.chain()
+	for _, c := range cs {
+		c.mu.Lock()
+	}
+	unlock := func() {
+		for _, c := range cs {
+			c.mu.Unlock()
+		}
+	}
+	for _, c := range cs {
+		cnow := c.nowLocked()
+		if t, _ := c.tierLocked(cnow); t == Hard {
+			err := c.exhaustedLocked(cnow)
+			unlock()
+			return nil, err
+		}
+	}
+	avail, usdScope, tokScope := availableLocked(cs)
+	switch {
+	case want.USD > avail.USD:
+		unlock()
+		return nil, &InsufficientBudgetError{Scope: usdScope, Metric: Money, Want: want, Available: avail}
+	case want.Tokens > avail.Tokens:
+		unlock()
+		return nil, &InsufficientBudgetError{Scope: tokScope, Metric: Tokens, Want: want, Available: avail}
+	}
+	for _, c := range cs {
+		c.reserved.USD += want.USD
+		c.reserved.Tokens += want.Tokens
+	}
+	unlock()
+	return &Reservation{m: m, held: want}, nil
+}
+
+func (m *Manager) unreserve(a Amount) {
+	for c := m; c != nil; c = c.parent {
+		c.mu.Lock()
+		c.reserved.USD -= a.USD
+		c.reserved.Tokens -= a.Tokens
+		c.mu.Unlock()
+	}
+}
+
+// Reserved returns what open reservations hold on this budget.
+func (m *Manager) Reserved() Amount {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reserved
+}
+
+// Reservation is usage held for one call. Record the call's usage through it
+// as it arrives (each recording releases as much of the hold), then Release
+// what remains. It is safe for concurrent use.
+type Reservation struct {
+	m    *Manager
+	mu   sync.Mutex
+	held Amount
+	done bool
+}
+
+// Held returns what the reservation still holds.
+func (r *Reservation) Held() Amount {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held
+}
+
+// Record records usage of the reserved call and moves as much out of the
+// hold. Usage is added before the hold shrinks, so admission never sees less
+// than the truth. Usage beyond the hold is still recorded: the actual is the
+// actual.
+func (r *Reservation) Record(ev UsageEvent) Tier {
+	t := r.m.RecordUsage(ev)
+	var spent USD
+	if ev.CostSource == CostReported || ev.CostSource == CostEstimated {
+		spent = ev.USD
+	}
+	r.mu.Lock()
+	dec := Amount{USD: min(r.held.USD, spent), Tokens: min(r.held.Tokens, ev.Tokens())}
+	r.held.USD -= dec.USD
+	r.held.Tokens -= dec.Tokens
+	r.mu.Unlock()
+	if dec != (Amount{}) {
+		r.m.unreserve(dec)
+	}
+	return t
+}
+
+// Release gives back what the reservation still holds. It is safe to call
+// more than once.
+func (r *Reservation) Release() {
+	r.mu.Lock()
+	if r.done {
+		r.mu.Unlock()
+		return
+	}
+	r.done = true
+	held := r.held
+	r.held = Amount{}
+	r.mu.Unlock()
+	r.m.unreserve(held)
+}
+
+// Commit records the call's final usage and releases the rest of the hold.
+func (r *Reservation) Commit(ev UsageEvent) Tier {
+	t := r.Record(ev)
+	r.Release()
+	return t
+}

@@ -1,0 +1,291 @@
+// Package budget is Purser's three-tier budget model: the tiers, the metrics,
+// usage events, the Manager that tracks them and the reservations that admit
+// calls. It is pure arithmetic: no I/O, and time comes from an injected Clock.
+package budget
+
+import (
+	"fmt"
+	"time"
+)
+
+// Tier is a budget tier. Tiers are ordered: Optimal < Warning < Hard.
+type Tier uint8
+
+// The three tiers of the spec.
+const (
+	Optimal Tier = iota
+	Warning
+	Hard
+)
+
+func (t Tier) String() string {
+	switch t {
+	case Optimal:
+		return "optimal"
+	case Warning:
+		return "warning"
+	case Hard:
+		return "hard"
+	}
+	return fmt.Sprintf("tier(%d)", uint8(t))
+}
+
+// MarshalText writes the tier as the spec's lower-case name.
+func (t Tier) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText reads a tier name.
+func (t *Tier) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "optimal":
+		*t = Optimal
+	case "warning":
+		*t = Warning
+	case "hard":
+		*t = Hard
+	default:
+		return fmt.Errorf("unknown tier %q: want optimal, warning or hard", b)
+	}
+	return nil
+}
+
+// Metric is one of the four independent budget metrics.
+type Metric uint8
+
+// The metrics of the spec. NoMetric marks "no metric caused this".
+const (
+	NoMetric Metric = iota
+	Money
+	Tokens
+	Time
+	Iterations
+)
+
+// Metrics lists the metrics in display order.
+var Metrics = []Metric{Money, Tokens, Time, Iterations}
+
+func (m Metric) String() string {
+	switch m {
+	case Money:
+		return "money"
+	case Tokens:
+		return "tokens"
+	case Time:
+		return "time"
+	case Iterations:
+		return "iterations"
+	}
+	return "none"
+}
+
+// MarshalText writes the metric as the spec's name.
+func (m Metric) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// configKey is the metric's key in a budget config.
+func (m Metric) configKey() string {
+	switch m {
+	case Money:
+		return "usd"
+	case Tokens:
+		return "tokens"
+	case Time:
+		return "timeMinutes"
+	case Iterations:
+		return "maxIterations"
+	}
+	return ""
+}
+
+// format renders a value of the metric in its natural unit.
+// Format renders a value of the metric, in its unit, for people.
+func (m Metric) Format(v int64) string {
+	switch m {
+	case Money:
+		return USD(v).String()
+	case Time:
+		return time.Duration(v).Round(time.Millisecond).String()
+	}
+	return fmt.Sprint(v)
+}
+
+// Scope says whose budget: the task's own, or the run's it belongs to.
+type Scope uint8
+
+// The two scopes of the spec's getTier.
+const (
+	ScopeTask Scope = iota
+	ScopeRun
+)
+
+func (s Scope) String() string {
+	if s == ScopeRun {
+		return "run"
+	}
+	return "task"
+}
+
+// CostSource says where one event's dollar figure came from.
+type CostSource uint8
+
+const (
+	// CostNone: the event makes no claim about money (a pure time or iteration
+	// marker, or an event with no tokens). It leaves USD provenance unchanged.
+	CostNone CostSource = iota
+	// CostReported: the backend reported the figure.
+	CostReported
+	// CostEstimated: Purser priced the tokens from its catalogue.
+	CostEstimated
+	// CostUnknown: money was spent but nobody knows how much. Never $0.
+	CostUnknown
+)
+
+func (c CostSource) String() string {
+	switch c {
+	case CostReported:
+		return "reported"
+	case CostEstimated:
+		return "estimated"
+	case CostUnknown:
+		return "unknown"
+	}
+	return "none"
+}
+
+// MarshalText writes the provenance name.
+func (c CostSource) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+// USDSource labels a total dollar figure by the provenance of its parts.
+type USDSource uint8
+
+const (
+	// SourceReported: every dollar figure was reported by a backend (or
+	// nothing has been spent yet).
+	SourceReported USDSource = iota
+	// SourceEstimated: every figure is known, some were estimated.
+	SourceEstimated
+	// SourcePartial: some figures are unknown; the total is a lower bound and
+	// money is enforced on that known part.
+	SourcePartial
+	// SourceUnknown: no figure is known; money is not enforced.
+	SourceUnknown
+)
+
+func (s USDSource) String() string {
+	switch s {
+	case SourceEstimated:
+		return "estimated"
+	case SourcePartial:
+		return "partial"
+	case SourceUnknown:
+		return "unknown"
+	}
+	return "reported"
+}
+
+// MarshalText writes the provenance name.
+func (s USDSource) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UsageEvent is one recording of usage. Input tokens are all the prompt's
+// tokens, the cached ones included; CacheReadTokens and CacheWriteTokens are
+// the parts of them read from and written to the cache (backends normalise to
+// this shape: Anthropic reports input without its cache tokens, OpenAI and
+// Gemini with them). Output tokens include reasoning tokens.
+type UsageEvent struct {
+	InputTokens      int64
+	OutputTokens     int64
+	CacheReadTokens  int64
+	CacheWriteTokens int64
+	ReasoningTokens  int64 // part of OutputTokens, kept for reports
+
+	USD        USD // meaningful when CostSource is reported or estimated
+	CostSource CostSource
+	Model      string
+
+	// Elapsed is wall time to add to the budget's clock, for usage replayed
+	// from a record. A live task's time comes from the Manager's clock.
+	Elapsed time.Duration
+	// IterationEnd marks the end of an iteration; it counts when it ends.
+	IterationEnd bool
+}
+
+// Tokens is the event's contribution to the token metric.
+func (e UsageEvent) Tokens() int64 { return e.InputTokens + e.OutputTokens }
+
+// Validate reports an event that cannot be right: negative figures, or more
+// cache tokens than input tokens.
+func (e UsageEvent) Validate() error {
+	switch {
+	case e.InputTokens < 0:
+		return fmt.Errorf("inputTokens: must not be negative, got %d", e.InputTokens)
+	case e.OutputTokens < 0:
+		return fmt.Errorf("outputTokens: must not be negative, got %d", e.OutputTokens)
+	case e.CacheReadTokens < 0:
+		return fmt.Errorf("cacheReadTokens: must not be negative, got %d", e.CacheReadTokens)
+	case e.CacheWriteTokens < 0:
+		return fmt.Errorf("cacheWriteTokens: must not be negative, got %d", e.CacheWriteTokens)
+	case e.ReasoningTokens < 0 || e.ReasoningTokens > e.OutputTokens:
+		return fmt.Errorf("reasoningTokens: must be between 0 and outputTokens (%d), got %d", e.OutputTokens, e.ReasoningTokens)
+	case e.CacheReadTokens+e.CacheWriteTokens > e.InputTokens:
+		return fmt.Errorf("cacheReadTokens + cacheWriteTokens (%d) must not exceed inputTokens (%d): input counts cached tokens too",
+			e.CacheReadTokens+e.CacheWriteTokens, e.InputTokens)
+	case e.USD < 0:
+		return fmt.Errorf("costUsd: must not be negative, got %s", e.USD.Decimal())
+	case e.Elapsed < 0:
+		return fmt.Errorf("elapsedMs: must not be negative, got %d", e.Elapsed.Milliseconds())
+	}
+	return nil
+}
+
+// Status is a budget's state at one moment: the spec's BudgetStatus plus the
+// provenance of its dollar figure and which metric set the tier.
+type Status struct {
+	Tier Tier
+	// Cause is the metric that put the budget in its tier (NoMetric when
+	// Optimal). When several metrics share the tier, the first in Metrics.
+	Cause Metric
+
+	UsedUSD        USD
+	USDSource      USDSource
+	UsedTokens     int64
+	UsedTime       time.Duration
+	UsedIterations int
+
+	// Percentages of the tier's threshold; invalid where it is not configured.
+	USDPctOfOptimal    Percent
+	USDPctOfHard       Percent
+	TokensPctOfOptimal Percent
+	TokensPctOfHard    Percent
+	TimePctOfOptimal   Percent
+	TimePctOfHard      Percent
+
+	IsInWarning bool
+	IsAtHardCap bool
+	// PastWarningLine is true when a metric has reached its warning
+	// threshold (or, having none, its optimal one): staged degrade actions
+	// configured "at: warning" apply from here.
+	PastWarningLine bool
+}
+
+// BudgetExhaustedError is returned when work is refused because a budget is at
+// its hard cap. Retrying it is never right.
+type BudgetExhaustedError struct {
+	Scope  Scope  // whose budget: the task's or its run's
+	Metric Metric // the metric that reached its cap
+	Status Status // that scope's status when refused
+	Limit  int64  // the cap, in the metric's unit
+}
+
+func (e *BudgetExhaustedError) Error() string {
+	used := int64(0)
+	switch e.Metric {
+	case Money:
+		used = int64(e.Status.UsedUSD)
+	case Tokens:
+		used = e.Status.UsedTokens
+	case Time:
+		used = int64(e.Status.UsedTime)
+	case Iterations:
+		used = int64(e.Status.UsedIterations)
+	}
+	return fmt.Sprintf("budget exhausted: %s hard cap on %s reached (%s used of %s)",
+		e.Scope, e.Metric, e.Metric.Format(used), e.Metric.Format(e.Limit))
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/pricing"
+	"github.com/purser-dev/purser/report"
+)
+
+func newBudgetCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "budget",
+		Short: "Check budgets and usage against the three-tier model",
+	}
+	cmd.AddCommand(newBudgetEvalCmd())
+	return cmd
+}
+
+func newBudgetEvalCmd() *cobra.Command {
+	var budgetPath, eventsPath, pricingPath string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "eval --budget FILE --events FILE [--pricing FILE] [--json]",
+		Short: "Replay usage events through a budget and print the final status",
+		Long: `Replays usage events (JSON Lines) through a budget (YAML or JSON in the
+spec's TaskBudgetConfig shape) and prints the final budget status.
+
+Each event line may have: inputTokens, outputTokens, cacheReadTokens,
+cacheWriteTokens, costUsd, model, elapsedMs, iterationEnd. An event with
+costUsd is reported; without it, it is estimated from the model's price,
+or unknown when the model has no price.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.LoadBudget(budgetPath)
+			if err != nil {
+				return badInput(err)
+			}
+			prices, err := loadPrices(pricingPath)
+			if err != nil {
+				return badInput(err)
+			}
+			f, err := os.Open(eventsPath)
+			if err != nil {
+				return badInput(fmt.Errorf("events: %w", err))
+			}
+			defer f.Close()
+			events, err := config.ParseEvents(eventsPath, f, prices)
+			if err != nil {
+				return badInput(err)
+			}
+			st, err := evalBudget(cfg, events)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				return enc.Encode(st)
+			}
+			return report.StatusTable(cmd.OutOrStdout(), cfg, st)
+		},
+	}
+	cmd.Flags().StringVar(&budgetPath, "budget", "", "budget file, YAML or JSON (required)")
+	cmd.Flags().StringVar(&eventsPath, "events", "", "usage events, JSON Lines (required)")
+	cmd.Flags().StringVar(&pricingPath, "pricing", "", "prices in LiteLLM's model_prices_and_context_window.json format, over the built-in ones")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as one JSON object")
+	_ = cmd.MarkFlagRequired("budget")
+	_ = cmd.MarkFlagRequired("events")
+	return cmd
+}
+
+// evalBudget records the events, in order, on a fresh budget whose clock
+// never runs: time comes only from the events' elapsedMs.
+func evalBudget(cfg budget.Config, events []budget.UsageEvent) (budget.Status, error) {
+	m, err := budget.NewManager(cfg, budget.Options{})
+	if err != nil {
+		return budget.Status{}, badInput(err)
+	}
+	for _, ev := range events {
+		m.RecordUsage(ev)
+	}
+	return m.Status(), nil
+}
+
+// loadPrices returns the built-in catalogue, overridden by a LiteLLM-format
+// file when one is given.
+func loadPrices(path string) (*pricing.Catalogue, error) {
+	prices := pricing.Builtin()
+	if path == "" {
+		return prices, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("pricing: %w", err)
+	}
+	file, err := pricing.ParseLiteLLM(data, path)
+	if err != nil {
+		return nil, err
+	}
+	prices.Merge(file)
+	return prices, nil
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/purser-dev/purser/budget"
+)
+
+// Exit codes. They are part of Purser's interface: scripts branch on them.
+const (
+	exitOK         = 0
+	exitFailure    = 1 // something went wrong that is not the input's fault
+	exitBadInput   = 2 // a file, flag or argument is wrong
+	exitBudgetStop = 3 // a task was stopped, or refused, by its budget
+)
+
+// exitError carries the exit code an error should end the process with.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// badInput marks err as the input's fault (exit 2).
+func badInput(err error) error { return &exitError{code: exitBadInput, err: err} }
+
+// run executes the command line and returns the process's exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "purser:", err)
+	var ee *exitError
+	var be *budget.BudgetExhaustedError
+	var re runError
+	switch {
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &be):
+		return exitBudgetStop
+	case !errors.As(err, &re):
+		// Cobra refused the command line before any command ran: unknown
+		// command or flag, missing required flag, wrong arguments.
+		return exitBadInput
+	}
+	return exitFailure
+}
+
+// runError marks an error returned by a command's own work, as opposed to
+// one cobra raised while reading the command line.
+type runError struct{ error }
+
+func (e runError) Unwrap() error { return e.error }
+
+// markRunErrors wraps the RunE of every command in the tree so that its
+// errors are runErrors.
+func markRunErrors(cmd *cobra.Command) {
+	if runE := cmd.RunE; runE != nil {
+		cmd.RunE = func(c *cobra.Command, a []string) error {
+			if err := runE(c, a); err != nil {
+				return runError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		markRunErrors(sub)
+	}
+}
+
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "purser",
+		Short:         "Run AI coding agents on tasks under a three-tier budget",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newBudgetCmd())
+	markRunErrors(root)
+	return root
+}

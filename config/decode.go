@@ -1,0 +1,198 @@
+// Package config reads Purser's files (budgets, task files, the project's
+// purser.yaml) into domain types, strictly: unknown keys are refused by name
+// and every error carries the file, line and field.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+	"github.com/goccy/go-yaml/token"
+
+	"github.com/purser-dev/purser/budget"
+)
+
+// Error is a problem in a file: where it is and what is wrong.
+type Error struct {
+	File   string
+	Line   int // 1-based; 0 when unknown
+	Column int
+	Field  string // dotted path, e.g. "hard.usd"; empty when not about one field
+	Msg    string
+	Err    error // the underlying error, if any
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+		if e.Column > 0 {
+			fmt.Fprintf(&b, ":%d", e.Column)
+		}
+	}
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field + ": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// document is a parsed YAML (or JSON) file, kept to locate fields by path.
+type document struct {
+	name string
+	data []byte
+	file *ast.File
+}
+
+// parse reads data as YAML. JSON is YAML, so both are accepted.
+func parse(name string, data []byte) (*document, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, &Error{File: name, Msg: "file is empty"}
+	}
+	if bytes.IndexByte(data, 0) >= 0 {
+		return nil, &Error{File: name, Msg: "file is binary (contains a NUL byte), want YAML or JSON"}
+	}
+	f, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		return nil, yamlError(name, err)
+	}
+	return &document{name: name, data: data, file: f}, nil
+}
+
+// decode decodes the document strictly into v.
+func (d *document) decode(v any) error {
+	if err := yaml.UnmarshalWithOptions(d.data, v, yaml.Strict()); err != nil {
+		return yamlError(d.name, err)
+	}
+	return nil
+}
+
+// at returns an *Error for field located in the document.
+func (d *document) at(field, msg string, cause error) *Error {
+	e := &Error{File: d.name, Field: field, Msg: msg, Err: cause}
+	if field == "" {
+		return e
+	}
+	// A missing field is reported where its parent mapping is.
+	for path := field; path != ""; {
+		if n := d.lookup(path); n != nil {
+			if tk := n.GetToken(); tk != nil && tk.Position != nil {
+				e.Line, e.Column = tk.Position.Line, tk.Position.Column
+			}
+			return e
+		}
+		i := strings.LastIndex(path, ".")
+		if i < 0 {
+			break
+		}
+		path = path[:i]
+	}
+	return e
+}
+
+// yamlError turns the YAML library's error into an *Error with position.
+func yamlError(name string, err error) error {
+	e := &Error{File: name, Msg: err.Error(), Err: err}
+	var ye interface {
+		GetToken() *token.Token
+		GetMessage() string
+	}
+	if errors.As(err, &ye) {
+		e.Msg = ye.GetMessage()
+		if tk := ye.GetToken(); tk != nil && tk.Position != nil {
+			e.Line, e.Column = tk.Position.Line, tk.Position.Column
+		}
+	}
+	// The library's messages put the position first; ours already says it.
+	if i := strings.Index(e.Msg, "] "); strings.HasPrefix(e.Msg, "[") && i > 0 {
+		e.Msg = e.Msg[i+2:]
+	}
+	return e
+}
+
+// readFile reads a whole file, naming it in the error.
+func readFile(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return data, nil
+}
+
+// ParseBudget reads a budget in the spec's TaskBudgetConfig shape from YAML or
+// JSON and validates it. name labels errors.
+func ParseBudget(name string, data []byte) (budget.Config, error) {
+	d, err := parse(name, data)
+	if err != nil {
+		return budget.Config{}, err
+	}
+	if err := d.checkNumbers("", budgetNumbers); err != nil {
+		return budget.Config{}, err
+	}
+	var cfg budget.Config
+	if err := d.decode(&cfg); err != nil {
+		return budget.Config{}, err
+	}
+	if err := d.validateBudget(cfg, ""); err != nil {
+		return budget.Config{}, err
+	}
+	return cfg, nil
+}
+
+// validateBudget validates cfg, locating each problem under prefix.
+func (d *document) validateBudget(cfg budget.Config, prefix string) error {
+	err := cfg.Validate()
+	if err == nil {
+		return nil
+	}
+	var errs []error
+	for _, e := range unjoin(err) {
+		var ve *budget.ValidationError
+		if errors.As(e, &ve) {
+			errs = append(errs, d.at(prefix+ve.Field, ve.Msg, ve))
+			continue
+		}
+		errs = append(errs, d.at(strings.TrimSuffix(prefix, "."), e.Error(), e))
+	}
+	return errors.Join(sortErrors(errs)...)
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// LoadBudget reads and validates a budget file (YAML or JSON).
+func LoadBudget(path string) (budget.Config, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return budget.Config{}, err
+	}
+	return ParseBudget(path, data)
+}
+
+// sortErrors orders *Errors by line so messages read top to bottom.
+func sortErrors(errs []error) []error {
+	line := func(e error) int {
+		var ce *Error
+		if errors.As(e, &ce) {
+			return ce.Line*10000 + ce.Column
+		}
+		return 0
+	}
+	slices.SortStableFunc(errs, func(a, b error) int { return line(a) - line(b) })
+	return errs
+}

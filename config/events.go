@@ -1,0 +1,138 @@
+package config
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/pricing"
+)
+
+// MaxEventLine is the longest events line accepted; a longer one is garbage.
+const MaxEventLine = 1 << 20
+
+// Usage is one usage event as written in an events file (JSON Lines) and in
+// a sim script's step. Every field is optional.
+type Usage struct {
+	InputTokens      int64       `json:"inputTokens,omitempty" yaml:"inputTokens,omitempty"`
+	OutputTokens     int64       `json:"outputTokens,omitempty" yaml:"outputTokens,omitempty"`
+	CacheReadTokens  int64       `json:"cacheReadTokens,omitempty" yaml:"cacheReadTokens,omitempty"`
+	CacheWriteTokens int64       `json:"cacheWriteTokens,omitempty" yaml:"cacheWriteTokens,omitempty"`
+	CostUSD          *budget.USD `json:"costUsd,omitempty" yaml:"costUsd,omitempty"`
+	Model            string      `json:"model,omitempty" yaml:"model,omitempty"`
+	ElapsedMs        float64     `json:"elapsedMs,omitempty" yaml:"elapsedMs,omitempty"`
+	IterationEnd     bool        `json:"iterationEnd,omitempty" yaml:"iterationEnd,omitempty"`
+}
+
+// Event turns the written form into a usage event, priced: a given costUsd
+// is reported; otherwise the catalogue estimates it from the model, or it is
+// unknown when the model has no price (never $0).
+func (u Usage) Event(prices *pricing.Catalogue) (budget.UsageEvent, error) {
+	if math.IsNaN(u.ElapsedMs) || math.IsInf(u.ElapsedMs, 0) || u.ElapsedMs > float64(math.MaxInt64/int64(time.Millisecond)) {
+		return budget.UsageEvent{}, fmt.Errorf("elapsedMs: out of range")
+	}
+	ev := budget.UsageEvent{
+		InputTokens:      u.InputTokens,
+		OutputTokens:     u.OutputTokens,
+		CacheReadTokens:  u.CacheReadTokens,
+		CacheWriteTokens: u.CacheWriteTokens,
+		Model:            u.Model,
+		Elapsed:          time.Duration(u.ElapsedMs * float64(time.Millisecond)),
+		IterationEnd:     u.IterationEnd,
+	}
+	if u.CostUSD != nil {
+		ev.USD, ev.CostSource = *u.CostUSD, budget.CostReported
+	}
+	if err := ev.Validate(); err != nil {
+		return budget.UsageEvent{}, err
+	}
+	return prices.Estimate(ev), nil
+}
+
+// ParseEvents reads usage events as JSON Lines, one event per line (blank
+// lines are skipped). Unknown fields are refused by name; every error names
+// the line.
+func ParseEvents(name string, r io.Reader, prices *pricing.Catalogue) ([]budget.UsageEvent, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), MaxEventLine)
+	var events []budget.UsageEvent
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		ev, err := parseEventLine(b, prices)
+		if err != nil {
+			return nil, &Error{File: name, Line: line, Msg: err.Error(), Err: err}
+		}
+		events = append(events, ev)
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, &Error{File: name, Line: line + 1, Msg: fmt.Sprintf("line longer than %d bytes: not a usage event", MaxEventLine), Err: err}
+		}
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	return events, nil
+}
+
+func parseEventLine(b []byte, prices *pricing.Catalogue) (budget.UsageEvent, error) {
+	if b[0] != '{' {
+		return budget.UsageEvent{}, errors.New("want a JSON object with usage fields")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	// costUsd is read raw so that its errors can name it.
+	var w struct {
+		Usage
+		CostUSD json.RawMessage `json:"costUsd"`
+	}
+	if err := dec.Decode(&w); err != nil {
+		return budget.UsageEvent{}, jsonFieldError(err)
+	}
+	if dec.More() {
+		return budget.UsageEvent{}, errors.New("more than one JSON value on the line")
+	}
+	u := w.Usage
+	if len(w.CostUSD) > 0 && string(w.CostUSD) != "null" {
+		var usd budget.USD
+		if err := usd.UnmarshalJSON(w.CostUSD); err != nil {
+			return budget.UsageEvent{}, fmt.Errorf("costUsd: %w", err)
+		}
+		u.CostUSD = &usd
+	}
+	return u.Event(prices)
+}
+
+// jsonFieldError rewords encoding/json's errors to lead with the field.
+func jsonFieldError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		want := te.Type.String()
+		switch want {
+		case "int64":
+			want = "a whole number"
+		case "float64":
+			want = "a number"
+		case "budget.USD":
+			want = "a number of dollars"
+		}
+		field := te.Field[strings.LastIndex(te.Field, ".")+1:] // the embedded struct's name is noise
+		return fmt.Errorf("%s: want %s, got %s", field, want, te.Value)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Errorf("not valid JSON (at byte %d): %v", se.Offset, err)
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	return errors.New(msg)
+}

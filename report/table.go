@@ -1,0 +1,105 @@
+// Package report renders what Purser knows for people and programs: the
+// budget status table, STATUS.md and BUDGET.md.
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/purser-dev/purser/budget"
+)
+
+const barWidth = 20
+
+// Bar draws used/limit as a bar of barWidth cells.
+func Bar(used, limit int64) string {
+	if limit <= 0 {
+		return ""
+	}
+	filled := int(min(max(used, 0), limit) * barWidth / limit)
+	return "[" + strings.Repeat("#", filled) + strings.Repeat("-", barWidth-filled) + "]"
+}
+
+// Used returns how much of a metric a status says was used, in its unit.
+func Used(st budget.Status, m budget.Metric) int64 {
+	switch m {
+	case budget.Money:
+		return int64(st.UsedUSD)
+	case budget.Tokens:
+		return st.UsedTokens
+	case budget.Time:
+		return int64(st.UsedTime)
+	case budget.Iterations:
+		return int64(st.UsedIterations)
+	}
+	return 0
+}
+
+// BarFor draws a metric's bar against its hard cap, or against the first
+// threshold it has when it has no hard cap. ok is false for a metric that is
+// not configured.
+func BarFor(cfg budget.Config, st budget.Status, m budget.Metric) (bar string, ok bool) {
+	for _, t := range []budget.Tier{budget.Hard, budget.Optimal, budget.Warning} {
+		limit, set := cfg.Threshold(t, m)
+		if !set {
+			continue
+		}
+		used := Used(st, m)
+		return fmt.Sprintf("%s %5.1f%% of %s", Bar(used, limit), float64(used)*100/float64(limit), t), true
+	}
+	return "", false
+}
+
+// MoneyLabel says what the money total is and how far it can be trusted.
+func MoneyLabel(st budget.Status) string {
+	switch st.USDSource {
+	case budget.SourceUnknown:
+		return "unknown (no backend reported or priced its usage)"
+	case budget.SourcePartial:
+		return fmt.Sprintf("at least %s (partial: some usage has no known price)", st.UsedUSD)
+	}
+	return fmt.Sprintf("%s (%s)", st.UsedUSD, st.USDSource)
+}
+
+// StatusTable writes a short table of a budget's status: one row and one bar
+// per configured metric; a metric nobody configured says it is not enforced.
+func StatusTable(w io.Writer, cfg budget.Config, st budget.Status) error {
+	fmt.Fprintf(w, "tier: %s", strings.ToUpper(st.Tier.String()))
+	if st.Tier != budget.Optimal {
+		fmt.Fprintf(w, " (by %s)", st.Cause)
+	}
+	fmt.Fprintf(w, "    money: %s\n\n", MoneyLabel(st))
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "metric\tused\toptimal\twarning\thard\t")
+	for _, m := range budget.Metrics {
+		used := m.Format(Used(st, m))
+		if m == budget.Time {
+			used = st.UsedTime.Round(time.Millisecond).String()
+		}
+		cells := []string{m.String(), used}
+		for _, t := range []budget.Tier{budget.Optimal, budget.Warning, budget.Hard} {
+			if v, ok := cfg.Threshold(t, m); ok {
+				cells = append(cells, m.Format(v))
+			} else {
+				cells = append(cells, "-")
+			}
+		}
+		bar, ok := BarFor(cfg, st, m)
+		unknownMoney := m == budget.Money && st.USDSource == budget.SourceUnknown
+		if unknownMoney {
+			cells[1] = "unknown" // never $0.00
+		}
+		switch {
+		case !ok:
+			bar = "not enforced"
+		case unknownMoney:
+			bar = "not enforced: no dollar figure is known"
+		}
+		fmt.Fprintln(tw, strings.Join(append(cells, bar), "\t"))
+	}
+	return tw.Flush()
+}
