@@ -44,6 +44,9 @@ func (t Totals) USDSource() USDSource {
 	return SourceReported
 }
 
+// Add adds one event to the totals, its elapsed time included.
+func (t *Totals) Add(ev UsageEvent) { t.add(ev, true) }
+
 func (t *Totals) add(ev UsageEvent, withElapsed bool) {
 	t.Tokens += ev.Tokens()
 	if withElapsed {

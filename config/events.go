@@ -33,7 +33,8 @@ type Usage struct {
 
 // Event turns the written form into a usage event, priced: a given costUsd
 // is reported; otherwise the catalogue estimates it from the model, or it is
-// unknown when the model has no price (never $0).
+// unknown when the model has no price (never $0). With no catalogue, an event
+// without costUsd is left unpriced.
 func (u Usage) Event(prices *pricing.Catalogue) (budget.UsageEvent, error) {
 	if math.IsNaN(u.ElapsedMs) || math.IsInf(u.ElapsedMs, 0) || u.ElapsedMs > float64(math.MaxInt64/int64(time.Millisecond)) {
 		return budget.UsageEvent{}, fmt.Errorf("elapsedMs: out of range")
@@ -52,6 +53,9 @@ func (u Usage) Event(prices *pricing.Catalogue) (budget.UsageEvent, error) {
 	}
 	if err := ev.Validate(); err != nil {
 		return budget.UsageEvent{}, err
+	}
+	if prices == nil {
+		return ev, nil // priced later, by whoever records it
 	}
 	return prices.Estimate(ev), nil
 }

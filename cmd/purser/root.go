@@ -21,8 +21,9 @@ const (
 
 // exitError carries the exit code an error should end the process with.
 type exitError struct {
-	code int
-	err  error
+	code     int
+	err      error
+	reported bool // already told to the user; print nothing more
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -39,8 +40,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "purser:", err)
 	var ee *exitError
+	if !errors.As(err, &ee) || !ee.reported {
+		fmt.Fprintln(stderr, "purser:", err)
+	}
 	var be *budget.BudgetExhaustedError
 	var re runError
 	switch {
@@ -87,7 +90,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newBudgetCmd())
+	root.AddCommand(newBudgetCmd(), newRunCmd(), newResumeCmd(), newStatusCmd())
 	markRunErrors(root)
 	return root
 }

@@ -1,0 +1,256 @@
+// Package sim is a scripted, deterministic backend for demos and tests. Each
+// call takes the next step of its script (the last step repeats): it streams
+// the step's usage evenly over the step's delay, writes the step's files into
+// the workspace, and may fail. Every call is appended to a transcript.
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/config"
+)
+
+// Step is one scripted call.
+type Step struct {
+	Usage   config.Usage      `yaml:"usage"`
+	Files   map[string]string `yaml:"files"`
+	DelayMs int               `yaml:"delayMs"`
+	Fail    string            `yaml:"fail"` // "", transient or fatal
+}
+
+// Script is a sim backend's script file.
+type Script struct {
+	Steps []Step `yaml:"steps"`
+}
+
+// TranscriptLine is one call as the sim received it.
+type TranscriptLine struct {
+	Kind          purser.CallKind `json:"kind"`
+	Iteration     int             `json:"iteration"`
+	Attempt       int             `json:"attempt"`
+	Step          int             `json:"step"`
+	Model         string          `json:"model"`
+	Prompt        string          `json:"prompt"`
+	ContextTokens int             `json:"contextTokens"`
+	MaxOutput     int64           `json:"maxOutputTokens,omitempty"`
+	Cancelled     bool            `json:"cancelled"`
+}
+
+// chunkEvery is how often usage streams out during a step's delay.
+const chunkEvery = 10 * time.Millisecond
+
+// Backend plays a script.
+type Backend struct {
+	steps      []Step
+	transcript string
+
+	mu   sync.Mutex
+	next int
+}
+
+var _ purser.Backend = (*Backend)(nil)
+
+// Load reads a script; errors name the file, line and field.
+func Load(path string) (*Script, error) {
+	var s Script
+	if err := config.DecodeFile(path, &s); err != nil {
+		return nil, err
+	}
+	if len(s.Steps) == 0 {
+		return nil, config.FieldError(path, "steps", "at least one step is required")
+	}
+	for i, st := range s.Steps {
+		field := fmt.Sprintf("steps[%d]", i)
+		if _, err := st.Usage.Event(nil); err != nil {
+			return nil, config.FieldError(path, field+".usage", err.Error())
+		}
+		if st.DelayMs < 0 {
+			return nil, config.FieldError(path, field+".delayMs", "must not be negative")
+		}
+		if st.Fail != "" && st.Fail != "transient" && st.Fail != "fatal" {
+			return nil, config.FieldError(path, field+".fail", fmt.Sprintf("%q: want transient or fatal", st.Fail))
+		}
+		for p := range st.Files {
+			if err := checkRel(p); err != nil {
+				return nil, config.FieldError(path, field+".files", err.Error())
+			}
+		}
+	}
+	return &s, nil
+}
+
+// New returns a backend from a task's backend spec: options script (required)
+// and transcript, relative to the spec's directory.
+func New(spec purser.BackendSpec) (*Backend, error) {
+	script, _ := spec.Options["script"].(string)
+	if script == "" {
+		return nil, errors.New("sim backend: option script is required (a YAML file with steps:)")
+	}
+	for k := range spec.Options {
+		if k != "script" && k != "transcript" {
+			return nil, fmt.Errorf("sim backend: unknown option %q (want script, transcript)", k)
+		}
+	}
+	s, err := Load(resolve(spec.Dir, script))
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{steps: s.Steps}
+	if tr, _ := spec.Options["transcript"].(string); tr != "" {
+		b.transcript = resolve(spec.Dir, tr)
+	}
+	return b, nil
+}
+
+func resolve(dir, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(dir, p)
+}
+
+func (b *Backend) take() (int, Step) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := min(b.next, len(b.steps)-1)
+	b.next++
+	return i, b.steps[i]
+}
+
+// Call plays the next step.
+func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
+	i, step := b.take()
+	line := TranscriptLine{Kind: req.Kind, Iteration: req.Iteration, Attempt: req.Attempt, Step: i, Model: req.Model,
+		Prompt: req.Prompt, ContextTokens: req.ContextTokens, MaxOutput: req.MaxOutputTokens}
+	ev, err := step.Usage.Event(nil)
+	if err != nil {
+		return purser.CallResult{}, err
+	}
+	if ev.Model == "" {
+		ev.Model = req.Model
+	}
+	if err := stream(ctx, ev, time.Duration(step.DelayMs)*time.Millisecond, report); err != nil {
+		line.Cancelled = true
+		return purser.CallResult{}, errors.Join(err, b.write(line))
+	}
+	if err := b.write(line); err != nil {
+		return purser.CallResult{}, err
+	}
+	switch step.Fail {
+	case "transient":
+		return purser.CallResult{}, fmt.Errorf("sim step %d: scripted overload: %w", i, purser.ErrTransient)
+	case "fatal":
+		return purser.CallResult{}, fmt.Errorf("sim step %d: scripted fatal error", i)
+	}
+	for p, content := range step.Files {
+		if err := writeFile(req.Workspace, p, content); err != nil {
+			return purser.CallResult{}, fmt.Errorf("sim step %d: %w", i, err)
+		}
+	}
+	return purser.CallResult{Text: fmt.Sprintf("sim step %d", i)}, nil
+}
+
+// stream reports ev in equal parts over delay; the parts add up exactly to
+// ev. It stops at once when ctx is done, with what was reported so far.
+func stream(ctx context.Context, ev budget.UsageEvent, delay time.Duration, report purser.UsageFunc) error {
+	n := int64(1)
+	if delay > 0 {
+		n = max(1, min(int64(delay/chunkEvery), 50))
+	}
+	tick := delay / time.Duration(n)
+	var sent budget.UsageEvent
+	for k := int64(1); k <= n; k++ {
+		if tick > 0 {
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-time.After(tick):
+			}
+		} else if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
+		part := budget.UsageEvent{
+			InputTokens:      ev.InputTokens*k/n - sent.InputTokens,
+			OutputTokens:     ev.OutputTokens*k/n - sent.OutputTokens,
+			CacheReadTokens:  ev.CacheReadTokens*k/n - sent.CacheReadTokens,
+			CacheWriteTokens: ev.CacheWriteTokens*k/n - sent.CacheWriteTokens,
+			USD:              budget.USD(int64(ev.USD)*k/n) - sent.USD,
+			CostSource:       ev.CostSource,
+			Model:            ev.Model,
+		}
+		sent.InputTokens += part.InputTokens
+		sent.OutputTokens += part.OutputTokens
+		sent.CacheReadTokens += part.CacheReadTokens
+		sent.CacheWriteTokens += part.CacheWriteTokens
+		sent.USD += part.USD
+		if part.Tokens() > 0 || part.USD > 0 {
+			report(part)
+		}
+	}
+	return nil
+}
+
+func (b *Backend) write(line TranscriptLine) error {
+	if b.transcript == "" {
+		return nil
+	}
+	data, err := json.Marshal(line)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f, err := os.OpenFile(b.transcript, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("sim transcript: %w", err)
+	}
+	defer f.Close()
+	_, err = f.Write(append(data, '\n'))
+	return err
+}
+
+func checkRel(p string) error {
+	clean := filepath.Clean(p)
+	switch {
+	case strings.IndexByte(p, 0) >= 0, filepath.IsAbs(p), clean == "..", strings.HasPrefix(clean, "../"), clean == ".":
+		return fmt.Errorf("file %q: want a path inside the workspace", p)
+	}
+	return nil
+}
+
+// writeFile writes content to rel inside workspace, refusing any path that
+// leads out, through a symlink or otherwise.
+func writeFile(workspace, rel, content string) error {
+	if err := checkRel(rel); err != nil {
+		return err
+	}
+	root, err := filepath.EvalSymlinks(workspace)
+	if err != nil {
+		return err
+	}
+	target := filepath.Join(root, filepath.Clean(rel))
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return err
+	}
+	realDir, err := filepath.EvalSymlinks(filepath.Dir(target))
+	if err != nil {
+		return err
+	}
+	if realDir != root && !strings.HasPrefix(realDir, root+string(filepath.Separator)) {
+		return fmt.Errorf("file %q leads outside the workspace", rel)
+	}
+	if fi, err := os.Lstat(target); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("file %q is a symlink; not following it", rel)
+	}
+	return os.WriteFile(filepath.Join(realDir, filepath.Base(target)), []byte(content), 0o644)
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/sqlite"
+)
+
+// taskStatusJSON is one task in `purser status --json`.
+type taskStatusJSON struct {
+	ID        string        `json:"id"`
+	Status    string        `json:"status"`
+	Reason    string        `json:"reason"`
+	RunID     string        `json:"runId"`
+	Workspace string        `json:"workspace"`
+	Budget    budget.Status `json:"budget"`
+}
+
+func newStatusCmd() *cobra.Command {
+	var db string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [TASK] [--db PATH] [--json]",
+		Short: "Show tasks, their state and their budget",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			proj, err := projectHere()
+			if err != nil {
+				return err
+			}
+			store, err := sqlite.Open(cmd.Context(), dbPath(db, proj))
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			var recs []purser.TaskRecord
+			if len(args) == 1 {
+				rec, err := store.Task(cmd.Context(), args[0])
+				if errors.Is(err, purser.ErrNotFound) {
+					return badInput(fmt.Errorf("no task %q in %s", args[0], dbPath(db, proj)))
+				}
+				if err != nil {
+					return err
+				}
+				recs = append(recs, rec)
+			} else if recs, err = store.Tasks(cmd.Context()); err != nil {
+				return err
+			}
+			out := struct {
+				Tasks []taskStatusJSON `json:"tasks"`
+			}{Tasks: []taskStatusJSON{}}
+			for _, rec := range recs {
+				totals, err := store.UsageTotals(cmd.Context(), rec.ID)
+				if err != nil {
+					return err
+				}
+				totals.Time = rec.Elapsed
+				m, err := budget.NewManager(rec.Budget, budget.Options{Initial: totals})
+				if err != nil {
+					return fmt.Errorf("task %s: %w", rec.ID, err)
+				}
+				out.Tasks = append(out.Tasks, taskStatusJSON{ID: rec.ID, Status: string(rec.State), Reason: rec.Reason,
+					RunID: rec.RunID, Workspace: rec.Workspace, Budget: m.Status()})
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "TASK\tSTATE\tBUDGET\tWHY")
+			for _, t := range out.Tasks {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, t.Status, summary(t.Budget), t.Reason)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&db, "db", "", "database path (default: $PURSER_DB, else .purser/purser.db beside purser.yaml)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {\"tasks\": [...]} as JSON")
+	return cmd
+}

@@ -1,0 +1,307 @@
+// Package contextbuild builds the context an agent is given for a call —
+// goal, issue, the files the issue names, the failing validators' output, the
+// plan, earlier iterations and a listing of the workspace — and shrinks it
+// by a named strategy when the budget is in WARNING. Tokens are counted with
+// a real tokenizer.
+package contextbuild
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	gitignore "github.com/sabhiram/go-gitignore"
+	"github.com/tiktoken-go/tokenizer"
+
+	"github.com/purser-dev/purser"
+)
+
+// MaxFileBytes is the most of one file put into a context.
+const MaxFileBytes = 256 << 10
+
+// MaxListing is the most workspace paths listed.
+const MaxListing = 500
+
+// Input is what a context is built from.
+type Input struct {
+	Goal      string
+	Issue     string
+	Workspace string
+	Failing   []purser.ValidatorResult // failing validators of the last iteration
+	Plan      string
+	History   []string // one line per earlier iteration
+}
+
+// Section is one part of a context.
+type Section struct {
+	Name   string // goal, issue, file, failing, plan, history, listing
+	Title  string
+	Body   string
+	Tokens int
+}
+
+// Context is a built context.
+type Context struct {
+	Sections []Section
+	Tokens   int
+	Strategy string   // "full", or the shrink strategy applied
+	Dropped  []string // what a shrink left out, for the record
+}
+
+// Counter counts tokens.
+type Counter interface{ Count(string) int }
+
+type tiktoken struct{ codec tokenizer.Codec }
+
+func (t tiktoken) Count(s string) int {
+	n, err := t.codec.Count(s)
+	if err != nil {
+		return len(s) / 3 // invalid UTF-8: a conservative guess
+	}
+	return n
+}
+
+var defaultCounter = sync.OnceValues(func() (Counter, error) {
+	c, err := tokenizer.Get(tokenizer.O200kBase)
+	if err != nil {
+		return nil, fmt.Errorf("load tokenizer: %w", err)
+	}
+	return tiktoken{c}, nil
+})
+
+// DefaultCounter is OpenAI's o200k_base tokenizer. No tokenizer for Claude
+// runs offline; o200k counts are close enough to shrink a context by.
+func DefaultCounter() (Counter, error) { return defaultCounter() }
+
+// Builder builds contexts.
+type Builder struct {
+	Counter Counter
+}
+
+// New returns a Builder with the default tokenizer.
+func New() (*Builder, error) {
+	c, err := DefaultCounter()
+	if err != nil {
+		return nil, err
+	}
+	return &Builder{Counter: c}, nil
+}
+
+func (b *Builder) section(name, title, body string) Section {
+	return Section{Name: name, Title: title, Body: body, Tokens: b.Counter.Count(title) + b.Counter.Count(body)}
+}
+
+func finish(ctx Context) Context {
+	ctx.Tokens = 0
+	for _, s := range ctx.Sections {
+		ctx.Tokens += s.Tokens
+	}
+	return ctx
+}
+
+// Full builds the whole context, as in OPTIMAL.
+func (b *Builder) Full(in Input) Context {
+	ctx := Context{Strategy: "full"}
+	ctx.Sections = append(ctx.Sections, b.section("goal", "Goal", in.Goal))
+	if strings.TrimSpace(in.Issue) != "" {
+		ctx.Sections = append(ctx.Sections, b.section("issue", "Issue", in.Issue))
+	}
+	ctx.Sections = append(ctx.Sections, b.fileSections(in.Workspace, in.Issue)...)
+	ctx.Sections = append(ctx.Sections, b.failingSections(in.Failing)...)
+	if strings.TrimSpace(in.Plan) != "" {
+		ctx.Sections = append(ctx.Sections, b.section("plan", "Plan", in.Plan))
+	}
+	if len(in.History) > 0 {
+		ctx.Sections = append(ctx.Sections, b.section("history", "Earlier iterations", strings.Join(in.History, "\n")))
+	}
+	if listing := Listing(in.Workspace); listing != "" {
+		ctx.Sections = append(ctx.Sections, b.section("listing", "Workspace files", listing))
+	}
+	return finish(ctx)
+}
+
+func (b *Builder) fileSections(workspace, issue string) []Section {
+	var out []Section
+	for _, rel := range ReferencedFiles(workspace, issue) {
+		real, err := Resolve(workspace, rel)
+		if err != nil {
+			continue
+		}
+		data, err := readAtMost(real, MaxFileBytes)
+		if err != nil {
+			continue
+		}
+		out = append(out, b.section("file", "File "+rel, data))
+	}
+	return out
+}
+
+func readAtMost(path string, n int64) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	buf := make([]byte, n+1)
+	k, _ := f.Read(buf)
+	if int64(k) > n {
+		return string(buf[:n]) + "\n[… file cut at " + fmt.Sprint(n) + " bytes …]", nil
+	}
+	return string(buf[:k]), nil
+}
+
+func (b *Builder) failingSections(failing []purser.ValidatorResult) []Section {
+	var out []Section
+	for _, v := range failing {
+		if v.Passed {
+			continue
+		}
+		title := fmt.Sprintf("Failing validator %s (exit %d)", v.Name, v.ExitCode)
+		if v.TimedOut {
+			title = fmt.Sprintf("Failing validator %s (timed out)", v.Name)
+		}
+		out = append(out, b.section("failing", title, v.Output))
+	}
+	return out
+}
+
+// Listing lists the workspace's files, honouring its root .gitignore, one
+// path per line, at most MaxListing.
+func Listing(workspace string) string {
+	ign := gitignore.CompileIgnoreLines(".git/")
+	if g, err := gitignore.CompileIgnoreFileAndLines(filepath.Join(workspace, ".gitignore"), ".git/"); err == nil {
+		ign = g
+	}
+	var paths []string
+	_ = filepath.WalkDir(workspace, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == workspace {
+			return nil
+		}
+		rel, _ := filepath.Rel(workspace, p)
+		match := rel
+		if d.IsDir() {
+			match += "/"
+		}
+		if d.Name() == ".git" || ign.MatchesPath(match) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.IsDir() {
+			paths = append(paths, rel)
+		}
+		if len(paths) >= MaxListing {
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	sort.Strings(paths)
+	return strings.Join(paths, "\n")
+}
+
+// Strategy shrinks a context to at most maxTokens.
+type Strategy func(b *Builder, in Input, maxTokens int) Context
+
+var strategies = map[string]Strategy{
+	"failing_first": FailingFirst,
+}
+
+// Strategies returns the names of the shrink strategies.
+func Strategies() []string {
+	names := make([]string, 0, len(strategies))
+	for n := range strategies {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Shrink builds the context with the named strategy.
+func (b *Builder) Shrink(in Input, strategy string, maxTokens int) (Context, error) {
+	s, ok := strategies[strategy]
+	if !ok {
+		return Context{}, fmt.Errorf("unknown context strategy %q (known: %s)", strategy, strings.Join(Strategies(), ", "))
+	}
+	ctx := s(b, in, maxTokens)
+	ctx.Strategy = strategy
+	return ctx, nil
+}
+
+// FailingFirst keeps the goal, the failing validators' output (trimmed from
+// the middle to fit) and the files the issue names, and drops the rest.
+// The output gets at most half of what is left after the goal when there are
+// files to keep too.
+func FailingFirst(b *Builder, in Input, maxTokens int) Context {
+	full := b.Full(in)
+	ctx := Context{}
+	var failing, files []Section
+	for _, s := range full.Sections {
+		switch s.Name {
+		case "goal":
+			ctx.Sections = append(ctx.Sections, s)
+		case "failing":
+			failing = append(failing, s)
+		case "file":
+			files = append(files, s)
+		default:
+			ctx.Dropped = append(ctx.Dropped, s.Title)
+		}
+	}
+	left := maxTokens - finish(ctx).Tokens
+	outputShare := left
+	if len(files) > 0 {
+		outputShare = left / 2
+	}
+	for i, s := range failing {
+		share := outputShare / (len(failing) - i)
+		s = b.fit(s, share)
+		outputShare -= s.Tokens
+		left -= s.Tokens
+		ctx.Sections = append(ctx.Sections, s)
+	}
+	for _, s := range files {
+		if s.Tokens > left {
+			if left < 64 {
+				ctx.Dropped = append(ctx.Dropped, s.Title)
+				continue
+			}
+			s = b.fit(s, left)
+		}
+		left -= s.Tokens
+		ctx.Sections = append(ctx.Sections, s)
+	}
+	return finish(ctx)
+}
+
+// fit trims a section's body from the middle until it has at most max
+// tokens.
+func (b *Builder) fit(s Section, max int) Section {
+	for s.Tokens > max && len(s.Body) > 0 {
+		keep := len(s.Body) * max / (s.Tokens + 1) * 9 / 10
+		s.Body = TrimMiddle(s.Body, keep)
+		s.Tokens = b.Counter.Count(s.Title) + b.Counter.Count(s.Body)
+		if keep == 0 {
+			break
+		}
+	}
+	return s
+}
+
+// TrimMiddle keeps the first and last halves of s within n bytes, marking
+// the cut.
+func TrimMiddle(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "\n[… cut …]\n"
+	if n <= len(mark) {
+		return ""
+	}
+	half := (n - len(mark)) / 2
+	return strings.ToValidUTF8(s[:half], "") + mark + strings.ToValidUTF8(s[len(s)-half:], "")
+}

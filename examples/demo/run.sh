@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs the demo in a fresh copy, so it can be run again and again:
+# two tasks, one run, the embedded SQLite store.
+#   fix-trailing-commas  OPTIMAL → WARNING (degrades) → DONE
+#   runaway              OPTIMAL → WARNING → HARD, cut off mid-call → BLOCKED
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+work="$(mktemp -d "${TMPDIR:-/tmp}/purser-demo.XXXXXX")"
+cp -R "$here/." "$work/"
+rm -f "$work/run.sh"
+(cd "$root" && go build -o "$work/purser" ./cmd/purser)
+cd "$work"
+
+echo "== purser run (in $work)"
+set +e
+./purser run fix-trailing-commas.yaml runaway.yaml
+code=$?
+set -e
+echo "== exit code $code (3: a task was BLOCKED by its budget, as this demo intends)"
+echo
+echo "== purser status"
+./purser status
+echo
+echo "== runaway/STATUS.md"
+cat runaway/STATUS.md
+echo
+echo "== fix-trailing-commas/BUDGET.md"
+cat parser/BUDGET.md
+[ "$code" -eq 3 ] || { echo "demo: expected exit code 3, got $code" >&2; exit 1; }
+echo
+echo "demo: as intended (files kept in $work)"

@@ -1,0 +1,2 @@
+#!/bin/sh
+echo "FAIL: report.sh is still slow"; exit 1

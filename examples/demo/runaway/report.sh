@@ -1,0 +1,2 @@
+# generates the report, slowly
+sleep 1; echo report

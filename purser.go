@@ -1,0 +1,200 @@
+// Package purser holds Purser's domain: tasks, runs, iterations and calls,
+// their states, the degrade policy, and the interfaces the engine works
+// through (Backend, Store, ValidatorRunner). Implementations live in packages
+// named after what they wrap (sqlite, backend/sim, …); only cmd/purser wires
+// them together.
+package purser
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/purser-dev/purser/budget"
+)
+
+// TaskState is where a task is in its life.
+type TaskState string
+
+// Task states. BLOCKED is a stop by budget: the task can be resumed with a
+// bigger budget. FAILED is a stop by an error that is not the budget's.
+const (
+	StatePending TaskState = "PENDING"
+	StateRunning TaskState = "RUNNING"
+	StateDone    TaskState = "DONE"
+	StateBlocked TaskState = "BLOCKED"
+	StateFailed  TaskState = "FAILED"
+)
+
+// CallKind says what a backend call is for.
+type CallKind string
+
+// The kinds of call. Planning regeneration and self-review are the spec's
+// "optional calls", skipped while disable_self_review is in force.
+const (
+	CallPlanning   CallKind = "planning"
+	CallMain       CallKind = "main"
+	CallSelfReview CallKind = "self_review"
+)
+
+// Validator is a command that checks the task's work: exit 0 passes.
+type Validator struct {
+	Name    string
+	Run     string        // run by the shell in the workspace
+	Timeout time.Duration // 0: DefaultValidatorTimeout
+}
+
+// DefaultValidatorTimeout bounds a validator with no timeout of its own.
+const DefaultValidatorTimeout = 10 * time.Minute
+
+// ValidatorResult is the outcome of running one validator.
+type ValidatorResult struct {
+	Name     string
+	Passed   bool
+	ExitCode int // -1 when it did not exit by itself (timeout, signal)
+	TimedOut bool
+	Output   string // stdout and stderr interleaved, trimmed from the middle when long
+	Duration time.Duration
+}
+
+// DegradeAction is one way to spend less in WARNING.
+type DegradeAction string
+
+// The degrade actions of the spec.
+const (
+	ShrinkContext     DegradeAction = "shrink_context"
+	RepairOnlyMode    DegradeAction = "repair_only_mode"
+	DisableSelfReview DegradeAction = "disable_self_review"
+	SwitchTierCheap   DegradeAction = "switch_tier_cheap"
+)
+
+// KnownDegradeActions lists every action, in the default order.
+var KnownDegradeActions = []DegradeAction{ShrinkContext, RepairOnlyMode, DisableSelfReview, SwitchTierCheap}
+
+// DegradeStage says from when an action applies.
+type DegradeStage string
+
+const (
+	// AtWarningTier applies the action on entering WARNING (the default).
+	AtWarningTier DegradeStage = ""
+	// AtWarningLine holds the action back until a metric reaches its
+	// `warning` threshold, which may lie past the start of WARNING.
+	AtWarningLine DegradeStage = "warning"
+)
+
+// DegradeStep is one configured action and its stage.
+type DegradeStep struct {
+	Action DegradeAction
+	At     DegradeStage
+}
+
+// ShrinkPolicy configures the shrink_context action.
+type ShrinkPolicy struct {
+	Strategy  string // a context strategy name; "failing_first" by default
+	MaxTokens int    // token cap for the shrunk context
+}
+
+// DegradePolicy is the ordered list of actions taken in WARNING.
+type DegradePolicy struct {
+	Steps  []DegradeStep
+	Shrink ShrinkPolicy
+}
+
+// DefaultDegradePolicy is the spec's recommended sequence.
+func DefaultDegradePolicy() DegradePolicy {
+	p := DegradePolicy{Shrink: ShrinkPolicy{Strategy: "failing_first", MaxTokens: 12000}}
+	for _, a := range KnownDegradeActions {
+		p.Steps = append(p.Steps, DegradeStep{Action: a})
+	}
+	return p
+}
+
+// Task is one piece of work for an agent.
+type Task struct {
+	ID         string
+	Goal       string
+	Issue      string
+	Workspace  string // absolute path
+	File       string // the task file it came from, if any
+	Validators []Validator
+	Backend    BackendSpec
+	ModelTier  string // the tier to start on, e.g. "standard"
+	Budget     budget.Config
+	Degrade    DegradePolicy
+	SelfReview bool
+	Planning   bool
+}
+
+// BackendSpec names a backend and its model tiers.
+type BackendSpec struct {
+	Name   string            // as named in purser.yaml, or the type for inline ones
+	Type   string            // sim, claude, codex, openai, exec, …
+	Models map[string]string // tier name → model, e.g. cheap → claude-haiku-4-5
+	// Options are the backend type's own settings, decoded by its package.
+	Options map[string]any
+	// Dir is the directory relative paths in Options are resolved against.
+	Dir string
+}
+
+// Model returns the model of a tier, and whether the backend has that tier.
+func (b BackendSpec) Model(tier string) (string, bool) {
+	m, ok := b.Models[tier]
+	return m, ok
+}
+
+// CheapTier is the tier switch_tier_cheap moves to.
+const CheapTier = "cheap"
+
+// Run is a batch of tasks, with an optional budget its tasks share.
+type Run struct {
+	ID     string
+	Budget *budget.Config
+}
+
+// CallRequest is what the engine asks a backend to do.
+type CallRequest struct {
+	TaskID    string
+	Kind      CallKind
+	Iteration int
+	Attempt   int // 1 for the first try, 2 for the first retry, …
+	Model     string
+	Prompt    string
+	// ContextTokens is the size of the context in the prompt, as counted.
+	ContextTokens int
+	// MaxOutputTokens is how much output the budget admits for this call;
+	// 0 means no limit was set. Backends that can cap output must.
+	MaxOutputTokens int64
+	Workspace       string
+}
+
+// CallResult is what a call produced besides its usage.
+type CallResult struct {
+	Text string
+}
+
+// UsageFunc receives usage as a backend learns of it, possibly many times
+// per call and from the backend's own goroutine.
+type UsageFunc func(budget.UsageEvent)
+
+// Backend runs calls: one prompt in, changes in the workspace and usage out.
+// Call reports usage through report as soon as it is known, and returns
+// promptly when ctx is cancelled (the hard cap), with ctx's error.
+type Backend interface {
+	Call(ctx context.Context, req CallRequest, report UsageFunc) (CallResult, error)
+}
+
+// ErrTransient marks a backend error worth retrying: rate limit, overload,
+// a dropped connection. Wrap it; the engine retries only errors that match.
+var ErrTransient = errors.New("transient backend error")
+
+// ValidatorRunner runs one validator in a workspace.
+type ValidatorRunner interface {
+	RunValidator(ctx context.Context, workspace string, v Validator) ValidatorResult
+}
+
+// ErrNotFound is returned by a Store for a task or run it does not have.
+var ErrNotFound = errors.New("not found")
+
+// TaskNotFoundError names the task a Store does not have.
+func TaskNotFoundError(id string) error { return fmt.Errorf("task %q: %w", id, ErrNotFound) }

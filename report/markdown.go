@@ -1,0 +1,377 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+)
+
+// Report is everything STATUS.md and BUDGET.md say about a task.
+type Report struct {
+	Task       purser.Task
+	State      purser.TaskState
+	Cause      error // why it stopped; nil when DONE
+	Status     budget.Status
+	RunStatus  *budget.Status
+	RunBudget  budget.Config
+	Iterations []purser.IterationRecord
+	Calls      []purser.CallRecord
+	Usage      []purser.LedgerEntry
+	Degrades   []purser.DegradeRecord
+}
+
+// Load reads a task's history from the store.
+func Load(ctx context.Context, s purser.Store, taskID string) (Report, error) {
+	var r Report
+	var err error
+	if r.Iterations, err = s.Iterations(ctx, taskID); err != nil {
+		return r, err
+	}
+	if r.Calls, err = s.Calls(ctx, taskID); err != nil {
+		return r, err
+	}
+	if r.Usage, err = s.Usage(ctx, taskID); err != nil {
+		return r, err
+	}
+	if r.Degrades, err = s.Degrades(ctx, taskID); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// MoneyText renders a sum of money with where it came from; an unknown sum
+// is never shown as $0.
+func MoneyText(t budget.Totals) string {
+	switch t.USDSource() {
+	case budget.SourceUnknown:
+		return "unknown"
+	case budget.SourcePartial:
+		return "≥ " + t.USD.String() + " (partial: some unknown)"
+	}
+	if t.ReportedEvents+t.EstimatedEvents == 0 {
+		return "$0.00"
+	}
+	return t.USD.String() + " (" + t.USDSource().String() + ")"
+}
+
+type group struct {
+	key    string
+	calls  map[string]bool
+	totals budget.Totals
+}
+
+// groupUsage sums the ledger's call usage by a key, in first-seen order.
+func groupUsage(usage []purser.LedgerEntry, key func(purser.LedgerEntry) string) []*group {
+	var order []*group
+	byKey := map[string]*group{}
+	for _, e := range usage {
+		if e.CallID == "" {
+			continue // iteration markers, not calls
+		}
+		k := key(e)
+		g := byKey[k]
+		if g == nil {
+			g = &group{key: k, calls: map[string]bool{}}
+			byKey[k] = g
+			order = append(order, g)
+		}
+		g.calls[e.CallID] = true
+		g.totals.Add(e.Event)
+	}
+	return order
+}
+
+// BudgetMD renders BUDGET.md: spend per metric, per iteration, per call
+// kind, per model and per call, every dollar figure labelled reported,
+// estimated or unknown; the degrade actions taken and when; the retries.
+func BudgetMD(r Report) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# Budget: task %s\n\n", r.Task.ID)
+	fmt.Fprintf(&b, "State: **%s**. Tier: **%s**", r.State, strings.ToUpper(r.Status.Tier.String()))
+	if r.Status.Tier != budget.Optimal {
+		fmt.Fprintf(&b, " (by %s)", r.Status.Cause)
+	}
+	fmt.Fprintf(&b, ". Money: %s.\n", MoneyLabel(r.Status))
+	if r.Status.USDSource == budget.SourceUnknown || r.Status.USDSource == budget.SourcePartial {
+		b.WriteString("\nSome usage has no dollar figure: its backend reported none and its model has no known price. " +
+			"Unknown is not $0; tokens, time and iterations were enforced regardless.\n")
+	}
+
+	b.WriteString("\n## Per metric\n\n")
+	metricTable(&b, r.Task.Budget, r.Status)
+	if r.RunStatus != nil {
+		b.WriteString("\nThe run's budget, shared by its tasks:\n\n")
+		metricTable(&b, r.RunBudget, *r.RunStatus)
+	}
+
+	byIteration := groupUsage(r.Usage, func(e purser.LedgerEntry) string { return fmt.Sprint(e.Iteration) })
+	byKind := groupUsage(r.Usage, func(e purser.LedgerEntry) string { return string(e.Kind) })
+	byModel := groupUsage(r.Usage, func(e purser.LedgerEntry) string { return e.Event.Model })
+	for _, s := range []struct {
+		title, col string
+		groups     []*group
+	}{{"Per iteration", "iteration", byIteration}, {"Per call kind", "kind", byKind}, {"Per model", "model", byModel}} {
+		fmt.Fprintf(&b, "\n## %s\n\n| %s | calls | tokens | of which cached | USD |\n|---|---:|---:|---:|---|\n", s.title, s.col)
+		for _, g := range s.groups {
+			fmt.Fprintf(&b, "| %s | %d | %d | %d | %s |\n", g.key, len(g.calls), g.totals.Tokens, cachedTokens(r.Usage, g), MoneyText(g.totals))
+		}
+		if len(s.groups) == 0 {
+			b.WriteString("| (no calls) | 0 | 0 | 0 | $0.00 |\n")
+		}
+	}
+
+	byCall := map[string]*budget.Totals{}
+	for _, e := range r.Usage {
+		if e.CallID == "" {
+			continue
+		}
+		if byCall[e.CallID] == nil {
+			byCall[e.CallID] = &budget.Totals{}
+		}
+		byCall[e.CallID].Add(e.Event)
+	}
+	b.WriteString("\n## Calls\n\n| # | iteration | kind | attempt | model | outcome | tokens | USD | reserved | note |\n|---:|---:|---|---:|---|---|---:|---|---|\n")
+	retries := 0
+	for i, c := range r.Calls {
+		t := byCall[c.ID]
+		if t == nil {
+			t = &budget.Totals{}
+		}
+		if c.Attempt > 1 {
+			retries++
+		}
+		reserved := fmt.Sprintf("%d tokens", c.Reserved.Tokens)
+		if c.Reserved.USD > 0 {
+			reserved += ", " + c.Reserved.USD.String()
+		}
+		fmt.Fprintf(&b, "| %d | %d | %s | %d | %s | %s | %d | %s | %s | %s |\n", i+1, c.Iteration, c.Kind, c.Attempt, c.Model, c.Outcome,
+			t.Tokens, MoneyText(*t), reserved, oneLine(c.Error))
+	}
+	if len(r.Calls) == 0 {
+		b.WriteString("| - | - | - | - | - | - | 0 | $0.00 | - | no call was made |\n")
+	}
+
+	fmt.Fprintf(&b, "\n## Retries\n\n%d retried call(s). Each retry is a call of its own above, admitted by the budget and counted.", retries)
+	b.WriteString(" Nothing is retried after the hard cap.\n")
+
+	b.WriteString("\n## Degrade actions\n\n")
+	if len(r.Degrades) == 0 {
+		b.WriteString("None: the budget never reached WARNING during a call.\n")
+	} else {
+		b.WriteString("| when | iteration | call | action | budget | tier | metric | detail |\n|---|---:|---|---|---|---|---|---|\n")
+		for _, d := range r.Degrades {
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s |\n", d.At.UTC().Format(time.RFC3339), d.Iteration, d.Call, d.Action,
+				d.Scope, d.Tier, d.Metric, d.Detail)
+		}
+	}
+	return Redact(b.Bytes())
+}
+
+func cachedTokens(usage []purser.LedgerEntry, g *group) int64 {
+	var n int64
+	for _, e := range usage {
+		if g.calls[e.CallID] {
+			n += e.Event.CacheReadTokens
+		}
+	}
+	return n
+}
+
+func metricTable(b *bytes.Buffer, cfg budget.Config, st budget.Status) {
+	b.WriteString("| metric | used | optimal | warning | hard | |\n|---|---|---|---|---|---|\n")
+	for _, m := range budget.Metrics {
+		used := m.Format(Used(st, m))
+		if m == budget.Money {
+			used = MoneyLabel(st)
+		}
+		row := []string{string(m.String()), used}
+		for _, t := range []budget.Tier{budget.Optimal, budget.Warning, budget.Hard} {
+			if v, ok := cfg.Threshold(t, m); ok {
+				row = append(row, m.Format(v))
+			} else {
+				row = append(row, "-")
+			}
+		}
+		bar, ok := BarFor(cfg, st, m)
+		if !ok {
+			bar = "not enforced"
+		} else if m == budget.Money && st.USDSource == budget.SourceUnknown {
+			bar = "not enforced: no dollar figure is known"
+		}
+		row = append(row, "`"+bar+"`")
+		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
+	}
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	s = strings.ReplaceAll(s, "|", "\\|")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// StatusMD renders STATUS.md: the state, why the task stopped and which
+// metric, the validators' state, the last error, and what to do next.
+func StatusMD(r Report) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# Status: task %s\n\n**%s**", r.Task.ID, r.State)
+	var be *budget.BudgetExhaustedError
+	var ie *budget.InsufficientBudgetError
+	switch {
+	case r.State == purser.StateDone:
+		b.WriteString(": all validators passed.\n")
+	case errors.As(r.Cause, &be):
+		fmt.Fprintf(&b, ": stopped by the %s budget's hard cap on **%s**.\n", be.Scope, be.Metric)
+	case errors.As(r.Cause, &ie):
+		fmt.Fprintf(&b, ": the %s budget has too little %s left for the next call.\n", ie.Scope, ie.Metric)
+	case r.State == purser.StatePending:
+		b.WriteString(": interrupted; resumable.\n")
+	default:
+		b.WriteString(": failed.\n")
+	}
+	if r.Cause != nil {
+		fmt.Fprintf(&b, "\nWhy: %s\n", r.Cause)
+	}
+	fmt.Fprintf(&b, "\nGoal: %s\n\nBudget: tier %s; money %s; %d tokens; %s; %d iteration(s). Details in BUDGET.md.\n",
+		strings.TrimSpace(r.Task.Goal), strings.ToUpper(r.Status.Tier.String()), MoneyLabel(r.Status), r.Status.UsedTokens,
+		r.Status.UsedTime.Round(time.Millisecond), r.Status.UsedIterations)
+
+	b.WriteString("\n## Validators\n\n")
+	last := lastValidated(r.Iterations)
+	if last == nil {
+		b.WriteString("Not run yet.\n")
+	} else {
+		fmt.Fprintf(&b, "As of iteration %d:\n\n", last.N)
+		for _, v := range last.Validators {
+			state := "passed"
+			switch {
+			case v.TimedOut:
+				state = "timed out"
+			case !v.Passed:
+				state = fmt.Sprintf("failed (exit %d)", v.ExitCode)
+			}
+			fmt.Fprintf(&b, "- **%s**: %s\n", v.Name, state)
+			if !v.Passed && strings.TrimSpace(v.Output) != "" {
+				fmt.Fprintf(&b, "\n```\n%s\n```\n\n", strings.TrimRight(tail(v.Output, 40), "\n"))
+			}
+		}
+		if r.State == purser.StateBlocked && last.N < r.Status.UsedIterations {
+			fmt.Fprintf(&b, "\nIteration %d was stopped before its validators ran.\n", r.Status.UsedIterations)
+		}
+	}
+
+	b.WriteString("\n## Last error\n\n")
+	if e := lastError(r.Calls); e != "" {
+		fmt.Fprintf(&b, "%s\n", e)
+	} else {
+		b.WriteString("None.\n")
+	}
+
+	if r.State != purser.StateDone {
+		b.WriteString("\n## Suggested manual steps\n\n")
+		for i, s := range suggestions(r, be, ie) {
+			fmt.Fprintf(&b, "%d. %s\n", i+1, s)
+		}
+	}
+	return Redact(b.Bytes())
+}
+
+func lastValidated(its []purser.IterationRecord) *purser.IterationRecord {
+	for i := len(its) - 1; i >= 0; i-- {
+		if len(its[i].Validators) > 0 && its[i].Outcome != "stopped" {
+			return &its[i]
+		}
+	}
+	return nil
+}
+
+func lastError(calls []purser.CallRecord) string {
+	for i := len(calls) - 1; i >= 0; i-- {
+		if calls[i].Error != "" {
+			c := calls[i]
+			return fmt.Sprintf("%s call of iteration %d (attempt %d, %s): %s", c.Kind, c.Iteration, c.Attempt, c.Outcome, c.Error)
+		}
+	}
+	return ""
+}
+
+func tail(s string, lines int) string {
+	parts := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(parts) > lines {
+		parts = append([]string{"[…]"}, parts[len(parts)-lines:]...)
+	}
+	return strings.Join(parts, "\n")
+}
+
+func suggestions(r Report, be *budget.BudgetExhaustedError, ie *budget.InsufficientBudgetError) []string {
+	ws := r.Task.Workspace
+	var out []string
+	out = append(out, fmt.Sprintf("Look at the workspace as the agent left it; nothing was reverted: `cd %s && git status && git diff`.", shellQuote(ws)))
+	if len(r.Task.Validators) > 0 {
+		var cmds []string
+		for _, v := range r.Task.Validators {
+			cmds = append(cmds, "`"+v.Run+"`")
+		}
+		out = append(out, "Run the validators yourself to see where the work stands: "+strings.Join(cmds, ", ")+".")
+	}
+	out = append(out, "Read BUDGET.md for where the money and tokens went, and which degrade actions were taken.")
+	file := r.Task.File
+	if file == "" {
+		file = "the task file"
+	}
+	switch {
+	case be != nil && be.Scope == budget.ScopeRun:
+		out = append(out, fmt.Sprintf("The run's shared budget is spent (%s). Raise it in the run budget file, then `purser resume %s`.", be.Metric, r.Task.ID))
+	case be != nil:
+		key := map[budget.Metric]string{budget.Money: "hard.usd", budget.Tokens: "hard.tokens", budget.Time: "hard.timeMinutes", budget.Iterations: "hard.maxIterations"}[be.Metric]
+		out = append(out, fmt.Sprintf("To continue, raise `budget.%s` in %s (now %s, used %s), then run `purser resume %s`; what was spent carries over.",
+			key, file, be.Metric.Format(be.Limit), be.Metric.Format(Used(be.Status, be.Metric)), r.Task.ID))
+	case ie != nil:
+		out = append(out, fmt.Sprintf("To continue, raise the hard cap on %s in %s, then run `purser resume %s`.", ie.Metric, file, r.Task.ID))
+	case r.State == purser.StatePending:
+		out = append(out, fmt.Sprintf("Continue where it stopped: `purser resume %s`.", r.Task.ID))
+	default:
+		out = append(out, fmt.Sprintf("Fix the cause above, then `purser resume %s`.", r.Task.ID))
+	}
+	return out
+}
+
+func shellQuote(s string) string {
+	if regexp.MustCompile(`^[A-Za-z0-9_./-]+$`).MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// secretName matches environment variable names that hold secrets.
+var secretName = regexp.MustCompile(`(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)`)
+
+// Redact replaces the values of secret-looking environment variables (names
+// with KEY, TOKEN, SECRET, …; values of 8 characters or more) with
+// [REDACTED], so that a secret echoed by a validator or an agent never
+// reaches STATUS.md or BUDGET.md.
+func Redact(b []byte) []byte {
+	var secrets []string
+	for _, kv := range os.Environ() {
+		name, value, _ := strings.Cut(kv, "=")
+		if len(value) >= 8 && secretName.MatchString(name) {
+			secrets = append(secrets, value)
+		}
+	}
+	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
+	for _, s := range secrets {
+		b = bytes.ReplaceAll(b, []byte(s), []byte("[REDACTED]"))
+	}
+	return b
+}

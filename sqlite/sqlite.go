@@ -1,0 +1,469 @@
+// Package sqlite is Purser's embedded store: SQLite through a pure-Go driver
+// (no cgo), in WAL mode, with versioned migrations.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Store is a purser.Store in one SQLite file.
+type Store struct {
+	db *sql.DB
+}
+
+var _ purser.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database at path and migrates it. The
+// directory and the file are made readable by their owner only: the ledger
+// says what a user's agents did.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create database directory: %w", err)
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	f.Close()
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	// One connection: SQLite has one writer anyway, and this keeps every
+	// transaction short and ordered within the process.
+	db.SetMaxOpenConns(1)
+	s := &Store{db: db}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrate %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+func (s *Store) migrate(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
+		return err
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		base := filepath.Base(name)
+		version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migration %s: name must start with its version number", base)
+		}
+		var n int
+		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			continue
+		}
+		body, err := migrations.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %s: %w", base, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, version, time.Now().UnixNano()); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n sql.NullInt64) time.Time {
+	if !n.Valid || n.Int64 == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64)
+}
+
+// SaveRun records a run.
+func (s *Store) SaveRun(ctx context.Context, run purser.Run) error {
+	var b []byte
+	if run.Budget != nil {
+		var err error
+		if b, err = json.Marshal(run.Budget); err != nil {
+			return err
+		}
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO runs (id, budget_json, created_at) VALUES (?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET budget_json = excluded.budget_json`, run.ID, string(b), time.Now().UnixNano())
+	if err != nil {
+		return fmt.Errorf("save run %s: %w", run.ID, err)
+	}
+	return nil
+}
+
+// Run returns a run.
+func (s *Store) Run(ctx context.Context, id string) (purser.Run, error) {
+	run := purser.Run{ID: id}
+	var b sql.NullString
+	err := s.db.QueryRowContext(ctx, `SELECT budget_json FROM runs WHERE id = ?`, id).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return run, fmt.Errorf("run %q: %w", id, purser.ErrNotFound)
+	}
+	if err != nil {
+		return run, err
+	}
+	if b.Valid && b.String != "" {
+		run.Budget = new(budget.Config)
+		if err := json.Unmarshal([]byte(b.String), run.Budget); err != nil {
+			return run, fmt.Errorf("run %s: stored budget: %w", id, err)
+		}
+	}
+	return run, nil
+}
+
+// SaveTask creates or updates a task.
+func (s *Store) SaveTask(ctx context.Context, t purser.TaskRecord) error {
+	b, err := json.Marshal(t.Budget)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UnixNano()
+	_, err = s.db.ExecContext(ctx, `INSERT INTO tasks (id, run_id, goal, workspace, file, budget_json, state, reason, elapsed_ns, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, goal = excluded.goal, workspace = excluded.workspace,
+			file = excluded.file, budget_json = excluded.budget_json, state = excluded.state, reason = excluded.reason,
+			elapsed_ns = excluded.elapsed_ns, updated_at = excluded.updated_at`,
+		t.ID, t.RunID, t.Goal, t.Workspace, t.File, string(b), string(t.State), t.Reason, int64(t.Elapsed), now, now)
+	if err != nil {
+		return fmt.Errorf("save task %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+const taskColumns = `id, run_id, goal, workspace, file, budget_json, state, reason, elapsed_ns, created_at, updated_at`
+
+func scanTask(row interface{ Scan(...any) error }) (purser.TaskRecord, error) {
+	var t purser.TaskRecord
+	var budgetJSON, state string
+	var elapsed int64
+	var created, updated sql.NullInt64
+	if err := row.Scan(&t.ID, &t.RunID, &t.Goal, &t.Workspace, &t.File, &budgetJSON, &state, &t.Reason, &elapsed, &created, &updated); err != nil {
+		return t, err
+	}
+	if err := json.Unmarshal([]byte(budgetJSON), &t.Budget); err != nil {
+		return t, fmt.Errorf("task %s: stored budget: %w", t.ID, err)
+	}
+	t.State, t.Elapsed = purser.TaskState(state), time.Duration(elapsed)
+	t.CreatedAt, t.UpdatedAt = fromNanos(created), fromNanos(updated)
+	return t, nil
+}
+
+// Task returns one task.
+func (s *Store) Task(ctx context.Context, id string) (purser.TaskRecord, error) {
+	t, err := scanTask(s.db.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, purser.TaskNotFoundError(id)
+	}
+	return t, err
+}
+
+// Tasks returns every task, oldest first.
+func (s *Store) Tasks(ctx context.Context) ([]purser.TaskRecord, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+taskColumns+` FROM tasks ORDER BY created_at, id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []purser.TaskRecord
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) execOne(ctx context.Context, what, id, query string, args ...any) error {
+	res, err := s.db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return purser.TaskNotFoundError(id)
+	}
+	return nil
+}
+
+// SetTaskState changes a task's state and says why.
+func (s *Store) SetTaskState(ctx context.Context, id string, state purser.TaskState, reason string) error {
+	return s.execOne(ctx, "set state of task", id, `UPDATE tasks SET state = ?, reason = ?, updated_at = ? WHERE id = ?`,
+		string(state), reason, time.Now().UnixNano(), id)
+}
+
+// SaveElapsed records the wall time a task has run.
+func (s *Store) SaveElapsed(ctx context.Context, id string, elapsed time.Duration) error {
+	return s.execOne(ctx, "save elapsed time of task", id, `UPDATE tasks SET elapsed_ns = ?, updated_at = ? WHERE id = ?`,
+		int64(elapsed), time.Now().UnixNano(), id)
+}
+
+// SaveIteration creates or updates an iteration.
+func (s *Store) SaveIteration(ctx context.Context, it purser.IterationRecord) error {
+	vs := it.Validators
+	if vs == nil {
+		vs = []purser.ValidatorResult{}
+	}
+	b, err := json.Marshal(vs)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT INTO iterations (task_id, n, started_at, ended_at, outcome, validators_json) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (task_id, n) DO UPDATE SET ended_at = excluded.ended_at, outcome = excluded.outcome, validators_json = excluded.validators_json`,
+		it.TaskID, it.N, nanos(it.StartedAt), nanos(it.EndedAt), it.Outcome, string(b))
+	if err != nil {
+		return fmt.Errorf("save iteration %d of task %s: %w", it.N, it.TaskID, err)
+	}
+	return nil
+}
+
+// Iterations returns a task's iterations in order.
+func (s *Store) Iterations(ctx context.Context, taskID string) ([]purser.IterationRecord, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT n, started_at, ended_at, outcome, validators_json FROM iterations WHERE task_id = ? ORDER BY n`, taskID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []purser.IterationRecord
+	for rows.Next() {
+		it := purser.IterationRecord{TaskID: taskID}
+		var started, ended sql.NullInt64
+		var vj string
+		if err := rows.Scan(&it.N, &started, &ended, &it.Outcome, &vj); err != nil {
+			return nil, err
+		}
+		it.StartedAt, it.EndedAt = fromNanos(started), fromNanos(ended)
+		if err := json.Unmarshal([]byte(vj), &it.Validators); err != nil {
+			return nil, fmt.Errorf("iteration %d of task %s: %w", it.N, taskID, err)
+		}
+		out = append(out, it)
+	}
+	return out, rows.Err()
+}
+
+// SaveCall creates or updates a call.
+func (s *Store) SaveCall(ctx context.Context, c purser.CallRecord) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO calls (id, task_id, iteration, kind, attempt, model, started_at, ended_at, outcome, error, context_tokens, reserved_usd, reserved_tokens, max_output_tokens)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET ended_at = excluded.ended_at, outcome = excluded.outcome, error = excluded.error`,
+		c.ID, c.TaskID, c.Iteration, string(c.Kind), c.Attempt, c.Model, nanos(c.StartedAt), nanos(c.EndedAt), string(c.Outcome), c.Error,
+		c.ContextTokens, int64(c.Reserved.USD), c.Reserved.Tokens, c.MaxOutputTokens)
+	if err != nil {
+		return fmt.Errorf("save call %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// Calls returns a task's calls in the order they started.
+func (s *Store) Calls(ctx context.Context, taskID string) ([]purser.CallRecord, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, iteration, kind, attempt, model, started_at, ended_at, outcome, error, context_tokens, reserved_usd, reserved_tokens, max_output_tokens
+		FROM calls WHERE task_id = ? ORDER BY started_at, id`, taskID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []purser.CallRecord
+	for rows.Next() {
+		c := purser.CallRecord{TaskID: taskID}
+		var kind, outcome string
+		var started, ended sql.NullInt64
+		var rusd int64
+		if err := rows.Scan(&c.ID, &c.Iteration, &kind, &c.Attempt, &c.Model, &started, &ended, &outcome, &c.Error, &c.ContextTokens, &rusd, &c.Reserved.Tokens, &c.MaxOutputTokens); err != nil {
+			return nil, err
+		}
+		c.Kind, c.Outcome, c.Reserved.USD = purser.CallKind(kind), purser.CallOutcome(outcome), budget.USD(rusd)
+		c.StartedAt, c.EndedAt = fromNanos(started), fromNanos(ended)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// AppendUsage appends to the ledger, once per key.
+func (s *Store) AppendUsage(ctx context.Context, e purser.LedgerEntry) error {
+	if e.Key == "" {
+		return errors.New("append usage: an idempotency key is required")
+	}
+	ev := e.Event
+	_, err := s.db.ExecContext(ctx, `INSERT INTO usage (idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idem_key) DO NOTHING`,
+		e.Key, e.TaskID, e.RunID, e.CallID, e.Iteration, string(e.Kind), ev.Model, ev.InputTokens, ev.OutputTokens, ev.CacheReadTokens,
+		ev.CacheWriteTokens, ev.ReasoningTokens, int64(ev.USD), ev.CostSource.String(), int64(ev.Elapsed), ev.IterationEnd, nanos(e.At))
+	if err != nil {
+		return fmt.Errorf("append usage %s: %w", e.Key, err)
+	}
+	return nil
+}
+
+func parseCostSource(s string) budget.CostSource {
+	for _, c := range []budget.CostSource{budget.CostReported, budget.CostEstimated, budget.CostUnknown} {
+		if c.String() == s {
+			return c
+		}
+	}
+	return budget.CostNone
+}
+
+// Usage returns a task's ledger in order.
+func (s *Store) Usage(ctx context.Context, taskID string) ([]purser.LedgerEntry, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT idem_key, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at
+		FROM usage WHERE task_id = ? ORDER BY seq`, taskID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []purser.LedgerEntry
+	for rows.Next() {
+		e := purser.LedgerEntry{TaskID: taskID}
+		var kind, source string
+		var usd, elapsed int64
+		var at sql.NullInt64
+		ev := &e.Event
+		if err := rows.Scan(&e.Key, &e.RunID, &e.CallID, &e.Iteration, &kind, &ev.Model, &ev.InputTokens, &ev.OutputTokens, &ev.CacheReadTokens,
+			&ev.CacheWriteTokens, &ev.ReasoningTokens, &usd, &source, &elapsed, &ev.IterationEnd, &at); err != nil {
+			return nil, err
+		}
+		e.Kind, ev.USD, ev.CostSource, ev.Elapsed, e.At = purser.CallKind(kind), budget.USD(usd), parseCostSource(source), time.Duration(elapsed), fromNanos(at)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// UsageTotals sums a task's ledger in SQL.
+func (s *Store) UsageTotals(ctx context.Context, taskID string) (budget.Totals, error) {
+	return s.totals(ctx, "task_id", taskID)
+}
+
+// RunUsageTotals sums the ledger of a run's tasks in SQL.
+func (s *Store) RunUsageTotals(ctx context.Context, runID string) (budget.Totals, error) {
+	return s.totals(ctx, "run_id", runID)
+}
+
+func (s *Store) totals(ctx context.Context, column, id string) (budget.Totals, error) {
+	var t budget.Totals
+	var usd int64
+	err := s.db.QueryRowContext(ctx, `SELECT
+			COALESCE(SUM(CASE WHEN cost_source IN ('reported', 'estimated') THEN usd_nanos ELSE 0 END), 0),
+			COALESCE(SUM(input_tokens + output_tokens), 0),
+			COALESCE(SUM(iteration_end), 0),
+			COALESCE(SUM(cost_source = 'reported'), 0),
+			COALESCE(SUM(cost_source = 'estimated'), 0),
+			COALESCE(SUM(cost_source = 'unknown'), 0)
+		FROM usage WHERE `+column+` = ?`, id).Scan(&usd, &t.Tokens, &t.Iterations, &t.ReportedEvents, &t.EstimatedEvents, &t.UnknownEvents)
+	if err != nil {
+		return t, fmt.Errorf("usage totals of %s %s: %w", column, id, err)
+	}
+	t.USD = budget.USD(usd)
+	return t, nil
+}
+
+// SaveDegrade records a degrade action.
+func (s *Store) SaveDegrade(ctx context.Context, d purser.DegradeRecord) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO degrade_events (task_id, iteration, call_kind, action, tier, metric, scope, detail, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		d.TaskID, d.Iteration, string(d.Call), string(d.Action), d.Tier.String(), d.Metric.String(), d.Scope.String(), d.Detail, nanos(d.At))
+	if err != nil {
+		return fmt.Errorf("save degrade action of task %s: %w", d.TaskID, err)
+	}
+	return nil
+}
+
+// Degrades returns a task's degrade actions in order.
+func (s *Store) Degrades(ctx context.Context, taskID string) ([]purser.DegradeRecord, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT iteration, call_kind, action, tier, metric, scope, detail, at FROM degrade_events WHERE task_id = ? ORDER BY seq`, taskID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []purser.DegradeRecord
+	for rows.Next() {
+		d := purser.DegradeRecord{TaskID: taskID}
+		var call, action, tier, metric, scope string
+		var at sql.NullInt64
+		if err := rows.Scan(&d.Iteration, &call, &action, &tier, &metric, &scope, &d.Detail, &at); err != nil {
+			return nil, err
+		}
+		d.Call, d.Action, d.At = purser.CallKind(call), purser.DegradeAction(action), fromNanos(at)
+		_ = d.Tier.UnmarshalText([]byte(tier))
+		for _, m := range budget.Metrics {
+			if m.String() == metric {
+				d.Metric = m
+			}
+		}
+		if scope == budget.ScopeRun.String() {
+			d.Scope = budget.ScopeRun
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// SaveArtifact stores (or replaces) a named artifact of a task.
+func (s *Store) SaveArtifact(ctx context.Context, taskID, name string, content []byte) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO artifacts (task_id, name, content, updated_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (task_id, name) DO UPDATE SET content = excluded.content, updated_at = excluded.updated_at`,
+		taskID, name, content, time.Now().UnixNano())
+	if err != nil {
+		return fmt.Errorf("save artifact %s of task %s: %w", name, taskID, err)
+	}
+	return nil
+}
+
+// Artifact returns a named artifact of a task.
+func (s *Store) Artifact(ctx context.Context, taskID, name string) ([]byte, error) {
+	var b []byte
+	err := s.db.QueryRowContext(ctx, `SELECT content FROM artifacts WHERE task_id = ? AND name = ?`, taskID, name).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("artifact %s of task %s: %w", name, taskID, purser.ErrNotFound)
+	}
+	return b, err
+}

@@ -1,0 +1,127 @@
+package purser
+
+import (
+	"context"
+	"time"
+
+	"github.com/purser-dev/purser/budget"
+)
+
+// TaskRecord is a task as the store keeps it: its definition, its state and
+// why it is in it.
+type TaskRecord struct {
+	ID        string
+	RunID     string
+	Goal      string
+	Workspace string
+	File      string
+	Budget    budget.Config
+	State     TaskState
+	Reason    string // why it stopped: the budget error, the failure, "validators passed"
+	// Elapsed is the wall time the task has run, across resumes.
+	Elapsed   time.Duration
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// IterationRecord is one iteration of a task.
+type IterationRecord struct {
+	TaskID     string
+	N          int
+	StartedAt  time.Time
+	EndedAt    time.Time
+	Outcome    string // passed, failed, stopped
+	Validators []ValidatorResult
+}
+
+// CallOutcome is how a call ended.
+type CallOutcome string
+
+// Call outcomes.
+const (
+	CallOK        CallOutcome = "ok"
+	CallCancelled CallOutcome = "cancelled" // stopped by the hard cap or a signal
+	CallTransient CallOutcome = "transient_error"
+	CallFailed    CallOutcome = "error"
+	CallRefused   CallOutcome = "refused" // not admitted by the budget; nothing was sent
+)
+
+// CallRecord is one call to a backend, retries included (each its own record).
+type CallRecord struct {
+	ID              string
+	TaskID          string
+	Iteration       int
+	Kind            CallKind
+	Attempt         int
+	Model           string
+	StartedAt       time.Time
+	EndedAt         time.Time
+	Outcome         CallOutcome
+	Error           string
+	ContextTokens   int
+	Reserved        budget.Amount
+	MaxOutputTokens int64
+}
+
+// LedgerEntry is one usage event in the append-only usage ledger. Key makes
+// appending idempotent: appending the same key twice records it once.
+type LedgerEntry struct {
+	Key       string
+	TaskID    string
+	RunID     string
+	CallID    string
+	Iteration int
+	Kind      CallKind
+	Event     budget.UsageEvent
+	At        time.Time
+}
+
+// DegradeRecord is a degrade action the engine took, and why.
+type DegradeRecord struct {
+	TaskID    string
+	Iteration int
+	Call      CallKind
+	Action    DegradeAction
+	Tier      budget.Tier
+	Metric    budget.Metric
+	Scope     budget.Scope
+	Detail    string
+	At        time.Time
+}
+
+// Store keeps runs, tasks, iterations, calls, the usage ledger, degrade
+// actions and artifacts. Implementations must be safe for concurrent use.
+type Store interface {
+	SaveRun(ctx context.Context, run Run) error
+	// Run returns a run; a missing one is an error matching ErrNotFound.
+	Run(ctx context.Context, id string) (Run, error)
+	// RunUsageTotals sums the ledger of every task of a run.
+	RunUsageTotals(ctx context.Context, runID string) (budget.Totals, error)
+	// SaveTask creates or updates a task's definition and state.
+	SaveTask(ctx context.Context, t TaskRecord) error
+	// Task returns a task; a missing one is an error matching ErrNotFound.
+	Task(ctx context.Context, id string) (TaskRecord, error)
+	Tasks(ctx context.Context) ([]TaskRecord, error)
+	SetTaskState(ctx context.Context, id string, state TaskState, reason string) error
+	SaveElapsed(ctx context.Context, id string, elapsed time.Duration) error
+
+	SaveIteration(ctx context.Context, it IterationRecord) error
+	Iterations(ctx context.Context, taskID string) ([]IterationRecord, error)
+	SaveCall(ctx context.Context, c CallRecord) error
+	Calls(ctx context.Context, taskID string) ([]CallRecord, error)
+
+	// AppendUsage appends to the ledger; an entry whose Key is already
+	// there is ignored, so replaying a report never counts twice.
+	AppendUsage(ctx context.Context, e LedgerEntry) error
+	Usage(ctx context.Context, taskID string) ([]LedgerEntry, error)
+	// UsageTotals sums a task's ledger.
+	UsageTotals(ctx context.Context, taskID string) (budget.Totals, error)
+
+	SaveDegrade(ctx context.Context, d DegradeRecord) error
+	Degrades(ctx context.Context, taskID string) ([]DegradeRecord, error)
+
+	SaveArtifact(ctx context.Context, taskID, name string, content []byte) error
+	Artifact(ctx context.Context, taskID, name string) ([]byte, error)
+
+	Close() error
+}

@@ -1,0 +1,133 @@
+// Package validate runs a task's validators: shell commands in the
+// workspace, each in its own process group, killed whole on timeout.
+package validate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/purser-dev/purser"
+)
+
+// MaxOutput is how much of a validator's output is kept: the first and last
+// halves, with the middle cut (the end of a test run says what failed, the
+// start says what ran).
+const MaxOutput = 64 << 10
+
+// KillGrace is how long a timed-out validator's process group has between
+// SIGTERM and SIGKILL.
+const KillGrace = 2 * time.Second
+
+// Runner runs validators with sh.
+type Runner struct{}
+
+var _ purser.ValidatorRunner = Runner{}
+
+// RunValidator runs v in workspace. It never returns an error: a validator
+// that cannot start, times out or is cancelled fails, and says why.
+func (Runner) RunValidator(ctx context.Context, workspace string, v purser.Validator) purser.ValidatorResult {
+	timeout := v.Timeout
+	if timeout <= 0 {
+		timeout = purser.DefaultValidatorTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	out := &headTail{max: MaxOutput}
+	cmd := exec.Command("sh", "-c", v.Run)
+	cmd.Dir = workspace
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	start := time.Now()
+	res := purser.ValidatorResult{Name: v.Name, ExitCode: -1}
+	if err := cmd.Start(); err != nil {
+		res.Output = "could not start: " + err.Error()
+		return res
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		res.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
+		err = KillGroup(cmd.Process.Pid, done, KillGrace)
+	}
+	res.Duration = time.Since(start)
+	res.Output = out.String()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		res.ExitCode, res.Passed = 0, true
+	case errors.As(err, &ee) && ee.Exited():
+		res.ExitCode = ee.ExitCode()
+	}
+	if res.TimedOut {
+		res.Output += "\n[purser: validator timed out after " + timeout.String() + "; its process group was killed]"
+		res.Passed = false
+	} else if ctx.Err() != nil {
+		res.Output += "\n[purser: validator cancelled; its process group was killed]"
+		res.Passed = false
+	}
+	return res
+}
+
+// KillGroup ends the process group led by pid: SIGTERM, then SIGKILL after
+// grace if the leader has not exited. It waits for done (the leader's Wait)
+// and returns its result.
+func KillGroup(pid int, done <-chan error, grace time.Duration) error {
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	select {
+	case err := <-done:
+		_ = syscall.Kill(-pid, syscall.SIGKILL) // stragglers that ignored SIGTERM
+		return err
+	case <-time.After(grace):
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		return <-done
+	}
+}
+
+// headTail keeps the first and last max/2 bytes written to it.
+type headTail struct {
+	mu      sync.Mutex
+	max     int
+	head    []byte
+	tail    []byte
+	dropped int64
+}
+
+func (h *headTail) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := len(p)
+	half := h.max / 2
+	if room := half - len(h.head); room > 0 {
+		k := min(room, len(p))
+		h.head = append(h.head, p[:k]...)
+		p = p[k:]
+	}
+	h.tail = append(h.tail, p...)
+	if over := len(h.tail) - half; over > 0 {
+		h.dropped += int64(over)
+		h.tail = append(h.tail[:0], h.tail[over:]...)
+	}
+	return n, nil
+}
+
+func (h *headTail) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var b bytes.Buffer
+	b.Write(h.head)
+	if h.dropped > 0 {
+		b.WriteString("\n[… " + strconv.FormatInt(h.dropped, 10) + " bytes cut from the middle …]\n")
+	}
+	b.Write(h.tail)
+	return b.String()
+}
