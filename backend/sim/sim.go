@@ -139,6 +139,12 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	if ev.Model == "" {
 		ev.Model = req.Model
 	}
+	// Like a real API given max_tokens, the sim never outputs more than the
+	// budget admitted.
+	if req.MaxOutputTokens > 0 && ev.OutputTokens > req.MaxOutputTokens {
+		ev.OutputTokens = req.MaxOutputTokens
+		ev.ReasoningTokens = min(ev.ReasoningTokens, ev.OutputTokens)
+	}
 	if err := stream(ctx, ev, time.Duration(step.DelayMs)*time.Millisecond, report); err != nil {
 		line.Cancelled = true
 		return purser.CallResult{}, errors.Join(err, b.write(line))

@@ -1,0 +1,40 @@
+package engine_test
+
+import (
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/engine"
+)
+
+// BenchmarkTimeToStop measures, for a hard cap crossed mid-call by streamed
+// usage, the time from the recording that crossed it to the task being
+// BLOCKED: call cancelled, state, STATUS.md and BUDGET.md written. It
+// reports the median and the worst as custom metrics.
+func BenchmarkTimeToStop(b *testing.B) {
+	var samples []time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		f := newFixture(b, "steps:\n  - usage: {inputTokens: 4000, outputTokens: 4000, costUsd: 0.40}\n    delayMs: 400\n")
+		f.task.Budget = budget.Config{Hard: budget.HardLimits{USD: usd("1.0"), MaxIterations: ptr(10)}}
+		var crossed, stopped time.Time
+		f.engine.Observe = func(ev engine.Event) {
+			switch {
+			case ev.Type == "tier" && ev.Status.Tier == budget.Hard && crossed.IsZero():
+				crossed = time.Now()
+			case ev.Type == "stop":
+				stopped = time.Now()
+			}
+		}
+		b.StartTimer()
+		if err := f.run(); !engine.IsBudgetStop(err) {
+			b.Fatalf("run = %v", err)
+		}
+		samples = append(samples, stopped.Sub(crossed))
+	}
+	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
+	b.ReportMetric(float64(samples[len(samples)/2].Microseconds())/1000, "ms-median-to-blocked")
+	b.ReportMetric(float64(samples[len(samples)-1].Microseconds())/1000, "ms-max-to-blocked")
+}
