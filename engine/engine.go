@@ -48,8 +48,9 @@ type Event struct {
 	Iteration int
 	Call      purser.CallKind
 	Message   string
-	Status    budget.Status  // the task's budget status after the event
-	Run       *budget.Status // the run's, when the task has a run budget
+	State     purser.TaskState // the task's state, on stop events
+	Status    budget.Status    // the task's budget status after the event
+	Run       *budget.Status   // the run's, when the task has a run budget
 }
 
 // Engine runs tasks.
@@ -239,8 +240,13 @@ func (t *taskRun) runIteration(ctx context.Context) (done bool, err error) {
 	stopped := func(err error) (bool, error) {
 		it.EndedAt, it.Outcome = e.Clock.Now(), "stopped"
 		it.Validators = t.failing
-		// A stopped iteration still counts: it ended, by the stop.
-		_ = t.record(context.WithoutCancel(ctx), "", purser.CallMain, budget.UsageEvent{IterationEnd: true}, fmt.Sprintf("%s/iter/%d/end", t.task.ID, t.iteration))
+		// An iteration stopped by the budget ended, and counts. One cut by a
+		// signal or a failure did not: a resume runs it again.
+		if IsBudgetStop(err) {
+			_ = t.record(context.WithoutCancel(ctx), "", purser.CallMain, budget.UsageEvent{IterationEnd: true}, fmt.Sprintf("%s/iter/%d/end", t.task.ID, t.iteration))
+		} else {
+			it.Outcome = "interrupted"
+		}
 		_ = e.Store.SaveIteration(context.WithoutCancel(ctx), it)
 		return false, err
 	}
@@ -583,7 +589,7 @@ func (t *taskRun) finish(ctx context.Context, state purser.TaskState, cause erro
 		if err := t.writeArtifacts(ctx, state, cause); err != nil {
 			errs = append(errs, err)
 		}
-		e.emit(t, Event{Type: "stop", Message: fmt.Sprintf("%s: %s", state, reason)})
+		e.emit(t, Event{Type: "stop", State: state, Message: fmt.Sprintf("%s: %s", state, reason)})
 	}
 	t.log.Info("task stops", "state", state, "reason", reason)
 	if state == purser.StateDone && len(errs) == 0 {

@@ -68,11 +68,11 @@ func newFixture(t testing.TB, script string) *fixture {
 		},
 	}
 	f.task = purser.Task{
-		ID:        "fix-commas",
-		Goal:      "Make the parser accept trailing commas.",
-		Issue:     "Parsing `[1, 2,]` fails; see src/parser.go.",
-		Workspace: f.workspace,
-		File:      filepath.Join(dir, "task.yaml"),
+		ID:         "fix-commas",
+		Goal:       "Make the parser accept trailing commas.",
+		Issue:      "Parsing `[1, 2,]` fails; see src/parser.go.",
+		Workspace:  f.workspace,
+		File:       filepath.Join(dir, "task.yaml"),
 		Validators: []purser.Validator{{Name: "tests", Run: "sh check.sh", Timeout: 10 * time.Second}},
 		Backend: purser.BackendSpec{Name: "sim", Type: "sim", Dir: dir,
 			Models:  map[string]string{"cheap": "sim-small", "standard": "sim-large"},
@@ -641,4 +641,23 @@ func gitStatus(t *testing.T, dir string) string {
 	out, err := cmd.Output()
 	must(t, err)
 	return string(out)
+}
+
+// An iteration cut by a signal does not count against maxIterations; the
+// resume runs it again under the same number.
+func TestInterruptedIterationDoesNotCount(t *testing.T) {
+	f := newFixture(t, "steps:\n  - usage: {inputTokens: 100, costUsd: 0.1}\n    delayMs: 1000\n")
+	f.task.Budget = budget.Config{Hard: budget.HardLimits{USD: usd("10"), MaxIterations: ptr(10)}}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	_ = f.engine.RunTask(ctx, f.task, nil, "run-1")
+	if st := budgetOf(t, f); st.UsedIterations != 0 {
+		t.Fatalf("interrupted iteration counted: %d", st.UsedIterations)
+	}
+	write(t, filepath.Join(f.dir, "sim.yaml"), "steps:\n  - usage: {inputTokens: 10}\n    files: {src/fixed: \"yes\"}\n")
+	must(t, f.run())
+	its, _ := f.store.Iterations(context.Background(), f.task.ID)
+	if len(its) != 1 || its[0].N != 1 || its[0].Outcome != "passed" {
+		t.Fatalf("iterations after resume: %+v", its)
+	}
 }

@@ -139,7 +139,7 @@ func BudgetMD(r Report) []byte {
 		}
 		byCall[e.CallID].Add(e.Event)
 	}
-	b.WriteString("\n## Calls\n\n| # | iteration | kind | attempt | model | outcome | tokens | USD | reserved | note |\n|---:|---:|---|---:|---|---|---:|---|---|\n")
+	b.WriteString("\n## Calls\n\n| # | iteration | kind | attempt | model | outcome | tokens | USD | reserved | note |\n|---:|---:|---|---:|---|---|---:|---|---|---|\n")
 	retries := 0
 	for i, c := range r.Calls {
 		t := byCall[c.ID]

@@ -61,7 +61,7 @@ func projectHere() (*config.Project, error) {
 	return config.FindProject(wd)
 }
 
-func newEngine(store purser.Store, prices *pricing.Catalogue, out io.Writer, view *liveView) (*engine.Engine, error) {
+func newEngine(store purser.Store, prices *pricing.Catalogue, view *liveView) (*engine.Engine, error) {
 	cb, err := contextbuild.New()
 	if err != nil {
 		return nil, err
@@ -159,8 +159,15 @@ failed; 2 bad input (nothing was run); 130 interrupted (tasks are resumable).`,
 // runTasks runs tasks, at most parallel at once, and turns their outcomes
 // into one error carrying the exit code.
 func runTasks(cmd *cobra.Command, store purser.Store, prices *pricing.Catalogue, runID string, runMgr *budget.Manager, tasks []purser.Task, parallel int) error {
-	view := newLiveView(cmd.OutOrStdout(), tasks)
-	e, err := newEngine(store, prices, cmd.OutOrStdout(), view)
+	ctx, interrupt := context.WithCancelCause(cmd.Context())
+	defer interrupt(nil)
+	var runCfg *budget.Config
+	if runMgr != nil {
+		cfg := runMgr.Config()
+		runCfg = &cfg
+	}
+	view := newLiveView(cmd.OutOrStdout(), tasks, runCfg, func() { interrupt(errSignal) })
+	e, err := newEngine(store, prices, view)
 	if err != nil {
 		return err
 	}
@@ -169,12 +176,16 @@ func runTasks(cmd *cobra.Command, store purser.Store, prices *pricing.Catalogue,
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
 	for i, t := range tasks {
+		if ctx.Err() != nil {
+			errs[i] = fmt.Errorf("task %s not started: %w", t.ID, engine.ErrInterrupted)
+			continue
+		}
 		sem <- struct{}{} // taken here, so tasks start in the order given
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			errs[i] = e.RunTask(cmd.Context(), t, runMgr, runID)
+			errs[i] = e.RunTask(ctx, t, runMgr, runID)
 		}()
 	}
 	wg.Wait()

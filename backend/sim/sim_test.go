@@ -1,0 +1,110 @@
+package sim_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend/sim"
+	"github.com/purser-dev/purser/budget"
+)
+
+func newSim(t *testing.T, script string) (*sim.Backend, string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "sim.yaml"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := sim.New(purser.BackendSpec{Type: "sim", Dir: dir, Options: map[string]any{"script": "sim.yaml", "transcript": "calls.jsonl"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, dir
+}
+
+// Usage streams out in parts over the delay and adds up exactly.
+func TestUsageStreamsEvenlyAndExactly(t *testing.T) {
+	b, dir := newSim(t, "steps:\n  - usage: {inputTokens: 1001, outputTokens: 333, cacheReadTokens: 7, costUsd: 0.10}\n    delayMs: 100\n")
+	var mu sync.Mutex
+	var parts []budget.UsageEvent
+	start := time.Now()
+	_, err := b.Call(context.Background(), purser.CallRequest{Kind: purser.CallMain, Model: "m", Workspace: dir}, func(ev budget.UsageEvent) {
+		mu.Lock()
+		parts = append(parts, ev)
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) < 100*time.Millisecond || len(parts) < 5 {
+		t.Fatalf("%d parts in %s: usage did not stream over the delay", len(parts), time.Since(start))
+	}
+	var sum budget.Totals
+	for _, p := range parts {
+		if p.CostSource != budget.CostReported || p.Model != "m" {
+			t.Fatalf("part %+v", p)
+		}
+		sum.Add(p)
+	}
+	if sum.Tokens != 1334 || sum.USD != budget.Dollars(1)/10 {
+		t.Fatalf("parts add up to %d tokens and %s", sum.Tokens, sum.USD)
+	}
+}
+
+func TestCancelStopsTheStream(t *testing.T) {
+	b, dir := newSim(t, "steps:\n  - usage: {inputTokens: 1000}\n    delayMs: 1000\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	var got int64
+	_, err := b.Call(ctx, purser.CallRequest{Workspace: dir}, func(ev budget.UsageEvent) { got += ev.Tokens() })
+	if err == nil || got >= 1000 || got == 0 {
+		t.Fatalf("err %v after %d tokens: want cancelled part-way", err, got)
+	}
+	tr, _ := os.ReadFile(filepath.Join(dir, "calls.jsonl"))
+	if !strings.Contains(string(tr), `"cancelled":true`) {
+		t.Fatalf("transcript %s", tr)
+	}
+}
+
+func TestScriptErrorsNameFileLineAndField(t *testing.T) {
+	for _, tt := range []struct{ script, want string }{
+		{"steps:\n  - usage: {inputTokenz: 1}\n", `sim.yaml:2:13: unknown field "inputTokenz"`},
+		{"steps:\n  - usage: {inputTokens: 1}\n    fail: sometimes\n", `sim.yaml:3:11: steps[0].fail: "sometimes": want transient or fatal`},
+		{"steps:\n  - files: {../escape.txt: x}\n", `steps[0].files: file "../escape.txt": want a path inside the workspace`},
+		{"steps: []\n", "steps: at least one step is required"},
+		{"steps:\n  - delayMs: -5\n", "steps[0].delayMs: must not be negative"},
+		{"steps:\n  - usage: {inputTokens: 1, cacheReadTokens: 5}\n", "steps[0].usage: cacheReadTokens + cacheWriteTokens (5) must not exceed inputTokens"},
+	} {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "sim.yaml"), []byte(tt.script), 0o644)
+		_, err := sim.New(purser.BackendSpec{Type: "sim", Dir: dir, Options: map[string]any{"script": "sim.yaml"}})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("script %q: err %v, want %q", tt.script, err, tt.want)
+		}
+	}
+	if _, err := sim.New(purser.BackendSpec{Type: "sim", Options: map[string]any{}}); err == nil {
+		t.Error("missing script accepted")
+	}
+}
+
+func TestFilesStayInsideWorkspace(t *testing.T) {
+	outside := t.TempDir()
+	b, dir := newSim(t, "steps:\n  - files: {evil/x.txt: pwned}\n")
+	ws := filepath.Join(dir, "ws")
+	os.MkdirAll(ws, 0o755)
+	if err := os.Symlink(outside, filepath.Join(ws, "evil")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.Call(context.Background(), purser.CallRequest{Workspace: ws}, func(budget.UsageEvent) {})
+	if err == nil || !strings.Contains(err.Error(), "outside the workspace") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "x.txt")); err == nil {
+		t.Fatal("a file was written outside the workspace through a symlink")
+	}
+}

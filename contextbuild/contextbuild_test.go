@@ -1,0 +1,123 @@
+package contextbuild_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/contextbuild"
+)
+
+func workspace(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	ws := filepath.Join(root, "ws")
+	for p, body := range map[string]string{
+		"ws/src/parser.go":   "package src\n",
+		"ws/README.md":       "readme\n",
+		"ws/build/out.bin":   "binary\n",
+		"ws/.gitignore":      "build/\n*.log\n",
+		"ws/debug.log":       "noise\n",
+		"outside/secret.txt": "do not read\n",
+	} {
+		p = filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(root, "outside/secret.txt"), filepath.Join(ws, "link-out.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("src/parser.go", filepath.Join(ws, "link-in.go")); err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+// Issue-referenced paths never reach outside the workspace.
+func TestResolveRefusesPathsOutsideWorkspace(t *testing.T) {
+	ws := workspace(t)
+	for _, bad := range []string{"../outside/secret.txt", "/etc/passwd", "src/../../outside/secret.txt", "link-out.txt", "src/parser.go\x00.txt", ".."} {
+		if _, err := contextbuild.Resolve(ws, bad); !errors.Is(err, contextbuild.ErrOutsideWorkspace) {
+			t.Errorf("Resolve(%q) = %v, want ErrOutsideWorkspace", bad, err)
+		}
+	}
+	for _, good := range []string{"src/parser.go", "./README.md", "link-in.go"} {
+		if _, err := contextbuild.Resolve(ws, good); err != nil {
+			t.Errorf("Resolve(%q) = %v", good, err)
+		}
+	}
+}
+
+func TestReferencedFiles(t *testing.T) {
+	ws := workspace(t)
+	issue := "Parsing fails; see src/parser.go and README.md. Not ../outside/secret.txt, /etc/passwd, link-out.txt or missing.go."
+	got := contextbuild.ReferencedFiles(ws, issue)
+	if strings.Join(got, ",") != "src/parser.go,README.md" {
+		t.Fatalf("ReferencedFiles = %v", got)
+	}
+}
+
+func TestListingHonoursGitignore(t *testing.T) {
+	ws := workspace(t)
+	l := contextbuild.Listing(ws)
+	for _, want := range []string{"src/parser.go", "README.md", ".gitignore"} {
+		if !strings.Contains(l, want) {
+			t.Errorf("listing lacks %s:\n%s", want, l)
+		}
+	}
+	for _, ignored := range []string{"build/out.bin", "debug.log"} {
+		if strings.Contains(l, ignored) {
+			t.Errorf("listing has ignored %s", ignored)
+		}
+	}
+}
+
+func TestFailingFirstShrink(t *testing.T) {
+	ws := workspace(t)
+	b, err := contextbuild.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := "START of output\n" + strings.Repeat("line of noisy test output\n", 5000) + "FAIL: the real failure at the end\n"
+	in := contextbuild.Input{Goal: "Fix the parser.", Issue: "See src/parser.go.", Workspace: ws, Plan: "1. do it",
+		History: []string{"Iteration 1: 0 of 1 passed."},
+		Failing: []purser.ValidatorResult{{Name: "tests", ExitCode: 1, Output: long}}}
+	full := b.Full(in)
+	ctx, err := b.Shrink(in, "failing_first", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctx.Tokens > 1000 || ctx.Tokens >= full.Tokens {
+		t.Fatalf("shrunk to %d tokens (full %d), cap 1000", ctx.Tokens, full.Tokens)
+	}
+	var text strings.Builder
+	for _, s := range ctx.Sections {
+		text.WriteString(s.Title + "\n" + s.Body + "\n")
+	}
+	for _, keep := range []string{"Fix the parser.", "START of output", "FAIL: the real failure at the end", "File src/parser.go", "[… cut …]"} {
+		if !strings.Contains(text.String(), keep) {
+			t.Errorf("shrunk context lost %q", keep)
+		}
+	}
+	if len(ctx.Dropped) != 4 { // issue, plan, history, listing
+		t.Errorf("dropped %v", ctx.Dropped)
+	}
+	if _, err := b.Shrink(in, "no-such", 10); err == nil || !strings.Contains(err.Error(), "failing_first") {
+		t.Errorf("unknown strategy: %v", err)
+	}
+}
+
+func TestTrimMiddleKeepsValidUTF8(t *testing.T) {
+	s := strings.Repeat("é", 100)
+	got := contextbuild.TrimMiddle(s, 51)
+	if !strings.Contains(got, "[… cut …]") || strings.ContainsRune(got, '\uFFFD') || len(got) > 51 {
+		t.Fatalf("TrimMiddle = %q (%d bytes)", got, len(got))
+	}
+}

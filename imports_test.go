@@ -1,0 +1,33 @@
+package purser_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The dependency arrow points one way: the domain, the budget core and the
+// engine know interfaces, never a concrete backend or store, and the budget
+// core does no I/O.
+func TestDependencyArrow(t *testing.T) {
+	forbidden := map[string][]string{
+		"github.com/purser-dev/purser":         {"/sqlite", "/backend/", "/engine", "/config", "os/exec", "database/sql"},
+		"github.com/purser-dev/purser/budget":  {"github.com/", "os", "io", "net", "database/sql", "log"},
+		"github.com/purser-dev/purser/engine":  {"/sqlite", "/backend/", "/config", "/validate", "database/sql", "os/exec"},
+		"github.com/purser-dev/purser/pricing": {"/sqlite", "/backend/", "/engine"},
+	}
+	for pkg, bad := range forbidden {
+		out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, pkg).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		for _, imp := range strings.Fields(string(out)) {
+			for _, b := range bad {
+				if imp == b || strings.Contains(imp, "purser"+b) || (strings.HasPrefix(b, "github.com/") && strings.HasPrefix(imp, b)) ||
+					(!strings.Contains(b, "/") && (imp == b || strings.HasPrefix(imp, b+"/"))) {
+					t.Errorf("%s imports %s", pkg, imp)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,126 @@
+package report_test
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/report"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./report -update to create it)", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("%s differs from the golden file; run go test ./report -update and review the diff.\ngot:\n%s", name, got)
+	}
+}
+
+func usd(s string) *budget.USD {
+	v, _ := budget.ParseUSD(s)
+	return &v
+}
+
+// blockedReport is a task stopped by its money cap mid-call in iteration 3,
+// after a retry, with degrade actions and one call of unknown cost.
+func blockedReport(t *testing.T) report.Report {
+	iters := 8
+	cfg := budget.Config{Optimal: budget.Limits{USD: usd("0.5")}, Warning: budget.Limits{USD: usd("0.8")}, Hard: budget.HardLimits{USD: usd("1"), MaxIterations: &iters}}
+	m, err := budget.NewManager(cfg, budget.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+	ev := func(call string, it int, kind purser.CallKind, model string, in, out int64, cost string, src budget.CostSource) purser.LedgerEntry {
+		e := budget.UsageEvent{Model: model, InputTokens: in, OutputTokens: out, CostSource: src}
+		if cost != "" {
+			e.USD = *usd(cost)
+		}
+		m.RecordUsage(e)
+		return purser.LedgerEntry{Key: call + "/1", CallID: call, Iteration: it, Kind: kind, Event: e, At: at}
+	}
+	end := func(it int) purser.LedgerEntry {
+		m.RecordUsage(budget.UsageEvent{IterationEnd: true})
+		return purser.LedgerEntry{Key: "end", Iteration: it, Event: budget.UsageEvent{IterationEnd: true}}
+	}
+	usage := []purser.LedgerEntry{
+		ev("c1", 1, purser.CallPlanning, "claude-sonnet-4-5", 4000, 500, "0.0195", budget.CostEstimated),
+		ev("c2", 1, purser.CallMain, "claude-sonnet-4-5", 20000, 3000, "0.40", budget.CostReported),
+		ev("c3", 1, purser.CallMain, "claude-sonnet-4-5", 500, 0, "0.01", budget.CostReported),
+		end(1),
+		ev("c4", 2, purser.CallMain, "claude-haiku-4-5", 9000, 2000, "0.35", budget.CostReported),
+		ev("c5", 2, purser.CallSelfReview, "local-llm", 3000, 300, "", budget.CostUnknown),
+		end(2),
+		ev("c6", 3, purser.CallMain, "claude-haiku-4-5", 9000, 1500, "0.25", budget.CostReported),
+	}
+	m.RecordUsage(budget.UsageEvent{IterationEnd: true})
+	st := m.Status()
+	return report.Report{
+		Task: purser.Task{ID: "fix-commas", Goal: "Make the parser accept trailing commas.", Workspace: "/work/repo", File: "/work/fix-commas.yaml",
+			Budget: cfg, Validators: []purser.Validator{{Name: "tests", Run: "go test ./..."}}},
+		State:  purser.StateBlocked,
+		Cause:  &budget.BudgetExhaustedError{Scope: budget.ScopeTask, Metric: budget.Money, Status: st, Limit: int64(*cfg.Hard.USD)},
+		Status: st,
+		Iterations: []purser.IterationRecord{
+			{N: 1, Outcome: "failed", Validators: []purser.ValidatorResult{{Name: "tests", ExitCode: 1, Output: "--- FAIL: TestTrailingComma\n    parser_test.go:42: got error"}}},
+			{N: 2, Outcome: "failed", Validators: []purser.ValidatorResult{{Name: "tests", ExitCode: 1, Output: "--- FAIL: TestTrailingComma (still)"}}},
+			{N: 3, Outcome: "stopped"},
+		},
+		Calls: []purser.CallRecord{
+			{ID: "c1", Iteration: 1, Kind: purser.CallPlanning, Attempt: 1, Model: "claude-sonnet-4-5", Outcome: purser.CallOK, Reserved: budget.Amount{Tokens: 12192, USD: *usd("0.135")}},
+			{ID: "c2", Iteration: 1, Kind: purser.CallMain, Attempt: 1, Model: "claude-sonnet-4-5", Outcome: purser.CallTransient, Error: "overloaded: transient backend error", Reserved: budget.Amount{Tokens: 28192}},
+			{ID: "c3", Iteration: 1, Kind: purser.CallMain, Attempt: 2, Model: "claude-sonnet-4-5", Outcome: purser.CallOK, Reserved: budget.Amount{Tokens: 28192}},
+			{ID: "c4", Iteration: 2, Kind: purser.CallMain, Attempt: 1, Model: "claude-haiku-4-5", Outcome: purser.CallOK, Reserved: budget.Amount{Tokens: 9192}},
+			{ID: "c5", Iteration: 2, Kind: purser.CallSelfReview, Attempt: 1, Model: "local-llm", Outcome: purser.CallOK, Reserved: budget.Amount{Tokens: 9192}},
+			{ID: "c6", Iteration: 3, Kind: purser.CallMain, Attempt: 1, Model: "claude-haiku-4-5", Outcome: purser.CallCancelled, Error: "budget exhausted: task hard cap on money reached ($1.0295 used of $1.00)", Reserved: budget.Amount{Tokens: 9192}},
+		},
+		Usage: usage,
+		Degrades: []purser.DegradeRecord{
+			{Iteration: 2, Call: purser.CallMain, Action: purser.SwitchTierCheap, Tier: budget.Warning, Metric: budget.Money, Detail: "model tier standard → cheap", At: at.Add(time.Minute)},
+			{Iteration: 2, Call: purser.CallMain, Action: purser.RepairOnlyMode, Tier: budget.Warning, Metric: budget.Money, Detail: "repair-only prompt", At: at.Add(time.Minute)},
+		},
+	}
+}
+
+func TestStatusMDGolden(t *testing.T) {
+	golden(t, "blocked.STATUS.md", report.StatusMD(blockedReport(t)))
+}
+func TestBudgetMDGolden(t *testing.T) {
+	golden(t, "blocked.BUDGET.md", report.BudgetMD(blockedReport(t)))
+}
+
+// A secret in the environment never reaches STATUS.md or BUDGET.md, even
+// when a validator or an error echoes it.
+func TestSecretsAreRedacted(t *testing.T) {
+	const secret = "sk-planted-0123456789abcdef"
+	t.Setenv("ACME_API_KEY", secret)
+	r := blockedReport(t)
+	r.Iterations[1].Validators[0].Output = "env dump: ACME_API_KEY=" + secret
+	r.Calls[5].Error = "401 for key " + secret
+	r.Cause = errors.New("backend said: bad key " + secret)
+	for name, out := range map[string][]byte{"STATUS.md": report.StatusMD(r), "BUDGET.md": report.BudgetMD(r)} {
+		if strings.Contains(string(out), secret) {
+			t.Errorf("%s leaks the planted secret", name)
+		}
+		if !strings.Contains(string(out), "[REDACTED]") {
+			t.Errorf("%s does not show the redaction", name)
+		}
+	}
+}

@@ -1,0 +1,116 @@
+package sqlite_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/sqlite"
+)
+
+func open(t *testing.T, path string) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestLedgerIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "p.db"))
+	e := purser.LedgerEntry{Key: "call-1/1", TaskID: "t", CallID: "call-1", Event: budget.UsageEvent{InputTokens: 10, USD: 100, CostSource: budget.CostReported}}
+	for range 3 {
+		if err := s.AppendUsage(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Key, e.Event.CostSource = "call-1/2", budget.CostUnknown
+	if err := s.AppendUsage(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	tot, err := s.UsageTotals(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tot.Tokens != 20 || tot.USD != 100 || tot.ReportedEvents != 1 || tot.UnknownEvents != 1 || tot.USDSource() != budget.SourcePartial {
+		t.Fatalf("totals = %+v", tot)
+	}
+	if err := s.AppendUsage(ctx, purser.LedgerEntry{TaskID: "t"}); err == nil {
+		t.Fatal("an entry without an idempotency key was accepted")
+	}
+}
+
+func TestConcurrentAppendsLoseNothing(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "p.db"))
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				key := string(rune('a'+w)) + "/" + string(rune('0'+i/10)) + string(rune('0'+i%10))
+				if err := s.AppendUsage(ctx, purser.LedgerEntry{Key: key, TaskID: "t", Event: budget.UsageEvent{OutputTokens: 1}}); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	tot, _ := s.UsageTotals(ctx, "t")
+	if tot.Tokens != 400 {
+		t.Fatalf("%d tokens recorded, want 400", tot.Tokens)
+	}
+}
+
+func TestTaskRoundTripAndReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "sub", "p.db")
+	s := open(t, path)
+	usd := budget.Dollars(3)
+	iters := 4
+	rec := purser.TaskRecord{ID: "t1", RunID: "r", Goal: "g", Budget: budget.Config{Hard: budget.HardLimits{USD: &usd, MaxIterations: &iters}}, State: purser.StateRunning}
+	if err := s.SaveTask(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetTaskState(ctx, "t1", purser.StateBlocked, "cap"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s2 := open(t, path) // migrations run once
+	got, err := s2.Task(ctx, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != purser.StateBlocked || got.Reason != "cap" || *got.Budget.Hard.USD != usd || *got.Budget.Hard.MaxIterations != 4 || got.Budget.Hard.Tokens != nil {
+		t.Fatalf("got %+v", got)
+	}
+	if _, err := s2.Task(ctx, "nope"); !errors.Is(err, purser.ErrNotFound) {
+		t.Fatalf("missing task: %v", err)
+	}
+	if err := s2.SetTaskState(ctx, "nope", purser.StateDone, ""); !errors.Is(err, purser.ErrNotFound) {
+		t.Fatalf("state of a missing task: %v", err)
+	}
+}
+
+func TestDatabaseIsOwnerOnly(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), ".purser")
+	open(t, filepath.Join(dir, "purser.db"))
+	for p, want := range map[string]os.FileMode{dir: 0o700, filepath.Join(dir, "purser.db"): 0o600} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s mode %v, want %v", p, fi.Mode().Perm(), want)
+		}
+	}
+}

@@ -1,0 +1,64 @@
+package validate_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/validate"
+)
+
+func TestValidatorPassAndFail(t *testing.T) {
+	ws := t.TempDir()
+	r := validate.Runner{}
+	pass := r.RunValidator(context.Background(), ws, purser.Validator{Name: "ok", Run: "pwd; echo fine"})
+	if !pass.Passed || pass.ExitCode != 0 || !strings.Contains(pass.Output, ws) {
+		t.Fatalf("pass = %+v (it must run in the workspace)", pass)
+	}
+	fail := r.RunValidator(context.Background(), ws, purser.Validator{Name: "bad", Run: "echo broken >&2; exit 7"})
+	if fail.Passed || fail.ExitCode != 7 || !strings.Contains(fail.Output, "broken") {
+		t.Fatalf("fail = %+v", fail)
+	}
+}
+
+// A validator that times out is killed with its whole process group, the
+// grandchildren it started included.
+func TestValidatorTimeoutKillsProcessGroup(t *testing.T) {
+	ws := t.TempDir()
+	pidFile := filepath.Join(ws, "child.pid")
+	start := time.Now()
+	res := validate.Runner{}.RunValidator(context.Background(), ws, purser.Validator{
+		Name: "hang", Run: "sleep 60 & echo $! > child.pid; trap '' TERM; wait", Timeout: 300 * time.Millisecond})
+	if res.Passed || !res.TimedOut || !strings.Contains(res.Output, "timed out") {
+		t.Fatalf("res = %+v", res)
+	}
+	if took := time.Since(start); took > validate.KillGrace+5*time.Second {
+		t.Fatalf("took %s to give up", took)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	deadline := time.Now().Add(2 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("grandchild %d still alive after the timeout", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestValidatorOutputTrimmedFromTheMiddle(t *testing.T) {
+	res := validate.Runner{}.RunValidator(context.Background(), t.TempDir(), purser.Validator{
+		Name: "noisy", Run: "echo FIRST; yes noise | head -c 1000000; echo; echo LAST; exit 1"})
+	if len(res.Output) > validate.MaxOutput+200 || !strings.HasPrefix(res.Output, "FIRST") || !strings.Contains(res.Output, "LAST") || !strings.Contains(res.Output, "bytes cut from the middle") {
+		t.Fatalf("output of %d bytes: %q … %q", len(res.Output), res.Output[:40], res.Output[len(res.Output)-40:])
+	}
+}
