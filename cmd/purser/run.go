@@ -136,6 +136,19 @@ failed; 2 bad input (nothing was run); 130 interrupted (tasks are resumable).`,
 				return err
 			}
 			defer store.Close()
+			// A task already DONE is not run again (give it a new id to).
+			pending := tasks[:0:0]
+			for _, t := range tasks {
+				if rec, err := store.Task(cmd.Context(), t.ID); err == nil && rec.State == purser.StateDone {
+					fmt.Fprintf(cmd.OutOrStdout(), "task %s is already DONE (see %s); skipped\n", t.ID, filepath.Join(t.Workspace, "STATUS.md"))
+					continue
+				}
+				pending = append(pending, t)
+			}
+			tasks = pending
+			if len(tasks) == 0 {
+				return nil
+			}
 			run := purser.Run{ID: newRunID(), Budget: runCfg}
 			if err := store.SaveRun(cmd.Context(), run); err != nil {
 				return err
