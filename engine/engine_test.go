@@ -661,3 +661,26 @@ func TestInterruptedIterationDoesNotCount(t *testing.T) {
 		t.Fatalf("iterations after resume: %+v", its)
 	}
 }
+
+// Wall time is a hard cap too: a call still running when the task's time
+// runs out is cancelled at the deadline, though no usage arrives to say so.
+func TestWallTimeHardCapCancelsCallInFlight(t *testing.T) {
+	f := newFixture(t, "steps:\n  - usage: {inputTokens: 10}\n    delayMs: 5000\n")
+	limit := budget.Minutes(300 * time.Millisecond)
+	f.task.Budget = budget.Config{Hard: budget.HardLimits{TimeMinutes: &limit, MaxIterations: ptr(5)}}
+	start := time.Now()
+	err := f.run()
+	var be *budget.BudgetExhaustedError
+	if !errors.As(err, &be) || be.Metric != budget.Time {
+		t.Fatalf("err = %v, want a stop by time", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("the 5 s call was not cut at the 300 ms cap: took %s", took)
+	}
+	if calls := f.calls(); len(calls) != 1 || !calls[0].Cancelled {
+		t.Fatalf("calls %+v", calls)
+	}
+	if f.state().State != purser.StateBlocked {
+		t.Fatalf("state %s", f.state().State)
+	}
+}
