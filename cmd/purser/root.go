@@ -90,7 +90,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newBudgetCmd(), newRunCmd(), newResumeCmd(), newStatusCmd())
+	root.AddCommand(newBudgetCmd(), newRunCmd(), newResumeCmd(), newStatusCmd(), newReplayCmd(), newAdviseCmd())
 	markRunErrors(root)
 	return root
 }

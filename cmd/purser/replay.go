@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/replay"
+	"github.com/purser-dev/purser/sqlite"
+)
+
+// loadCorpus reads runs from a corpus file, or from Purser's database.
+func loadCorpus(ctx context.Context, args []string, fromDB bool, db string) ([]replay.Run, error) {
+	switch {
+	case fromDB && len(args) > 0:
+		return nil, badInput(fmt.Errorf("give a corpus file or --from-db, not both"))
+	case fromDB:
+		proj, err := projectHere()
+		if err != nil {
+			return nil, err
+		}
+		store, err := sqlite.Open(ctx, dbPath(db, proj))
+		if err != nil {
+			return nil, err
+		}
+		defer store.Close()
+		return replay.FromStore(ctx, store)
+	case len(args) != 1:
+		return nil, badInput(fmt.Errorf("give one corpus file (JSON Lines), or --from-db"))
+	}
+	f, err := os.Open(args[0])
+	if err != nil {
+		return nil, badInput(err)
+	}
+	defer f.Close()
+	runs, err := replay.Parse(args[0], f)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	return runs, nil
+}
+
+func newReplayCmd() *cobra.Command {
+	var budgetPath, pricingPath, db string
+	var asJSON, fromDB bool
+	cmd := &cobra.Command{
+		Use:   "replay --budget FILE (CORPUS.jsonl | --from-db) [--json]",
+		Short: "Replay recorded agent runs through a budget: what it would have cost and cut",
+		Long: `Replays recorded runs through a budget, call by call, with admission checked
+before each call as the engine does: a call that would pass a hard cap is not
+made, and the run stops there. For each run: the call at which it would have
+entered WARNING and been stopped, the spend recorded and the spend under the
+budget, and whether a solved run would have been cut. Runs with totals only
+are replayed as one call and flagged as upper bounds.
+
+The corpus format is that of ../shared/replay/replay.jsonl; --from-db replays
+Purser's own history instead.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if budgetPath == "" {
+				return badInput(fmt.Errorf("--budget is required"))
+			}
+			cfg, err := config.LoadBudget(budgetPath)
+			if err != nil {
+				return badInput(err)
+			}
+			prices, err := loadPrices(pricingPath)
+			if err != nil {
+				return badInput(err)
+			}
+			runs, err := loadCorpus(cmd.Context(), args, fromDB, db)
+			if err != nil {
+				return err
+			}
+			rep, err := replay.Replay(cfg, prices, runs)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
+			}
+			return printReplay(cmd.OutOrStdout(), rep)
+		},
+	}
+	cmd.Flags().StringVar(&budgetPath, "budget", "", "budget file, YAML or JSON (required)")
+	cmd.Flags().StringVar(&pricingPath, "pricing", "", "prices in LiteLLM's format, for calls with no recorded cost")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {summary, groups, runs} as JSON")
+	cmd.Flags().BoolVar(&fromDB, "from-db", false, "replay Purser's own history instead of a corpus")
+	cmd.Flags().StringVar(&db, "db", "", "database path, with --from-db")
+	return cmd
+}
+
+func printReplay(w io.Writer, rep replay.Report) error {
+	s := rep.Summary
+	fmt.Fprintf(w, "%d runs replayed (%d calls): %d stopped, %d of %d solved runs cut.\n", s.Runs, s.Calls, s.Stopped, s.SolvedCut, s.Solved)
+	fmt.Fprintf(w, "Recorded spend %s; under this budget %s; saved %s.\n", s.RecordedUSD, s.SpentUSD, s.SavedUSD)
+	fmt.Fprintf(w, "A check-then-spend rule would have gone %s past the hard cap; admission goes nowhere past it.\n", s.NaiveOvershootUSD)
+	if s.UpperBounds > 0 {
+		fmt.Fprintf(w, "%d runs have totals only: their savings are upper bounds (total − cap) and their stop point unknown.\n", s.UpperBounds)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SYSTEM\tMODEL\tRUNS\tSTOPPED\tSOLVED CUT\tRECORDED\tSPENT\tSAVED\tNOTE")
+	for _, g := range rep.Groups {
+		note := ""
+		if g.UpperBounds == g.Runs {
+			note = "totals only: upper bounds"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\t%s\t%s\n", g.System, g.Model, g.Runs, g.Stopped, g.SolvedCut, g.Solved, g.RecordedUSD, g.SpentUSD, g.SavedUSD, note)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,403 @@
+// Package replay replays recorded agent runs through a budget, call by call,
+// with admission checked before each call as the engine does: what a cap
+// would have cost, and what it would have cut.
+package replay
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/pricing"
+)
+
+// Call is one recorded LLM call. Input tokens include cached ones.
+type Call struct {
+	InputTokens      int64
+	OutputTokens     int64
+	CacheReadTokens  int64
+	CacheWriteTokens int64
+	ReasoningTokens  int64
+	CostUSD          *budget.USD // nil: not recorded
+	Model            string
+	At               time.Time // zero: not recorded
+}
+
+// Run is one recorded run of an agent on a task.
+type Run struct {
+	InstanceID string
+	System     string
+	Model      string
+	Resolved   *bool // nil: no label
+	// Calls is empty for a run recorded with totals only; it is then
+	// replayed as one call and its figures are upper bounds.
+	Calls             []Call
+	TotalCostUSD      *budget.USD
+	TotalInputTokens  int64
+	TotalOutputTokens int64
+	TotalCacheRead    int64
+	WallTime          time.Duration
+}
+
+// Result is what a budget would have done to one run.
+type Result struct {
+	InstanceID string `json:"instanceId"`
+	System     string `json:"system"`
+	Model      string `json:"model"`
+	Resolved   *bool  `json:"resolved"`
+	Calls      int    `json:"calls"`
+	// WarningAtCall is the 1-based call whose usage entered WARNING.
+	WarningAtCall *int `json:"warningAtCall"`
+	// StoppedAtCall is the 1-based call the budget stopped: the first call
+	// not admitted, or the call that reached the hard cap exactly.
+	StoppedAtCall *int `json:"stoppedAtCall"`
+	// RecordedUSD is what the run spent; SpentUSD what it would have spent
+	// under the budget; SavedUSD the difference.
+	RecordedUSD budget.USD       `json:"recordedUsd"`
+	SpentUSD    budget.USD       `json:"spentUsd"`
+	SavedUSD    budget.USD       `json:"savedUsd"`
+	USDSource   budget.USDSource `json:"usdSource"`
+	SpentTokens int64            `json:"spentTokens"`
+	Stopped     bool             `json:"stopped"`
+	SolvedCut   bool             `json:"solvedCut"`
+	// UpperBound marks a run recorded with totals only: its savings are an
+	// upper bound (total − cap), its stop point unknown.
+	UpperBound bool `json:"upperBound"`
+	// NaiveSpentUSD is what a check-then-spend rule (stop once spend has
+	// reached the cap, checked before each call) would have spent.
+	NaiveSpentUSD budget.USD `json:"naiveSpentUsd"`
+}
+
+// Summary adds results up.
+type Summary struct {
+	System      string     `json:"system,omitempty"`
+	Model       string     `json:"model,omitempty"`
+	Runs        int        `json:"runs"`
+	Stopped     int        `json:"stopped"`
+	SolvedCut   int        `json:"solvedCut"`
+	Solved      int        `json:"solved"`
+	UpperBounds int        `json:"upperBounds"`
+	Calls       int        `json:"calls"`
+	RecordedUSD budget.USD `json:"recordedUsd"`
+	SpentUSD    budget.USD `json:"spentUsd"`
+	SavedUSD    budget.USD `json:"savedUsd"`
+	// NaiveOvershootUSD is how far past the hard cap the check-then-spend
+	// rule would have gone, summed over runs. Purser's is zero.
+	NaiveOvershootUSD budget.USD `json:"naiveOvershootUsd"`
+}
+
+// Report is a replay of a corpus.
+type Report struct {
+	Summary Summary   `json:"summary"`
+	Groups  []Summary `json:"groups"`
+	Runs    []Result  `json:"runs"`
+}
+
+// ReplayRun replays one run through a fresh budget. Each call is admitted
+// first with its own recorded usage as the reservation — the exact worst
+// case, which the engine can only bound — and refused when it would pass a
+// hard cap; the run stops there. Calls without a recorded cost are priced
+// from the catalogue, or unknown. Iterations are not replayed: recorded runs
+// have calls, not Purser iterations.
+func ReplayRun(cfg budget.Config, prices *pricing.Catalogue, r Run) (Result, error) {
+	m, err := budget.NewManager(cfg, budget.Options{})
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{InstanceID: r.InstanceID, System: r.System, Model: r.Model, Resolved: r.Resolved}
+	calls := r.Calls
+	if len(calls) == 0 {
+		res.UpperBound = true
+		calls = []Call{{InputTokens: r.TotalInputTokens, OutputTokens: r.TotalOutputTokens, CacheReadTokens: r.TotalCacheRead,
+			CostUSD: r.TotalCostUSD, Model: r.Model}}
+	}
+	res.Calls = len(calls)
+	events := make([]budget.UsageEvent, len(calls))
+	var recorded budget.Totals
+	for i, c := range calls {
+		ev := budget.UsageEvent{InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, CacheReadTokens: c.CacheReadTokens,
+			CacheWriteTokens: c.CacheWriteTokens, ReasoningTokens: min(c.ReasoningTokens, c.OutputTokens), Model: c.Model}
+		if ev.CacheReadTokens+ev.CacheWriteTokens > ev.InputTokens {
+			ev.CacheReadTokens, ev.CacheWriteTokens = min(ev.CacheReadTokens, ev.InputTokens), 0
+		}
+		if c.CostUSD != nil {
+			ev.USD, ev.CostSource = *c.CostUSD, budget.CostReported
+		}
+		ev = prices.Estimate(ev)
+		if i > 0 && !c.At.IsZero() && !calls[i-1].At.IsZero() {
+			ev.Elapsed = max(c.At.Sub(calls[i-1].At), 0)
+		}
+		if res.UpperBound {
+			ev.Elapsed = r.WallTime
+		}
+		events[i] = ev
+		recorded.Add(ev)
+	}
+	res.RecordedUSD = recorded.USD
+	res.NaiveSpentUSD = naiveSpend(cfg, events)
+
+	for i, ev := range events {
+		n := i + 1
+		want := budget.Amount{Tokens: ev.Tokens()}
+		if ev.CostSource == budget.CostReported || ev.CostSource == budget.CostEstimated {
+			want.USD = ev.USD
+		}
+		resv, err := m.Reserve(want)
+		var short *budget.InsufficientBudgetError
+		if errors.As(err, &short) && res.UpperBound {
+			// Totals only: the one "call" is clamped to what fits, so the
+			// figures are the cap itself — an upper bound on what was saved.
+			ev = clamp(ev, short.Available)
+			want = budget.Amount{USD: min(want.USD, short.Available.USD), Tokens: ev.Tokens()}
+			resv, err = m.Reserve(want)
+		}
+		if err != nil {
+			res.Stopped, res.StoppedAtCall = true, &n
+			break
+		}
+		before := m.Tier()
+		resv.Commit(ev)
+		after := m.Tier()
+		if before < budget.Warning && after >= budget.Warning {
+			res.WarningAtCall = ptr(n)
+		}
+		if after == budget.Hard {
+			res.Stopped, res.StoppedAtCall = true, ptr(n)
+			if n < len(events) {
+				// Reaching the cap exactly stops the run before its next call.
+				break
+			}
+		}
+		if err := m.Check(); err != nil && !res.Stopped {
+			res.Stopped, res.StoppedAtCall = true, ptr(n+1)
+			break
+		}
+	}
+	st := m.Status()
+	res.SpentUSD, res.SpentTokens, res.USDSource = st.UsedUSD, st.UsedTokens, st.USDSource
+	res.SavedUSD = res.RecordedUSD - res.SpentUSD
+	res.SolvedCut = res.Stopped && r.Resolved != nil && *r.Resolved && res.StoppedAtCall != nil &&
+		(*res.StoppedAtCall < len(events) || res.UpperBound && res.SavedUSD > 0 || res.SpentTokens < recorded.Tokens)
+	return res, nil
+}
+
+// clamp shrinks an event of totals to what is available, keeping its mix.
+func clamp(ev budget.UsageEvent, avail budget.Amount) budget.UsageEvent {
+	frac := 1.0
+	if t := ev.Tokens(); t > 0 && avail.Tokens < t {
+		frac = math.Min(frac, float64(avail.Tokens)/float64(t))
+	}
+	if ev.USD > 0 && avail.USD < ev.USD {
+		frac = math.Min(frac, float64(avail.USD)/float64(ev.USD))
+	}
+	scale := func(v int64) int64 { return int64(math.Floor(float64(v) * frac)) }
+	out := ev
+	out.InputTokens, out.OutputTokens = scale(ev.InputTokens), scale(ev.OutputTokens)
+	out.CacheReadTokens, out.CacheWriteTokens = min(scale(ev.CacheReadTokens), out.InputTokens), 0
+	out.ReasoningTokens = min(scale(ev.ReasoningTokens), out.OutputTokens)
+	if ev.USD > 0 {
+		out.USD = min(budget.USD(scale(int64(ev.USD))), avail.USD)
+	}
+	return out
+}
+
+// naiveSpend is what the rule most tools use would have spent: before each
+// call, stop if the money spent so far has reached the cap; otherwise make
+// the call and add its cost afterwards.
+func naiveSpend(cfg budget.Config, events []budget.UsageEvent) budget.USD {
+	var spent budget.USD
+	for _, ev := range events {
+		if cfg.Hard.USD != nil && spent >= *cfg.Hard.USD {
+			break
+		}
+		if ev.CostSource == budget.CostReported || ev.CostSource == budget.CostEstimated {
+			spent += ev.USD
+		}
+	}
+	return spent
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Replay replays every run and sums the results, overall and per
+// system/model.
+func Replay(cfg budget.Config, prices *pricing.Catalogue, runs []Run) (Report, error) {
+	rep := Report{Runs: make([]Result, 0, len(runs))}
+	groups := map[[2]string]*Summary{}
+	var order [][2]string
+	for _, r := range runs {
+		res, err := ReplayRun(cfg, prices, r)
+		if err != nil {
+			return rep, err
+		}
+		rep.Runs = append(rep.Runs, res)
+		key := [2]string{r.System, r.Model}
+		g := groups[key]
+		if g == nil {
+			g = &Summary{System: r.System, Model: r.Model}
+			groups[key] = g
+			order = append(order, key)
+		}
+		g.add(cfg, res)
+		rep.Summary.add(cfg, res)
+	}
+	for _, k := range order {
+		rep.Groups = append(rep.Groups, *groups[k])
+	}
+	return rep, nil
+}
+
+func (s *Summary) add(cfg budget.Config, r Result) {
+	s.Runs++
+	s.Calls += r.Calls
+	if r.Stopped {
+		s.Stopped++
+	}
+	if r.SolvedCut {
+		s.SolvedCut++
+	}
+	if r.Resolved != nil && *r.Resolved {
+		s.Solved++
+	}
+	if r.UpperBound {
+		s.UpperBounds++
+	}
+	s.RecordedUSD += r.RecordedUSD
+	s.SpentUSD += r.SpentUSD
+	s.SavedUSD += r.SavedUSD
+	if cfg.Hard.USD != nil && r.NaiveSpentUSD > *cfg.Hard.USD {
+		s.NaiveOvershootUSD += r.NaiveSpentUSD - *cfg.Hard.USD
+	}
+}
+
+// record is one line of the corpus (see ../shared/replay/README.md).
+type record struct {
+	InstanceID  string       `json:"instance_id"`
+	System      string       `json:"system"`
+	Model       string       `json:"model"`
+	Resolved    *bool        `json:"resolved"`
+	Granularity string       `json:"granularity"`
+	Calls       []recordCall `json:"calls"`
+	TotalCost   *json.Number `json:"total_cost_usd"`
+	TotalInput  *int64       `json:"total_input_tokens"`
+	TotalOutput *int64       `json:"total_output_tokens"`
+	TotalCache  *int64       `json:"total_cache_read_tokens"`
+	WallTimeS   *float64     `json:"wall_time_s"`
+}
+
+type recordCall struct {
+	Input      *int64       `json:"input_tokens"`
+	Output     *int64       `json:"output_tokens"`
+	CacheRead  *int64       `json:"cache_read_tokens"`
+	CacheWrite *int64       `json:"cache_write_tokens"`
+	Reasoning  *int64       `json:"reasoning_tokens"`
+	Cost       *json.Number `json:"cost_usd"`
+	TS         *float64     `json:"ts"`
+	Model      string       `json:"model"`
+}
+
+func val(p *int64) int64 {
+	if p == nil || *p < 0 {
+		return 0
+	}
+	return *p
+}
+
+func money(n *json.Number, what string) (*budget.USD, error) {
+	if n == nil {
+		return nil, nil
+	}
+	v, err := budget.ParseUSD(n.String())
+	if err != nil || v < 0 {
+		return nil, fmt.Errorf("%s: want a non-negative number of dollars, got %s", what, n.String())
+	}
+	return &v, nil
+}
+
+// MaxLine is the longest corpus line accepted.
+const MaxLine = 64 << 20
+
+// Parse reads a corpus in the shared replay format, one run per line.
+// Errors name the line.
+func Parse(name string, r io.Reader) ([]Run, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), MaxLine)
+	var runs []Run
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		run, err := parseRecord(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
+		}
+		runs = append(runs, run)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s:%d: %w", name, line+1, err)
+	}
+	return runs, nil
+}
+
+func parseRecord(b []byte) (Run, error) {
+	var rec record
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&rec); err != nil {
+		return Run{}, fmt.Errorf("not a run record: %w", err)
+	}
+	if rec.InstanceID == "" {
+		return Run{}, errors.New("instance_id: is required")
+	}
+	run := Run{InstanceID: rec.InstanceID, System: rec.System, Model: rec.Model, Resolved: rec.Resolved,
+		TotalInputTokens: val(rec.TotalInput), TotalOutputTokens: val(rec.TotalOutput), TotalCacheRead: val(rec.TotalCache)}
+	var err error
+	if run.TotalCostUSD, err = money(rec.TotalCost, "total_cost_usd"); err != nil {
+		return Run{}, err
+	}
+	if rec.WallTimeS != nil && *rec.WallTimeS > 0 && *rec.WallTimeS < 1e9 {
+		run.WallTime = time.Duration(*rec.WallTimeS * float64(time.Second))
+	}
+	for i, c := range rec.Calls {
+		call := Call{InputTokens: val(c.Input), OutputTokens: val(c.Output), CacheReadTokens: val(c.CacheRead),
+			CacheWriteTokens: val(c.CacheWrite), ReasoningTokens: val(c.Reasoning), Model: c.Model}
+		if call.Model == "" {
+			call.Model = rec.Model
+		}
+		if call.CostUSD, err = money(c.Cost, fmt.Sprintf("calls[%d].cost_usd", i)); err != nil {
+			return Run{}, err
+		}
+		if c.TS != nil && *c.TS > 0 && *c.TS < 1e12 {
+			sec, frac := math.Modf(*c.TS)
+			call.At = time.Unix(int64(sec), int64(frac*1e9))
+		}
+		run.Calls = append(run.Calls, call)
+	}
+	return run, nil
+}
+
+// Quantile returns the q-quantile (0..1) of sorted values, by nearest rank.
+func Quantile[T int64 | budget.USD | time.Duration](sorted []T, q float64) T {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// Sorted returns a sorted copy.
+func Sorted[T int64 | budget.USD | time.Duration](v []T) []T {
+	out := append([]T(nil), v...)
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
