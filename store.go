@@ -95,7 +95,7 @@ type Store interface {
 	SaveRun(ctx context.Context, run Run) error
 	// Run returns a run; a missing one is an error matching ErrNotFound.
 	Run(ctx context.Context, id string) (Run, error)
-	// RunUsageTotals sums the ledger of every task of a run.
+	// RunUsageTotals returns the ledger totals of every task of a run.
 	RunUsageTotals(ctx context.Context, runID string) (budget.Totals, error)
 	// SaveTask creates or updates a task's definition and state.
 	SaveTask(ctx context.Context, t TaskRecord) error
@@ -110,11 +110,13 @@ type Store interface {
 	SaveCall(ctx context.Context, c CallRecord) error
 	Calls(ctx context.Context, taskID string) ([]CallRecord, error)
 
-	// AppendUsage appends to the ledger; an entry whose Key is already
-	// there is ignored, so replaying a report never counts twice.
-	AppendUsage(ctx context.Context, e LedgerEntry) error
+	// AppendUsage appends entries to the ledger atomically; an entry whose
+	// Key is already there is ignored, so replaying a report never counts
+	// twice.
+	AppendUsage(ctx context.Context, entries ...LedgerEntry) error
 	Usage(ctx context.Context, taskID string) ([]LedgerEntry, error)
-	// UsageTotals sums a task's ledger.
+	// UsageTotals returns a task's ledger totals, at a cost that does not
+	// grow with the ledger.
 	UsageTotals(ctx context.Context, taskID string) (budget.Totals, error)
 
 	SaveDegrade(ctx context.Context, d DegradeRecord) error

@@ -329,18 +329,55 @@ func (s *Store) Calls(ctx context.Context, taskID string) ([]purser.CallRecord, 
 	return out, rows.Err()
 }
 
-// AppendUsage appends to the ledger, once per key.
-func (s *Store) AppendUsage(ctx context.Context, e purser.LedgerEntry) error {
-	if e.Key == "" {
-		return errors.New("append usage: an idempotency key is required")
-	}
-	ev := e.Event
-	_, err := s.db.ExecContext(ctx, `INSERT INTO usage (idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idem_key) DO NOTHING`,
-		e.Key, e.TaskID, e.RunID, e.CallID, e.Iteration, string(e.Kind), ev.Model, ev.InputTokens, ev.OutputTokens, ev.CacheReadTokens,
-		ev.CacheWriteTokens, ev.ReasoningTokens, int64(ev.USD), ev.CostSource.String(), int64(ev.Elapsed), ev.IterationEnd, nanos(e.At))
+// AppendUsage appends entries to the ledger in one transaction, each once
+// per key, and keeps the task's and run's running totals with them.
+func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) error {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("append usage %s: %w", e.Key, err)
+		return fmt.Errorf("append usage: %w", err)
+	}
+	defer tx.Rollback()
+	insert, err := tx.PrepareContext(ctx, `INSERT INTO usage (idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idem_key) DO NOTHING`)
+	if err != nil {
+		return err
+	}
+	defer insert.Close()
+	total, err := tx.PrepareContext(ctx, `INSERT INTO usage_totals (scope, id, usd_nanos, tokens, iterations, reported, estimated, unknown)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (scope, id) DO UPDATE SET usd_nanos = usd_nanos + excluded.usd_nanos, tokens = tokens + excluded.tokens,
+			iterations = iterations + excluded.iterations, reported = reported + excluded.reported,
+			estimated = estimated + excluded.estimated, unknown = unknown + excluded.unknown`)
+	if err != nil {
+		return err
+	}
+	defer total.Close()
+	for _, e := range entries {
+		if e.Key == "" {
+			return errors.New("append usage: an idempotency key is required")
+		}
+		ev := e.Event
+		res, err := insert.ExecContext(ctx, e.Key, e.TaskID, e.RunID, e.CallID, e.Iteration, string(e.Kind), ev.Model, ev.InputTokens, ev.OutputTokens,
+			ev.CacheReadTokens, ev.CacheWriteTokens, ev.ReasoningTokens, int64(ev.USD), ev.CostSource.String(), int64(ev.Elapsed), ev.IterationEnd, nanos(e.At))
+		if err != nil {
+			return fmt.Errorf("append usage %s: %w", e.Key, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			continue // already in the ledger: counted once
+		}
+		var t budget.Totals
+		t.Add(ev)
+		for _, scope := range [][2]string{{"task", e.TaskID}, {"run", e.RunID}} {
+			if scope[1] == "" {
+				continue
+			}
+			if _, err := total.ExecContext(ctx, scope[0], scope[1], int64(t.USD), t.Tokens, t.Iterations, t.ReportedEvents, t.EstimatedEvents, t.UnknownEvents); err != nil {
+				return fmt.Errorf("append usage %s: totals: %w", e.Key, err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("append usage: %w", err)
 	}
 	return nil
 }
@@ -379,29 +416,26 @@ func (s *Store) Usage(ctx context.Context, taskID string) ([]purser.LedgerEntry,
 	return out, rows.Err()
 }
 
-// UsageTotals sums a task's ledger in SQL.
+// UsageTotals returns a task's running totals.
 func (s *Store) UsageTotals(ctx context.Context, taskID string) (budget.Totals, error) {
-	return s.totals(ctx, "task_id", taskID)
+	return s.totals(ctx, "task", taskID)
 }
 
-// RunUsageTotals sums the ledger of a run's tasks in SQL.
+// RunUsageTotals returns a run's running totals, over all its tasks.
 func (s *Store) RunUsageTotals(ctx context.Context, runID string) (budget.Totals, error) {
-	return s.totals(ctx, "run_id", runID)
+	return s.totals(ctx, "run", runID)
 }
 
-func (s *Store) totals(ctx context.Context, column, id string) (budget.Totals, error) {
+func (s *Store) totals(ctx context.Context, scope, id string) (budget.Totals, error) {
 	var t budget.Totals
 	var usd int64
-	err := s.db.QueryRowContext(ctx, `SELECT
-			COALESCE(SUM(CASE WHEN cost_source IN ('reported', 'estimated') THEN usd_nanos ELSE 0 END), 0),
-			COALESCE(SUM(input_tokens + output_tokens), 0),
-			COALESCE(SUM(iteration_end), 0),
-			COALESCE(SUM(cost_source = 'reported'), 0),
-			COALESCE(SUM(cost_source = 'estimated'), 0),
-			COALESCE(SUM(cost_source = 'unknown'), 0)
-		FROM usage WHERE `+column+` = ?`, id).Scan(&usd, &t.Tokens, &t.Iterations, &t.ReportedEvents, &t.EstimatedEvents, &t.UnknownEvents)
+	err := s.db.QueryRowContext(ctx, `SELECT usd_nanos, tokens, iterations, reported, estimated, unknown FROM usage_totals WHERE scope = ? AND id = ?`,
+		scope, id).Scan(&usd, &t.Tokens, &t.Iterations, &t.ReportedEvents, &t.EstimatedEvents, &t.UnknownEvents)
+	if errors.Is(err, sql.ErrNoRows) {
+		return budget.Totals{}, nil
+	}
 	if err != nil {
-		return t, fmt.Errorf("usage totals of %s %s: %w", column, id, err)
+		return t, fmt.Errorf("usage totals of %s %s: %w", scope, id, err)
 	}
 	t.USD = budget.USD(usd)
 	return t, nil

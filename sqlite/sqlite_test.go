@@ -114,3 +114,50 @@ func TestDatabaseIsOwnerOnly(t *testing.T) {
 		}
 	}
 }
+
+// The running totals always equal a full sum over the ledger, duplicates and
+// batches included, per task and per run.
+func TestRunningTotalsMatchTheLedger(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "p.db"))
+	var batch []purser.LedgerEntry
+	for i := range 300 {
+		src := []budget.CostSource{budget.CostReported, budget.CostEstimated, budget.CostUnknown, budget.CostNone}[i%4]
+		e := purser.LedgerEntry{Key: "k" + string(rune('a'+i%26)) + string(rune('a'+i/26)), TaskID: []string{"t1", "t2"}[i%2], RunID: "r",
+			CallID: "c", Event: budget.UsageEvent{InputTokens: int64(i), OutputTokens: 1, USD: budget.USD(i * 1000), CostSource: src, IterationEnd: i%10 == 0}}
+		batch = append(batch, e)
+		if len(batch) == 7 {
+			if err := s.AppendUsage(ctx, append(batch, batch[0])...); err != nil { // a duplicate in every batch
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	if err := s.AppendUsage(ctx, batch...); err != nil {
+		t.Fatal(err)
+	}
+	var run budget.Totals
+	for _, task := range []string{"t1", "t2"} {
+		entries, err := s.Usage(ctx, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want budget.Totals
+		for _, e := range entries {
+			want.Add(e.Event)
+			run.Add(e.Event)
+		}
+		want.Time = 0
+		got, err := s.UsageTotals(ctx, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("task %s: running totals %+v, ledger sum %+v", task, got, want)
+		}
+	}
+	run.Time = 0
+	if got, _ := s.RunUsageTotals(ctx, "r"); got != run {
+		t.Errorf("run: running totals %+v, ledger sum %+v", got, run)
+	}
+}

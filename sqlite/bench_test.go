@@ -1,0 +1,67 @@
+package sqlite_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/sqlite"
+)
+
+func entry(i int) purser.LedgerEntry {
+	return purser.LedgerEntry{Key: fmt.Sprintf("call-%d/1", i), TaskID: "task", RunID: "run", CallID: fmt.Sprintf("call-%d", i),
+		Event: budget.UsageEvent{InputTokens: 1200, OutputTokens: 300, CacheReadTokens: 800, USD: 12_345, CostSource: budget.CostEstimated}}
+}
+
+// BenchmarkAppendUsage makes one usage event durable per transaction, as the
+// engine does for each streamed event (WAL, synchronous=NORMAL).
+func BenchmarkAppendUsage(b *testing.B) {
+	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "p.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	i := 0
+	for b.Loop() {
+		if err := s.AppendUsage(context.Background(), entry(i)); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkUsageTotals reads a task's totals (what `purser status` and a
+// resume read) after 10 and after 1,000,000 ledger events.
+func BenchmarkUsageTotals(b *testing.B) {
+	for _, n := range []int{10, 1_000_000} {
+		b.Run(fmt.Sprintf("after-%d-events", n), func(b *testing.B) {
+			ctx := context.Background()
+			s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "p.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			const batch = 20_000
+			for i := 0; i < n; i += batch {
+				es := make([]purser.LedgerEntry, 0, batch)
+				for j := i; j < min(i+batch, n); j++ {
+					es = append(es, entry(j))
+				}
+				if err := s.AppendUsage(ctx, es...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				t, err := s.UsageTotals(ctx, "task")
+				if err != nil || t.Tokens != int64(n)*1500 {
+					b.Fatalf("totals %+v, %v", t, err)
+				}
+			}
+		})
+	}
+}
