@@ -165,12 +165,19 @@ type CallRequest struct {
 	// MaxOutputTokens is how much output the budget admits for this call;
 	// 0 means no limit was set. Backends that can cap output must.
 	MaxOutputTokens int64
-	Workspace       string
+	// MaxUSD is what is left under the hard money cap of the task and its
+	// run; 0 means money is not capped. Backends with a spending fence of
+	// their own (Claude Code's --max-budget-usd) set it to this.
+	MaxUSD    budget.USD
+	Workspace string
 }
 
 // CallResult is what a call produced besides its usage.
 type CallResult struct {
 	Text string
+	// Note is recorded with the call, e.g. how the backend's reported cost
+	// compared with Purser's estimate.
+	Note string
 }
 
 // UsageFunc receives usage as a backend learns of it, possibly many times

@@ -61,6 +61,7 @@ type CallRecord struct {
 	ContextTokens   int
 	Reserved        budget.Amount
 	MaxOutputTokens int64
+	Note            string // e.g. the backend's reported cost against Purser's estimate
 }
 
 // LedgerEntry is one usage event in the append-only usage ledger. Key makes

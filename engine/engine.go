@@ -476,9 +476,14 @@ func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int
 		_ = e.Store.SaveCall(ctx, rec)
 		return "", err
 	}
+	var maxUSD budget.USD
+	if avail := t.budget.Available(); avail.USD != budget.UnlimitedUSD {
+		maxUSD = avail.USD + want.USD // what is left, this call's own reservation included
+	}
 	result, callErr := t.backend.Call(callCtx, purser.CallRequest{TaskID: t.task.ID, Kind: kind, Iteration: t.iteration, Attempt: attempt,
-		Model: model, Prompt: text, ContextTokens: cctx.Tokens, MaxOutputTokens: maxOut, Workspace: t.task.Workspace}, report)
+		Model: model, Prompt: text, ContextTokens: cctx.Tokens, MaxOutputTokens: maxOut, MaxUSD: maxUSD, Workspace: t.task.Workspace}, report)
 	rec.EndedAt = e.Clock.Now()
+	rec.Note = result.Note
 	seqMu.Lock()
 	lerr := ledgerErr
 	seqMu.Unlock()

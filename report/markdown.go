@@ -154,7 +154,7 @@ func BudgetMD(r Report) []byte {
 			reserved += ", " + c.Reserved.USD.String()
 		}
 		fmt.Fprintf(&b, "| %d | %d | %s | %d | %s | %s | %d | %s | %s | %s |\n", i+1, c.Iteration, c.Kind, c.Attempt, c.Model, c.Outcome,
-			t.Tokens, MoneyText(*t), reserved, oneLine(c.Error))
+			t.Tokens, MoneyText(*t), reserved, oneLine(strings.Trim(c.Error+"; "+c.Note, "; ")))
 	}
 	if len(r.Calls) == 0 {
 		b.WriteString("| - | - | - | - | - | - | 0 | $0.00 | - | no call was made |\n")

@@ -16,6 +16,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend/claude"
+	"github.com/purser-dev/purser/backend/codex"
 	"github.com/purser-dev/purser/backend/sim"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
@@ -30,14 +32,20 @@ import (
 // are left resumable.
 const exitInterrupted = 130
 
-// resolveBackend builds the backend a task names. Only cmd/purser knows the
-// concrete backends.
-func resolveBackend(spec purser.BackendSpec) (purser.Backend, error) {
-	switch spec.Type {
-	case "sim":
-		return sim.New(spec)
+// backends returns the resolver of the backends a task names, pricing with
+// prices. Only cmd/purser knows the concrete backends.
+func backends(prices *pricing.Catalogue) engine.BackendResolver {
+	return func(spec purser.BackendSpec) (purser.Backend, error) {
+		switch spec.Type {
+		case "sim":
+			return sim.New(spec)
+		case "claude":
+			return claude.New(spec, prices)
+		case "codex":
+			return codex.New(spec, prices)
+		}
+		return nil, fmt.Errorf("backend type %q is not available (available: sim, claude, codex)", spec.Type)
 	}
-	return nil, fmt.Errorf("backend type %q is not available (available: sim)", spec.Type)
 }
 
 // dbPath picks the database: --db, then PURSER_DB, then the project's.
@@ -68,7 +76,7 @@ func newEngine(store purser.Store, prices *pricing.Catalogue, view *liveView) (*
 	}
 	e := &engine.Engine{
 		Store:      store,
-		Backends:   resolveBackend,
+		Backends:   backends(prices),
 		Validators: validate.Runner{},
 		Context:    cb,
 		Prices:     prices,

@@ -1,0 +1,234 @@
+// Package claude runs Claude Code headless (`claude -p --output-format
+// stream-json`) as a Purser backend: usage is read from the stream as it
+// arrives, reconciled to the CLI's reported cost at the end, and recovered
+// from the session transcript when the CLI is stopped before it reports.
+package claude
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend/proc"
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/pricing"
+)
+
+// StopGrace is how long Claude Code has, after SIGINT, to print its final
+// result before its process group is killed.
+const StopGrace = 500 * time.Millisecond
+
+// Options are the backend's settings in a task or purser.yaml.
+type Options struct {
+	Command        string            // the claude executable; default "claude"
+	PermissionMode string            // default acceptEdits
+	AllowedTools   []string          // default Bash, Edit, Write, Read, Glob, Grep
+	Env            map[string]string // extra environment (not secrets: those come from the environment)
+	MaxTurns       int               // 0: Claude Code's default
+	BudgetFence    bool              // pass --max-budget-usd as a second fence (default true)
+}
+
+// Backend runs Claude Code.
+type Backend struct {
+	opts   Options
+	prices *pricing.Catalogue
+}
+
+var _ purser.Backend = (*Backend)(nil)
+
+// New reads a backend spec's options.
+func New(spec purser.BackendSpec, prices *pricing.Catalogue) (*Backend, error) {
+	o := Options{Command: "claude", PermissionMode: "acceptEdits", AllowedTools: []string{"Bash", "Edit", "Write", "Read", "Glob", "Grep"}, BudgetFence: true}
+	for k, v := range spec.Options {
+		var ok bool
+		switch k {
+		case "command":
+			o.Command, ok = v.(string)
+		case "permissionMode":
+			o.PermissionMode, ok = v.(string)
+		case "allowedTools":
+			var list []any
+			if list, ok = v.([]any); ok {
+				o.AllowedTools = o.AllowedTools[:0]
+				for _, t := range list {
+					s, isStr := t.(string)
+					ok = ok && isStr
+					o.AllowedTools = append(o.AllowedTools, s)
+				}
+			}
+		case "env":
+			var m map[string]any
+			if m, ok = v.(map[string]any); ok {
+				o.Env = map[string]string{}
+				for ek, ev := range m {
+					o.Env[ek] = fmt.Sprint(ev)
+				}
+			}
+		case "maxTurns":
+			var n uint64
+			n, ok = v.(uint64)
+			o.MaxTurns = int(n)
+		case "budgetFence":
+			o.BudgetFence, ok = v.(bool)
+		default:
+			return nil, fmt.Errorf("claude backend: unknown option %q (want command, permissionMode, allowedTools, env, maxTurns, budgetFence)", k)
+		}
+		if !ok {
+			return nil, fmt.Errorf("claude backend: option %s has the wrong type (%T)", k, v)
+		}
+	}
+	if o.Command == "" {
+		return nil, errors.New("claude backend: option command must not be empty")
+	}
+	if !filepath.IsAbs(o.Command) && strings.Contains(o.Command, "/") {
+		o.Command = filepath.Join(spec.Dir, o.Command)
+	}
+	return &Backend{opts: o, prices: prices}, nil
+}
+
+func (b *Backend) args(req purser.CallRequest) []string {
+	args := []string{"-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages"}
+	if req.Model != "" {
+		args = append(args, "--model", req.Model)
+	}
+	if b.opts.PermissionMode != "" {
+		args = append(args, "--permission-mode", b.opts.PermissionMode)
+	}
+	if len(b.opts.AllowedTools) > 0 {
+		args = append(args, "--allowedTools", strings.Join(b.opts.AllowedTools, ","))
+	}
+	if b.opts.MaxTurns > 0 {
+		args = append(args, "--max-turns", fmt.Sprint(b.opts.MaxTurns))
+	}
+	if b.opts.BudgetFence && req.MaxUSD > 0 {
+		args = append(args, "--max-budget-usd", req.MaxUSD.Decimal())
+	}
+	return args
+}
+
+// env is the child's environment: Purser's own, the options' additions, and
+// the settings that keep retries and side calls Purser's to count.
+func (b *Backend) env() []string {
+	env := os.Environ()
+	for k, v := range b.opts.Env {
+		env = append(env, k+"="+v)
+	}
+	return append(env,
+		"CLAUDE_CODE_MAX_RETRIES=0",                  // retries are Purser's: counted and budgeted
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", // no extra billed side calls
+		"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1")
+}
+
+// transientStatus are the HTTP statuses worth a retry by the engine.
+var transientStatus = map[int]bool{408: true, 429: true, 500: true, 502: true, 503: true, 504: true, 529: true}
+
+// Call runs one `claude -p` to completion, or until ctx is done: then it is
+// interrupted (SIGINT, which still yields a result with the cost so far),
+// and its process group is killed after StopGrace.
+func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
+	p := NewParser(b.prices)
+	var parseErr error
+	out, err := proc.Run(ctx, proc.Command{Path: b.opts.Command, Args: b.args(req), Dir: req.Workspace, Env: b.env(),
+		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace}, func(line []byte) {
+		evs, perr := p.Feed(line)
+		if perr != nil && parseErr == nil {
+			parseErr = perr
+		}
+		for _, ev := range evs {
+			report(ev)
+		}
+	})
+	if err != nil {
+		return purser.CallResult{}, fmt.Errorf("claude: %w", err)
+	}
+	res := purser.CallResult{}
+	if p.Result() != nil {
+		adj, note := p.Reconcile()
+		for _, ev := range adj {
+			report(ev)
+		}
+		res.Note, res.Text = note, p.Result().Result
+	} else if p.Session() != "" {
+		// No result line (killed, or SIGTERM): the transcript kept the usage.
+		for _, ev := range b.recover(p) {
+			report(ev)
+		}
+		res.Note = "no result line; usage recovered from the session transcript"
+	}
+	if p.Retries() > 0 {
+		res.Note = strings.TrimPrefix(res.Note+fmt.Sprintf("; %d API retries inside Claude Code", p.Retries()), "; ")
+	}
+	if out.Stopped {
+		return res, context.Cause(ctx)
+	}
+	return res, b.outcome(p, out.WaitErr, parseErr, out.Stderr)
+}
+
+// outcome decides how the call ended. The exit code is not trusted alone: the
+// result line says more.
+func (b *Backend) outcome(p *Parser, waitErr, parseErr error, stderr string) error {
+	r := p.Result()
+	if r == nil {
+		msg := "claude exited without a result"
+		if waitErr != nil {
+			msg += " (" + waitErr.Error() + ")"
+		}
+		if parseErr != nil {
+			msg += ": " + parseErr.Error()
+		}
+		if s := strings.TrimSpace(stderr); s != "" {
+			msg += ": " + proc.LastLines(s, 5)
+		}
+		if strings.Contains(stderr, "ECONNRESET") || strings.Contains(stderr, "Connection") {
+			return fmt.Errorf("%s: %w", msg, purser.ErrTransient)
+		}
+		return errors.New(msg)
+	}
+	switch {
+	case r.Subtype == "error_max_budget_usd":
+		return fmt.Errorf("claude stopped at its --max-budget-usd fence (%s): %w", strings.Join(r.Errors, "; "), budget.ErrInsufficientBudget)
+	case r.Subtype == "error_max_turns":
+		return nil // the turns are spent; the validators say whether it worked
+	case r.IsError && r.APIErrorStatus != nil && transientStatus[*r.APIErrorStatus]:
+		return fmt.Errorf("claude: API error %d: %s: %w", *r.APIErrorStatus, r.Result, purser.ErrTransient)
+	case r.IsError && strings.Contains(r.Result, "Connection to the API was lost"):
+		return fmt.Errorf("claude: %s: %w", r.Result, purser.ErrTransient)
+	case r.IsError:
+		return fmt.Errorf("claude: %s (%s)", r.Result, r.Subtype)
+	}
+	return nil
+}
+
+// recover reads the session transcript under $HOME/.claude/projects for the
+// usage the stream did not report.
+func (b *Backend) recover(p *Parser) []budget.UsageEvent {
+	home := b.opts.Env["HOME"]
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	matches, _ := filepath.Glob(filepath.Join(home, ".claude", "projects", "*", p.Session()+".jsonl"))
+	var out []budget.UsageEvent
+	for _, m := range matches {
+		f, err := os.Open(m)
+		if err != nil {
+			continue
+		}
+		r := bufio.NewReaderSize(f, 64<<10)
+		for {
+			line, err := proc.ReadLine(r)
+			out = append(out, p.FeedTranscript(line)...)
+			if err != nil {
+				break
+			}
+		}
+		f.Close()
+	}
+	return out
+}

@@ -1,0 +1,287 @@
+package claude
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/pricing"
+)
+
+// anthropicUsage is a message's usage as Anthropic reports it: input
+// excludes the cache tokens.
+type anthropicUsage struct {
+	Input      int64 `json:"input_tokens"`
+	CacheWrite int64 `json:"cache_creation_input_tokens"`
+	CacheRead  int64 `json:"cache_read_input_tokens"`
+	Output     int64 `json:"output_tokens"`
+}
+
+// event normalises to Purser's shape: input counts every prompt token.
+func (u anthropicUsage) event(model string) budget.UsageEvent {
+	return budget.UsageEvent{InputTokens: u.Input + u.CacheRead + u.CacheWrite, CacheReadTokens: u.CacheRead,
+		CacheWriteTokens: u.CacheWrite, OutputTokens: u.Output, Model: model}
+}
+
+type modelUsage struct {
+	Input      int64   `json:"inputTokens"`
+	Output     int64   `json:"outputTokens"`
+	CacheRead  int64   `json:"cacheReadInputTokens"`
+	CacheWrite int64   `json:"cacheCreationInputTokens"`
+	CostUSD    float64 `json:"costUSD"`
+}
+
+// Result is Claude Code's final result line.
+type Result struct {
+	Subtype        string                `json:"subtype"`
+	IsError        bool                  `json:"is_error"`
+	APIErrorStatus *int                  `json:"api_error_status"`
+	TotalCostUSD   *float64              `json:"total_cost_usd"`
+	NumTurns       int                   `json:"num_turns"`
+	Result         string                `json:"result"`
+	TerminalReason string                `json:"terminal_reason"`
+	SessionID      string                `json:"session_id"`
+	Errors         []string              `json:"errors"`
+	ModelUsage     map[string]modelUsage `json:"modelUsage"`
+}
+
+type line struct {
+	Type      string          `json:"type"`
+	Subtype   string          `json:"subtype"`
+	SessionID string          `json:"session_id"`
+	Event     json.RawMessage `json:"event"`
+	Message   *struct {
+		ID    string          `json:"id"`
+		Model string          `json:"model"`
+		Usage *anthropicUsage `json:"usage"`
+	} `json:"message"`
+	// system api_retry lines
+	Attempt     int `json:"attempt"`
+	ErrorStatus int `json:"error_status"`
+}
+
+type streamEvent struct {
+	Type    string `json:"type"`
+	Message *struct {
+		ID    string          `json:"id"`
+		Model string          `json:"model"`
+		Usage *anthropicUsage `json:"usage"`
+	} `json:"message"`
+	Usage *anthropicUsage `json:"usage"`
+}
+
+// Parser reads Claude Code's stream-json output line by line and turns it
+// into usage events as it goes. Usage is tracked per API message, and only
+// what a message has not reported before is emitted, so every token is
+// counted once however many snapshots (message_start, assistant events,
+// message_delta, the session transcript) repeat it.
+type Parser struct {
+	prices *pricing.Catalogue
+
+	emitted map[string]budget.UsageEvent // per message id: what was emitted
+	order   []string
+	current string // the message being streamed
+	model   string
+
+	session string
+	result  *Result
+	retries int
+}
+
+// NewParser returns a parser that prices events with prices (nil: unpriced).
+func NewParser(prices *pricing.Catalogue) *Parser {
+	return &Parser{prices: prices, emitted: map[string]budget.UsageEvent{}}
+}
+
+// Session returns the session id, once the init line was read.
+func (p *Parser) Session() string { return p.session }
+
+// Result returns the final result, or nil if none was read.
+func (p *Parser) Result() *Result { return p.result }
+
+// Retries returns how many API retries Claude Code announced.
+func (p *Parser) Retries() int { return p.retries }
+
+// Feed reads one line of output and returns the usage it adds. A line that
+// is not JSON is an error; a JSON line of an unknown type is ignored (the
+// CLI adds types over time).
+func (p *Parser) Feed(b []byte) ([]budget.UsageEvent, error) {
+	var l line
+	if err := json.Unmarshal(b, &l); err != nil {
+		return nil, fmt.Errorf("claude: unreadable output line: %w", err)
+	}
+	if l.SessionID != "" && p.session == "" {
+		p.session = l.SessionID
+	}
+	switch l.Type {
+	case "stream_event":
+		var ev streamEvent
+		if err := json.Unmarshal(l.Event, &ev); err != nil {
+			return nil, fmt.Errorf("claude: unreadable stream event: %w", err)
+		}
+		switch ev.Type {
+		case "message_start":
+			if ev.Message != nil && ev.Message.Usage != nil {
+				p.current, p.model = ev.Message.ID, ev.Message.Model
+				return p.observe(ev.Message.ID, ev.Message.Model, *ev.Message.Usage), nil
+			}
+		case "message_delta":
+			if ev.Usage != nil && p.current != "" {
+				return p.observe(p.current, p.model, *ev.Usage), nil
+			}
+		}
+	case "assistant":
+		if l.Message != nil && l.Message.Usage != nil && l.Message.ID != "" {
+			return p.observe(l.Message.ID, l.Message.Model, *l.Message.Usage), nil
+		}
+	case "system":
+		if l.Subtype == "api_retry" {
+			p.retries++
+		}
+	case "result":
+		var r Result
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("claude: unreadable result: %w", err)
+		}
+		p.result = &r
+	}
+	return nil, nil
+}
+
+// observe takes a usage snapshot of a message and emits what is new in it.
+func (p *Parser) observe(id, model string, u anthropicUsage) []budget.UsageEvent {
+	target := u.event(model)
+	prev, seen := p.emitted[id]
+	if !seen {
+		p.order = append(p.order, id)
+	}
+	delta := budget.UsageEvent{
+		InputTokens:      max(target.InputTokens-prev.InputTokens, 0),
+		CacheReadTokens:  max(target.CacheReadTokens-prev.CacheReadTokens, 0),
+		CacheWriteTokens: max(target.CacheWriteTokens-prev.CacheWriteTokens, 0),
+		OutputTokens:     max(target.OutputTokens-prev.OutputTokens, 0),
+		Model:            model,
+	}
+	p.emitted[id] = budget.UsageEvent{
+		InputTokens:      max(target.InputTokens, prev.InputTokens),
+		CacheReadTokens:  max(target.CacheReadTokens, prev.CacheReadTokens),
+		CacheWriteTokens: max(target.CacheWriteTokens, prev.CacheWriteTokens),
+		OutputTokens:     max(target.OutputTokens, prev.OutputTokens),
+		Model:            model,
+	}
+	// Cache parts may grow in a later snapshot while the total does not.
+	delta.CacheReadTokens = min(delta.CacheReadTokens, delta.InputTokens)
+	delta.CacheWriteTokens = min(delta.CacheWriteTokens, delta.InputTokens-delta.CacheReadTokens)
+	if delta.Tokens() == 0 {
+		return nil
+	}
+	return []budget.UsageEvent{p.price(delta)}
+}
+
+func (p *Parser) price(ev budget.UsageEvent) budget.UsageEvent {
+	if p.prices == nil {
+		return ev
+	}
+	return p.prices.Estimate(ev)
+}
+
+// Emitted returns the sum of what was emitted so far.
+func (p *Parser) Emitted() budget.Totals {
+	var t budget.Totals
+	for _, id := range p.order {
+		t.Add(p.price(p.emitted[id]))
+	}
+	return t
+}
+
+// Reconcile compares the result's totals with what was emitted, and returns
+// the events that bring the ledger to the reported figures: tokens the
+// stream missed, and the reported cost less what was estimated (as a
+// reported amount). note says how the estimate compared with the report.
+func (p *Parser) Reconcile() (events []budget.UsageEvent, note string) {
+	r := p.result
+	if r == nil {
+		return nil, ""
+	}
+	var reported anthropicUsage
+	models := make([]string, 0, len(r.ModelUsage))
+	for m, u := range r.ModelUsage {
+		models = append(models, m)
+		reported.Input += u.Input
+		reported.Output += u.Output
+		reported.CacheRead += u.CacheRead
+		reported.CacheWrite += u.CacheWrite
+	}
+	sort.Strings(models)
+	model := p.model
+	if len(models) > 0 {
+		model = models[0]
+	}
+	got := p.Emitted()
+	var sum budget.UsageEvent
+	for _, id := range p.order {
+		e := p.emitted[id]
+		sum.InputTokens += e.InputTokens
+		sum.CacheReadTokens += e.CacheReadTokens
+		sum.CacheWriteTokens += e.CacheWriteTokens
+		sum.OutputTokens += e.OutputTokens
+	}
+	want := reported.event(model)
+	adj := budget.UsageEvent{
+		InputTokens:      max(want.InputTokens-sum.InputTokens, 0),
+		CacheReadTokens:  max(want.CacheReadTokens-sum.CacheReadTokens, 0),
+		CacheWriteTokens: max(want.CacheWriteTokens-sum.CacheWriteTokens, 0),
+		OutputTokens:     max(want.OutputTokens-sum.OutputTokens, 0),
+		Model:            model,
+	}
+	adj.CacheReadTokens = min(adj.CacheReadTokens, adj.InputTokens)
+	adj.CacheWriteTokens = min(adj.CacheWriteTokens, adj.InputTokens-adj.CacheReadTokens)
+	if r.TotalCostUSD == nil {
+		if adj.Tokens() > 0 {
+			events = append(events, p.price(adj))
+		}
+		return events, ""
+	}
+	total, err := budget.USDFromFloat(*r.TotalCostUSD)
+	if err != nil || total < 0 {
+		return nil, "claude reported an unreadable total_cost_usd"
+	}
+	known := got.USD
+	diff := total - known
+	switch {
+	case got.USDSource() == budget.SourceReported && known == 0:
+		note = fmt.Sprintf("reported %s", total)
+	case diff >= 0:
+		note = fmt.Sprintf("reported %s, estimated %s while streaming (difference %s)", total, known, diff)
+	default:
+		note = fmt.Sprintf("reported %s, estimated %s while streaming: the estimate is kept, %s above the report", total, known, -diff)
+		diff = 0
+	}
+	if diff > 0 || adj.Tokens() > 0 {
+		adj.USD, adj.CostSource = diff, budget.CostReported
+		events = append(events, adj)
+	}
+	return events, note
+}
+
+// transcriptLine is one line of a Claude Code session transcript.
+type transcriptLine struct {
+	Type    string `json:"type"`
+	Message *struct {
+		ID    string          `json:"id"`
+		Model string          `json:"model"`
+		Usage *anthropicUsage `json:"usage"`
+	} `json:"message"`
+}
+
+// FeedTranscript reads one line of the session transcript, which keeps each
+// message's final usage even when the CLI was killed, and returns what the
+// stream had not reported.
+func (p *Parser) FeedTranscript(b []byte) []budget.UsageEvent {
+	var l transcriptLine
+	if json.Unmarshal(b, &l) != nil || l.Type != "assistant" || l.Message == nil || l.Message.Usage == nil || l.Message.ID == "" {
+		return nil
+	}
+	return p.observe(l.Message.ID, l.Message.Model, *l.Message.Usage)
+}

@@ -1,0 +1,76 @@
+package proc_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/purser-dev/purser/backend/proc"
+)
+
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// Stopping a child ends its whole group, and descendants that left the group
+// with setsid, within the grace period; output read so far is kept.
+func TestStopKillsGroupAndEscapees(t *testing.T) {
+	dir := t.TempDir()
+	script := `echo started; sleep 60 & echo $! > inner.pid; setsid sleep 60 & echo $! > escaped.pid; trap '' INT; sleep 0.2; echo ready; wait`
+	ctx, cancel := context.WithCancel(context.Background())
+	var lines []string
+	go func() {
+		time.Sleep(400 * time.Millisecond)
+		cancel()
+	}()
+	start := time.Now()
+	out, err := proc.Run(ctx, proc.Command{Path: "sh", Args: []string{"-c", script}, Dir: dir, Grace: 200 * time.Millisecond}, func(l []byte) {
+		lines = append(lines, string(l))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Stopped || time.Since(start) > 2*time.Second {
+		t.Fatalf("stopped %v after %s", out.Stopped, time.Since(start))
+	}
+	if strings.Join(lines, ",") != "started,ready" {
+		t.Fatalf("lines %v", lines)
+	}
+	for _, f := range []string{"inner.pid", "escaped.pid"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		deadline := time.Now().Add(time.Second)
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if alive(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("%s (%d) survived the stop", f, pid)
+		}
+	}
+}
+
+func TestLongLinesAreDropped(t *testing.T) {
+	var lines []int
+	_, err := proc.Run(context.Background(), proc.Command{Path: "sh", Args: []string{"-c", "echo a; head -c 17000000 /dev/zero | tr '\\0' x; echo; echo b"}},
+		func(l []byte) { lines = append(lines, len(l)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 2 || lines[0] != 1 || lines[1] != 1 {
+		t.Fatalf("line lengths %v: want the 17 MB line dropped, the others kept", lines)
+	}
+}

@@ -1,0 +1,259 @@
+// Package e2e drives the real agent CLIs, installed from npm at pinned
+// versions, through `purser run`, against the fake LLM server of
+// ../shared/fixtures/agent-cli/mock on 127.0.0.1.
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// clis is where `.ci/run` installs the CLIs: PURSER_E2E_CLIS, a directory
+// holding the claude and codex executables.
+func clis(t *testing.T) string {
+	dir := os.Getenv("PURSER_E2E_CLIS")
+	if dir == "" {
+		t.Skip("PURSER_E2E_CLIS is not set: the real CLIs were not installed (.ci/run installs them from npm; see README)")
+	}
+	for _, b := range []string{"claude", "codex"} {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			t.Skipf("%s not installed in %s (npm could not be reached?): %v", b, dir, err)
+		}
+	}
+	return dir
+}
+
+var purserBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "purser-e2e")
+	if err != nil {
+		panic(err)
+	}
+	purserBin = filepath.Join(dir, "purser")
+	if out, err := exec.Command("go", "build", "-o", purserBin, "../cmd/purser").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build purser: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// startMock runs the fake LLM server on a free loopback port.
+func startMock(t *testing.T) string {
+	t.Helper()
+	script := "../../shared/fixtures/agent-cli/mock/mock_llm.py"
+	if _, err := os.Stat(script); err != nil {
+		t.Skip("the fake LLM server is not beside the repository:", err)
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is needed for the fake LLM server")
+	}
+	cmd := exec.Command("python3", script, "--port", "0", "--log", filepath.Join(t.TempDir(), "mock.jsonl"))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "LISTENING ") {
+		t.Fatalf("mock did not start: %q %v", line, err)
+	}
+	return "http://127.0.0.1:" + strings.TrimSpace(strings.TrimPrefix(line, "LISTENING "))
+}
+
+type taskStatus struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Budget struct {
+		Tier       string  `json:"tier"`
+		UsedUSD    float64 `json:"usedUsd"`
+		UsedTokens int64   `json:"usedTokens"`
+		USDSource  string  `json:"usdSource"`
+	} `json:"budget"`
+}
+
+type scenario struct {
+	name      string
+	backend   string // YAML of the backend mapping
+	goal      string
+	budget    string
+	env       []string
+	wantExit  int
+	wantState string
+	wantTok   int64
+	wantUSD   float64
+	// stopWithin bounds the time from the hard cap to purser's exit (the
+	// agent's group gone, the task BLOCKED): measured from the moment purser
+	// reports the crossing, or, for a time cap, from the cap itself.
+	stopWithin time.Duration
+	timeCap    time.Duration
+}
+
+func runScenario(t *testing.T, sc scenario) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	task := fmt.Sprintf("id: %s\ngoal: %q\nworkspace: ./ws\nbackend:\n%s\nvalidators:\n  - name: file\n    run: test -f mock_out.txt\nbudget:\n%s\n",
+		sc.name, sc.goal, sc.backend, sc.budget)
+	if err := os.WriteFile(filepath.Join(dir, "task.yaml"), []byte(task), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, purserBin, "run", "task.yaml")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), sc.env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var crossed time.Time
+	var outLines strings.Builder
+	sc2 := bufio.NewScanner(stdout)
+	for sc2.Scan() {
+		if strings.Contains(sc2.Text(), "→ hard") && crossed.IsZero() {
+			crossed = time.Now()
+		}
+		outLines.WriteString(sc2.Text() + "\n")
+	}
+	err = cmd.Wait()
+	exited := time.Now()
+	took := exited.Sub(start)
+	out := outLines.String() + stderr.String()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if code != sc.wantExit {
+		t.Fatalf("exit %d, want %d\n%s", code, sc.wantExit, out)
+	}
+	if sc.stopWithin > 0 {
+		var stop time.Duration
+		switch {
+		case sc.timeCap > 0:
+			stop = took - sc.timeCap
+		case crossed.IsZero():
+			t.Fatalf("purser never reported the hard cap crossed:\n%s", out)
+		default:
+			stop = exited.Sub(crossed)
+		}
+		if stop > sc.stopWithin {
+			t.Errorf("from the hard cap to exit: %s, want within %s", stop, sc.stopWithin)
+		}
+		t.Logf("%s: from the hard cap to exit, group gone and task BLOCKED: %s", sc.name, stop.Round(time.Millisecond))
+	}
+	// The agent's process group is gone: within a second nothing runs in
+	// the workspace (a SIGKILLed process takes a moment to die).
+	deadline := time.Now().Add(time.Second)
+	for len(processesIn(ws)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if left := processesIn(ws); len(left) > 0 {
+		t.Errorf("processes still running in the workspace a second after purser exited: %v", left)
+	}
+	st, err := exec.Command(purserBin, "status", sc.name, "--json", "--db", filepath.Join(dir, ".purser", "purser.db")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var status struct{ Tasks []taskStatus }
+	if err := json.Unmarshal(st, &status); err != nil || len(status.Tasks) != 1 {
+		t.Fatalf("status: %v %s", err, st)
+	}
+	got := status.Tasks[0]
+	if got.Status != sc.wantState || got.Budget.UsedTokens != sc.wantTok || got.Budget.USDSource != "estimated" ||
+		fmt.Sprintf("%.6f", got.Budget.UsedUSD) != fmt.Sprintf("%.6f", sc.wantUSD) {
+		t.Fatalf("status %+v, want %s with %d tokens, $%f estimated\n%s", got, sc.wantState, sc.wantTok, sc.wantUSD, out)
+	}
+	for _, f := range []string{"STATUS.md", "BUDGET.md"} {
+		if _, err := os.Stat(filepath.Join(ws, f)); err != nil {
+			t.Errorf("%s not written: %v", f, err)
+		}
+	}
+	t.Logf("%s: exit %d in %s, %d tokens, $%f %s", sc.name, code, took.Round(time.Millisecond), got.Budget.UsedTokens, got.Budget.UsedUSD, got.Budget.USDSource)
+}
+
+// processesIn lists the processes whose working directory is dir.
+func processesIn(dir string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+"/")) {
+			cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			out = append(out, e.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	return out
+}
+
+func TestClaudeCode(t *testing.T) {
+	dir := clis(t)
+	url := startMock(t)
+	home := t.TempDir()
+	backend := fmt.Sprintf("  type: claude\n  command: %s\n  models: {standard: claude-sonnet-4-5}\n  env: {HOME: %s, ANTHROPIC_BASE_URL: %q}",
+		filepath.Join(dir, "claude"), home, url)
+	env := []string{"ANTHROPIC_API_KEY=test"}
+	t.Run("done", func(t *testing.T) {
+		// A tool call writes mock_out.txt, then "done": 2 API calls, 11,465 tokens, $0.012525 at Sonnet 4.5 prices.
+		runScenario(t, scenario{name: "claude-done", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL", env: env,
+			budget: "  hard: {usd: 1.0, maxIterations: 3}", wantExit: 0, wantState: "DONE", wantTok: 11465, wantUSD: 0.012525})
+	})
+	t.Run("hard cap mid-run", func(t *testing.T) {
+		// The first message streams past $0.006; its second request would hang for 20 s.
+		runScenario(t, scenario{name: "claude-cap", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_20", env: env,
+			budget: "  hard: {usd: 0.006, maxIterations: 3}", wantExit: 3, wantState: "BLOCKED", wantTok: 5560, wantUSD: 0.006825,
+			stopWithin: time.Second})
+	})
+}
+
+func TestCodex(t *testing.T) {
+	dir := clis(t)
+	url := startMock(t)
+	home := t.TempDir()
+	cfg, err := os.ReadFile("../../shared/fixtures/agent-cli/mock/codex-config.toml")
+	if err != nil {
+		t.Skip("codex config of the fixtures not found:", err)
+	}
+	cfg = []byte(strings.ReplaceAll(string(cfg), "http://127.0.0.1:8788", url))
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	backend := fmt.Sprintf("  type: codex\n  command: %s\n  models: {standard: gpt-5.5}\n  env: {CODEX_HOME: %s}", filepath.Join(dir, "codex"), home)
+	env := []string{"MOCK_API_KEY=test"}
+	t.Run("done", func(t *testing.T) {
+		// 11,065 tokens; Codex reports no dollars: $0.0187 estimated at gpt-5.5 prices.
+		runScenario(t, scenario{name: "codex-done", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL", env: env,
+			budget: "  hard: {usd: 1.0, maxIterations: 3}", wantExit: 0, wantState: "DONE", wantTok: 11065, wantUSD: 0.0187})
+	})
+	t.Run("hard cap mid-run", func(t *testing.T) {
+		// Codex reports usage only when a turn completes, so the live fence is
+		// wall time: 3 s, while its second request hangs for 30 s. The tool
+		// call's usage is recovered from the rollout file.
+		runScenario(t, scenario{name: "codex-cap", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_30", env: env,
+			budget: "  hard: {timeMinutes: 0.05, maxIterations: 3}", wantExit: 3, wantState: "BLOCKED", wantTok: 5260, wantUSD: 0.0098,
+			stopWithin: time.Second, timeCap: 3 * time.Second})
+	})
+}
