@@ -74,7 +74,7 @@ func ParseEvents(name string, r io.Reader, prices *pricing.Catalogue) ([]budget.
 		if len(b) == 0 {
 			continue
 		}
-		ev, err := parseEventLine(b, prices)
+		ev, err := ParseEventLine(b, prices)
 		if err != nil {
 			return nil, &Error{File: name, Line: line, Msg: err.Error(), Err: err}
 		}
@@ -89,7 +89,9 @@ func ParseEvents(name string, r io.Reader, prices *pricing.Catalogue) ([]budget.
 	return events, nil
 }
 
-func parseEventLine(b []byte, prices *pricing.Catalogue) (budget.UsageEvent, error) {
+// ParseEventLine reads one usage event written as a JSON object with the
+// events-file fields. Unknown fields are refused by name.
+func ParseEventLine(b []byte, prices *pricing.Catalogue) (budget.UsageEvent, error) {
 	if b[0] != '{' {
 		return budget.UsageEvent{}, errors.New("want a JSON object with usage fields")
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend/claude"
 	"github.com/purser-dev/purser/backend/codex"
+	agentexec "github.com/purser-dev/purser/backend/exec"
 	"github.com/purser-dev/purser/backend/sim"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
@@ -43,8 +44,10 @@ func backends(prices *pricing.Catalogue) engine.BackendResolver {
 			return claude.New(spec, prices)
 		case "codex":
 			return codex.New(spec, prices)
+		case "exec":
+			return agentexec.New(spec, prices)
 		}
-		return nil, fmt.Errorf("backend type %q is not available (available: sim, claude, codex)", spec.Type)
+		return nil, fmt.Errorf("backend type %q is not available (available: sim, claude, codex, exec)", spec.Type)
 	}
 }
 
