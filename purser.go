@@ -178,6 +178,9 @@ type CallResult struct {
 	// Note is recorded with the call, e.g. how the backend's reported cost
 	// compared with Purser's estimate.
 	Note string
+	// Feedback is for the agent: problems with its answer (a file block that
+	// could not be applied) that the next iteration's context carries.
+	Feedback string
 }
 
 // UsageFunc receives usage as a backend learns of it, possibly many times

@@ -34,6 +34,7 @@ type Input struct {
 	Failing   []purser.ValidatorResult // failing validators of the last iteration
 	Plan      string
 	History   []string // one line per earlier iteration
+	Feedback  string   // problems with the agent's last answer
 }
 
 // Section is one part of a context.
@@ -112,6 +113,9 @@ func (b *Builder) Full(in Input) Context {
 	}
 	ctx.Sections = append(ctx.Sections, b.fileSections(in.Workspace, in.Issue)...)
 	ctx.Sections = append(ctx.Sections, b.failingSections(in.Failing)...)
+	if strings.TrimSpace(in.Feedback) != "" {
+		ctx.Sections = append(ctx.Sections, b.section("feedback", "Problems with your last answer", in.Feedback))
+	}
 	if strings.TrimSpace(in.Plan) != "" {
 		ctx.Sections = append(ctx.Sections, b.section("plan", "Plan", in.Plan))
 	}
@@ -244,7 +248,7 @@ func FailingFirst(b *Builder, in Input, maxTokens int) Context {
 		switch s.Name {
 		case "goal":
 			ctx.Sections = append(ctx.Sections, s)
-		case "failing":
+		case "failing", "feedback":
 			failing = append(failing, s)
 		case "file":
 			files = append(files, s)

@@ -105,6 +105,7 @@ type taskRun struct {
 	plan        string
 	failing     []purser.ValidatorResult
 	history     []string
+	feedback    string // problems with the agent's last answer, for the next call
 	degradeSeen map[purser.DegradeAction]bool
 
 	mu         sync.Mutex
@@ -390,7 +391,7 @@ func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int
 	model, _ := t.task.Backend.Model(tier)
 
 	in := contextbuild.Input{Goal: t.task.Goal, Issue: t.task.Issue, Workspace: t.task.Workspace,
-		Failing: t.failing, Plan: t.plan, History: t.history}
+		Failing: t.failing, Plan: t.plan, History: t.history, Feedback: t.feedback}
 	var cctx contextbuild.Context
 	if d.on(purser.ShrinkContext) {
 		var err error
@@ -406,7 +407,10 @@ func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int
 		t.noteDegrade(ctx, d, kind, purser.RepairOnlyMode, "repair-only prompt")
 	}
 	text := prompt.Build(prompt.Input{Kind: kind, Iteration: t.iteration, Context: cctx, RepairOnly: repairOnly, Validators: t.task.Validators})
-	inputTokens := int64(e.Context.Counter.Count(text))
+	// A server may count the prompt a little differently than the o200k
+	// tokenizer: the reservation allows for it.
+	counted := int64(e.Context.Counter.Count(text))
+	inputTokens := counted + counted/20 + 16
 
 	// Admission: reserve the call's worst case; shrink it to what fits.
 	want, maxOut := t.worstCase(model, inputTokens, e.ReserveOutputTokens)
@@ -484,6 +488,9 @@ func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int
 		Model: model, Prompt: text, ContextTokens: cctx.Tokens, MaxOutputTokens: maxOut, MaxUSD: maxUSD, Workspace: t.task.Workspace}, report)
 	rec.EndedAt = e.Clock.Now()
 	rec.Note = result.Note
+	if kind == purser.CallMain {
+		t.feedback = result.Feedback
+	}
 	seqMu.Lock()
 	lerr := ledgerErr
 	seqMu.Unlock()

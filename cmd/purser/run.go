@@ -19,6 +19,7 @@ import (
 	"github.com/purser-dev/purser/backend/claude"
 	"github.com/purser-dev/purser/backend/codex"
 	agentexec "github.com/purser-dev/purser/backend/exec"
+	"github.com/purser-dev/purser/backend/openai"
 	"github.com/purser-dev/purser/backend/sim"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
@@ -46,8 +47,10 @@ func backends(prices *pricing.Catalogue) engine.BackendResolver {
 			return codex.New(spec, prices)
 		case "exec":
 			return agentexec.New(spec, prices)
+		case "openai":
+			return openai.New(spec, prices)
 		}
-		return nil, fmt.Errorf("backend type %q is not available (available: sim, claude, codex, exec)", spec.Type)
+		return nil, fmt.Errorf("backend type %q is not available (available: sim, claude, codex, exec, openai)", spec.Type)
 	}
 }
 

@@ -1,0 +1,278 @@
+// Package openai is a Purser backend for any OpenAI-compatible Chat
+// Completions server (OpenAI, OpenRouter, Ollama, vLLM, llama.cpp server),
+// streaming, with usage on the stream. Being a raw model it edits through a
+// documented protocol: whole-file blocks in its answer, which the backend
+// writes into the workspace — never outside it.
+package openai
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	oa "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/contextbuild"
+	"github.com/purser-dev/purser/pricing"
+)
+
+// Protocol is the system message that tells the model how to edit files.
+const Protocol = `You edit files in a code workspace by answering with whole-file blocks.
+To create or replace a file, write:
+=== FILE: relative/path/to/file
+<the complete new content of the file>
+=== END FILE
+To delete a file, write a line: === DELETE: relative/path/to/file
+Paths are relative to the workspace root. Text outside blocks is ignored.`
+
+// Options are the backend's settings.
+type Options struct {
+	BaseURL        string // default https://api.openai.com/v1
+	APIKeyEnv      string // the environment variable holding the key; default OPENAI_API_KEY
+	MaxTokensField string // max_tokens (default) or max_completion_tokens
+}
+
+// Backend calls a Chat Completions server.
+type Backend struct {
+	opts    Options
+	client  oa.Client
+	prices  *pricing.Catalogue
+	counter contextbuild.Counter
+}
+
+var _ purser.Backend = (*Backend)(nil)
+
+// New reads a backend spec's options.
+func New(spec purser.BackendSpec, prices *pricing.Catalogue) (*Backend, error) {
+	o := Options{BaseURL: "https://api.openai.com/v1", APIKeyEnv: "OPENAI_API_KEY", MaxTokensField: "max_tokens"}
+	for k, v := range spec.Options {
+		s, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("openai backend: option %s must be a string", k)
+		}
+		switch k {
+		case "baseUrl":
+			o.BaseURL = s
+		case "apiKeyEnv":
+			o.APIKeyEnv = s
+		case "maxTokensField":
+			if s != "max_tokens" && s != "max_completion_tokens" {
+				return nil, fmt.Errorf("openai backend: maxTokensField %q: want max_tokens or max_completion_tokens", s)
+			}
+			o.MaxTokensField = s
+		default:
+			return nil, fmt.Errorf("openai backend: unknown option %q (want baseUrl, apiKeyEnv, maxTokensField)", k)
+		}
+	}
+	key := os.Getenv(o.APIKeyEnv) // from the environment only; never logged
+	if key == "" {
+		return nil, fmt.Errorf("openai backend: the environment variable %s (apiKeyEnv) is empty", o.APIKeyEnv)
+	}
+	counter, err := contextbuild.DefaultCounter()
+	if err != nil {
+		return nil, err
+	}
+	client := oa.NewClient(option.WithBaseURL(o.BaseURL), option.WithAPIKey(key), option.WithMaxRetries(0))
+	return &Backend{opts: o, client: client, prices: prices, counter: counter}, nil
+}
+
+// messageOverhead is what a chat message costs beyond its text, per
+// OpenAI's counting (role and separators), rounded up.
+const messageOverhead = 4
+
+// Overhead is how many input tokens the backend adds to the engine's prompt:
+// the protocol message and the framing of both messages.
+func (b *Backend) Overhead() int64 {
+	return int64(b.counter.Count(Protocol)) + 3*messageOverhead
+}
+
+// Call sends the prompt and applies the answer's file blocks.
+func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
+	params := oa.ChatCompletionNewParams{
+		Model:         req.Model,
+		Messages:      []oa.ChatCompletionMessageParamUnion{oa.SystemMessage(Protocol), oa.UserMessage(req.Prompt)},
+		StreamOptions: oa.ChatCompletionStreamOptionsParam{IncludeUsage: oa.Bool(true)},
+	}
+	if req.MaxOutputTokens > 0 {
+		// The engine admitted the prompt plus MaxOutputTokens; the protocol
+		// message comes out of the output's share, so the call as sent
+		// never uses more than was reserved.
+		maxOut := req.MaxOutputTokens - b.Overhead()
+		if maxOut < 1 {
+			return purser.CallResult{}, fmt.Errorf("openai: no room for output under the budget (%d tokens admitted, %d needed by the edit protocol): %w",
+				req.MaxOutputTokens, b.Overhead(), budget.ErrInsufficientBudget)
+		}
+		if b.opts.MaxTokensField == "max_completion_tokens" {
+			params.MaxCompletionTokens = oa.Int(maxOut)
+		} else {
+			params.MaxTokens = oa.Int(maxOut)
+		}
+	}
+	stream := b.client.Chat.Completions.NewStreaming(ctx, params)
+	var text strings.Builder
+	var usage *oa.CompletionUsage
+	for stream.Next() {
+		chunk := stream.Current()
+		for _, c := range chunk.Choices {
+			text.WriteString(c.Delta.Content)
+		}
+		if chunk.JSON.Usage.Valid() && chunk.Usage.TotalTokens > 0 {
+			u := chunk.Usage
+			usage = &u
+		}
+	}
+	err := stream.Close()
+	if serr := stream.Err(); serr != nil {
+		err = serr
+	}
+	if usage != nil {
+		report(b.event(req.Model, *usage))
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return purser.CallResult{}, context.Cause(ctx)
+		}
+		return purser.CallResult{}, classify(err)
+	}
+	res := purser.CallResult{Text: text.String()}
+	if usage == nil {
+		report(budget.UsageEvent{Model: req.Model, CostSource: budget.CostUnknown})
+		res.Note = "the server reported no usage"
+	}
+	applied, problems := Apply(req.Workspace, text.String())
+	res.Note = strings.TrimPrefix(res.Note+fmt.Sprintf("; %d file(s) written", applied), "; ")
+	if len(problems) > 0 {
+		res.Feedback = "Some of your file blocks were not applied:\n" + strings.Join(problems, "\n")
+		res.Note += "; " + strings.Join(problems, "; ")
+	}
+	return res, nil
+}
+
+// event turns the server's usage into a usage event. OpenRouter's
+// usage.cost is taken as reported; otherwise dollars are estimated.
+func (b *Backend) event(model string, u oa.CompletionUsage) budget.UsageEvent {
+	ev := budget.UsageEvent{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, Model: model,
+		CacheReadTokens: min(u.PromptTokensDetails.CachedTokens, u.PromptTokens),
+		ReasoningTokens: min(u.CompletionTokensDetails.ReasoningTokens, u.CompletionTokens),
+	}
+	if f, ok := u.JSON.ExtraFields["cost"]; ok && f.Raw() != "" && f.Raw() != "null" {
+		if cost, err := budget.ParseUSD(f.Raw()); err == nil && cost >= 0 {
+			ev.USD, ev.CostSource = cost, budget.CostReported
+			return ev
+		}
+	}
+	if b.prices != nil {
+		return b.prices.Estimate(ev)
+	}
+	return ev
+}
+
+// classify marks rate limits, overloads and network errors as transient.
+func classify(err error) error {
+	var apiErr *oa.Error
+	if errors.As(err, &apiErr) {
+		switch code := apiErr.StatusCode; {
+		case code == 408 || code == 429 || code >= 500:
+			return fmt.Errorf("openai: HTTP %d: %w", code, purser.ErrTransient)
+		default:
+			return fmt.Errorf("openai: HTTP %d: %s", code, apiErr.Message)
+		}
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) || errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "connection reset") || strings.Contains(err.Error(), "EOF") {
+		return fmt.Errorf("openai: %v: %w", err, purser.ErrTransient)
+	}
+	return fmt.Errorf("openai: %w", err)
+}
+
+// Apply writes the answer's file blocks into the workspace and returns how
+// many were applied, and what could not be, with why.
+func Apply(workspace, answer string) (applied int, problems []string) {
+	lines := strings.Split(answer, "\n")
+	for i := 0; i < len(lines); i++ {
+		line := strings.TrimRight(lines[i], "\r")
+		switch {
+		case strings.HasPrefix(line, "=== DELETE:"):
+			path := strings.TrimSpace(strings.TrimPrefix(line, "=== DELETE:"))
+			target, err := inside(workspace, path)
+			if err == nil {
+				err = os.Remove(target)
+			}
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("delete %q: %v", path, err))
+				continue
+			}
+			applied++
+		case strings.HasPrefix(line, "=== FILE:"):
+			path := strings.TrimSpace(strings.TrimPrefix(line, "=== FILE:"))
+			end := -1
+			for j := i + 1; j < len(lines); j++ {
+				if strings.TrimRight(lines[j], "\r") == "=== END FILE" {
+					end = j
+					break
+				}
+			}
+			if end < 0 {
+				problems = append(problems, fmt.Sprintf("file %q: no '=== END FILE' line closes its block", path))
+				return applied, problems
+			}
+			content := strings.Join(lines[i+1:end], "\n") + "\n"
+			i = end
+			target, err := inside(workspace, path)
+			if err == nil {
+				err = os.MkdirAll(filepath.Dir(target), 0o755)
+			}
+			if err == nil {
+				err = os.WriteFile(target, []byte(content), 0o644)
+			}
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("file %q: %v", path, err))
+				continue
+			}
+			applied++
+		}
+	}
+	return applied, problems
+}
+
+// inside resolves a path the model gave against the workspace, refusing
+// anything that would lead out of it (.., absolute paths, symlinks, NUL).
+func inside(workspace, rel string) (string, error) {
+	if rel == "" || strings.IndexByte(rel, 0) >= 0 || filepath.IsAbs(rel) {
+		return "", errors.New("want a relative path inside the workspace")
+	}
+	clean := filepath.Clean(rel)
+	if clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", errors.New("the path leads outside the workspace")
+	}
+	root, err := filepath.EvalSymlinks(workspace)
+	if err != nil {
+		return "", err
+	}
+	// The deepest existing ancestor must resolve inside the workspace.
+	dir := filepath.Join(root, filepath.Dir(clean))
+	for {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			if real != root && !strings.HasPrefix(real, root+string(filepath.Separator)) {
+				return "", errors.New("the path leads outside the workspace through a symlink")
+			}
+			break
+		}
+		if dir == root {
+			break
+		}
+		dir = filepath.Dir(dir)
+	}
+	target := filepath.Join(root, clean)
+	if fi, err := os.Lstat(target); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return "", errors.New("the path is a symlink; not following it")
+	}
+	return target, nil
+}
