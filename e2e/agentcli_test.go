@@ -257,3 +257,38 @@ func TestCodex(t *testing.T) {
 			stopWithin: time.Second, timeCap: 3 * time.Second})
 	})
 }
+
+func TestGeminiCLI(t *testing.T) {
+	dir := clis(t)
+	if _, err := os.Stat(filepath.Join(dir, "gemini")); err != nil {
+		t.Skip("gemini not installed:", err)
+	}
+	url := startMock(t)
+	home := t.TempDir()
+	settings, err := os.ReadFile("../../shared/fixtures/agent-cli/mock/gemini-settings.json")
+	if err != nil {
+		t.Skip("gemini settings of the fixtures not found:", err)
+	}
+	if err := os.MkdirAll(filepath.Join(home, ".gemini"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".gemini", "settings.json"), settings, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	backend := fmt.Sprintf("  type: gemini\n  command: %s\n  models: {standard: gemini-2.5-pro}\n  env: {HOME: %s, GOOGLE_GEMINI_BASE_URL: %q}",
+		filepath.Join(dir, "gemini"), home, url)
+	env := []string{"GEMINI_API_KEY=test"}
+	t.Run("done", func(t *testing.T) {
+		// 11,085 tokens (with -m the router call is skipped); $0.0050375 estimated at gemini-2.5-pro prices.
+		runScenario(t, scenario{name: "gemini-done", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL", env: env,
+			budget: "  hard: {usd: 1.0, maxIterations: 3}", wantExit: 0, wantState: "DONE", wantTok: 11085, wantUSD: 0.0050375})
+	})
+	t.Run("hard cap mid-run", func(t *testing.T) {
+		// Gemini reports usage only in its final result: the fence is wall
+		// time (4.8 s, its start-up takes ~2 s), and the tool call's tokens
+		// are recovered from its chat file.
+		runScenario(t, scenario{name: "gemini-cap", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_30", env: env,
+			budget: "  hard: {timeMinutes: 0.08, maxIterations: 3}", wantExit: 3, wantState: "BLOCKED", wantTok: 5280, wantUSD: 0.0028,
+			stopWithin: time.Second, timeCap: 4800 * time.Millisecond})
+	})
+}

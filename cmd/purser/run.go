@@ -19,6 +19,7 @@ import (
 	"github.com/purser-dev/purser/backend/claude"
 	"github.com/purser-dev/purser/backend/codex"
 	agentexec "github.com/purser-dev/purser/backend/exec"
+	"github.com/purser-dev/purser/backend/gemini"
 	"github.com/purser-dev/purser/backend/openai"
 	"github.com/purser-dev/purser/backend/sim"
 	"github.com/purser-dev/purser/budget"
@@ -49,8 +50,10 @@ func backends(prices *pricing.Catalogue) engine.BackendResolver {
 			return agentexec.New(spec, prices)
 		case "openai":
 			return openai.New(spec, prices)
+		case "gemini":
+			return gemini.New(spec, prices)
 		}
-		return nil, fmt.Errorf("backend type %q is not available (available: sim, claude, codex, exec, openai)", spec.Type)
+		return nil, fmt.Errorf("backend type %q is not available (available: sim, claude, codex, gemini, openai, exec)", spec.Type)
 	}
 }
 
