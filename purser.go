@@ -131,6 +131,9 @@ type BackendSpec struct {
 	Name   string            // as named in purser.yaml, or the type for inline ones
 	Type   string            // sim, claude, codex, openai, exec, …
 	Models map[string]string // tier name → model, e.g. cheap → claude-haiku-4-5
+	// CallTimeout bounds one call (0: DefaultCallTimeout). A call that runs
+	// past it is cancelled and counts as a transient failure.
+	CallTimeout time.Duration
 	// Options are the backend type's own settings, decoded by its package.
 	Options map[string]any
 	// Dir is the directory relative paths in Options are resolved against.
@@ -142,6 +145,9 @@ func (b BackendSpec) Model(tier string) (string, bool) {
 	m, ok := b.Models[tier]
 	return m, ok
 }
+
+// DefaultCallTimeout bounds a call whose backend sets no callTimeout.
+const DefaultCallTimeout = 30 * time.Minute
 
 // CheapTier is the tier switch_tier_cheap moves to.
 const CheapTier = "cheap"

@@ -353,6 +353,13 @@ func (d *document) backendSpec(raw map[string]any, prefix, dir string) (purser.B
 				return spec, d.at(prefix+"type", "want a backend type such as sim, claude, codex, openai or exec", nil)
 			}
 			spec.Type = s
+		case "callTimeout":
+			str, _ := v.(string)
+			dur, err := time.ParseDuration(str)
+			if err != nil || dur <= 0 {
+				return spec, d.at(prefix+"callTimeout", fmt.Sprintf("%v: want a duration such as 90s or 20m", v), nil)
+			}
+			spec.CallTimeout = dur
 		case "models":
 			m, ok := v.(map[string]any)
 			if !ok {

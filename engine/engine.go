@@ -92,6 +92,9 @@ func IsBudgetStop(err error) bool {
 // the task is left resumable.
 var ErrInterrupted = errors.New("interrupted")
 
+// errCallTimeout is the cause of a call cancelled by its backend's timeout.
+var errCallTimeout = errors.New("call timeout")
+
 // taskRun is the state of one task while it runs.
 type taskRun struct {
 	e       *Engine
@@ -436,6 +439,12 @@ func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int
 
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	timeout := t.task.Backend.CallTimeout
+	if timeout <= 0 {
+		timeout = purser.DefaultCallTimeout
+	}
+	callCtx, cancelTimeout := context.WithTimeoutCause(callCtx, timeout, errCallTimeout)
+	defer cancelTimeout()
 	if deadline, ok := t.budget.HardDeadline(); ok {
 		var cancelT context.CancelFunc
 		callCtx, cancelT = context.WithDeadline(callCtx, deadline)
@@ -510,6 +519,10 @@ func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int
 	case ctx.Err() != nil:
 		stopErr = fmt.Errorf("%w: %v", ErrInterrupted, context.Cause(ctx))
 		rec.Outcome = purser.CallCancelled
+	case errors.Is(context.Cause(callCtx), errCallTimeout):
+		// A hung call: cancelled, and worth a retry through the budget.
+		stopErr = fmt.Errorf("%s call timed out after %s: %w", kind, timeout, purser.ErrTransient)
+		rec.Outcome = purser.CallTransient
 	case callErr != nil && errors.Is(callErr, purser.ErrTransient):
 		stopErr = callErr
 		rec.Outcome = purser.CallTransient

@@ -684,3 +684,19 @@ func TestWallTimeHardCapCancelsCallInFlight(t *testing.T) {
 		t.Fatalf("state %s", f.state().State)
 	}
 }
+
+// A hung call is cancelled at the backend's callTimeout and retried through
+// the budget; each attempt is recorded.
+func TestCallTimeoutCancelsAndRetries(t *testing.T) {
+	f := newFixture(t, "steps:\n  - usage: {inputTokens: 10}\n    delayMs: 5000\n  - usage: {inputTokens: 10}\n    files: {src/fixed: \"yes\"}\n")
+	f.task.Backend.CallTimeout = 200 * time.Millisecond
+	start := time.Now()
+	must(t, f.run())
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("took %s", took)
+	}
+	calls, _ := f.store.Calls(context.Background(), f.task.ID)
+	if len(calls) != 2 || calls[0].Outcome != purser.CallTransient || !strings.Contains(calls[0].Error, "timed out after 200ms") || calls[1].Attempt != 2 {
+		t.Fatalf("calls %+v", calls)
+	}
+}
