@@ -21,6 +21,7 @@ import (
 	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/pricing"
 	"github.com/purser-dev/purser/prompt"
+	"github.com/purser-dev/purser/redact"
 	"github.com/purser-dev/purser/report"
 )
 
@@ -428,7 +429,7 @@ func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int
 	rec := purser.CallRecord{ID: callID, TaskID: t.task.ID, Iteration: t.iteration, Kind: kind, Attempt: attempt, Model: model,
 		StartedAt: e.Clock.Now(), ContextTokens: cctx.Tokens, Reserved: want, MaxOutputTokens: maxOut}
 	if err != nil {
-		rec.EndedAt, rec.Outcome, rec.Error = rec.StartedAt, purser.CallRefused, err.Error()
+		rec.EndedAt, rec.Outcome, rec.Error = rec.StartedAt, purser.CallRefused, redact.String(err.Error())
 		_ = e.Store.SaveCall(ctx, rec)
 		return "", err
 	}
@@ -498,7 +499,7 @@ func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int
 	rec.EndedAt = e.Clock.Now()
 	rec.Note = result.Note
 	if kind == purser.CallMain {
-		t.feedback = result.Feedback
+		t.feedback = redact.String(result.Feedback)
 	}
 	seqMu.Lock()
 	lerr := ledgerErr
@@ -533,8 +534,9 @@ func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int
 		rec.Outcome = purser.CallOK
 	}
 	if stopErr != nil {
-		rec.Error = stopErr.Error()
+		rec.Error = redact.String(stopErr.Error())
 	}
+	rec.Note = redact.String(rec.Note)
 	if err := e.Store.SaveCall(context.WithoutCancel(ctx), rec); err != nil && stopErr == nil {
 		stopErr = err
 	}
@@ -599,7 +601,7 @@ func (t *taskRun) finish(ctx context.Context, state purser.TaskState, cause erro
 	ctx = context.WithoutCancel(ctx) // a signal must not stop the bookkeeping
 	reason := "all validators passed"
 	if cause != nil {
-		reason = cause.Error()
+		reason = redact.String(cause.Error())
 	}
 	var errs []error
 	if t.budget != nil {

@@ -5,14 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/redact"
 )
 
 // Report is everything STATUS.md and BUDGET.md say about a task.
@@ -354,24 +353,5 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// secretName matches environment variable names that hold secrets.
-var secretName = regexp.MustCompile(`(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)`)
-
-// Redact replaces the values of secret-looking environment variables (names
-// with KEY, TOKEN, SECRET, …; values of 8 characters or more) with
-// [REDACTED], so that a secret echoed by a validator or an agent never
-// reaches STATUS.md or BUDGET.md.
-func Redact(b []byte) []byte {
-	var secrets []string
-	for _, kv := range os.Environ() {
-		name, value, _ := strings.Cut(kv, "=")
-		if len(value) >= 8 && secretName.MatchString(name) {
-			secrets = append(secrets, value)
-		}
-	}
-	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
-	for _, s := range secrets {
-		b = bytes.ReplaceAll(b, []byte(s), []byte("[REDACTED]"))
-	}
-	return b
-}
+// Redact removes secrets from a rendered artifact (see package redact).
+func Redact(b []byte) []byte { return redact.Bytes(b) }

@@ -63,8 +63,15 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close folds the write-ahead log into the database file and closes it, so
+// that the file alone holds everything.
+func (s *Store) Close() error {
+	_, cerr := s.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+	if err := s.db.Close(); err != nil {
+		return err
+	}
+	return cerr
+}
 
 func (s *Store) migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {

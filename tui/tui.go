@@ -13,6 +13,7 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/engine"
+	"github.com/purser-dev/purser/redact"
 	"github.com/purser-dev/purser/report"
 )
 
@@ -73,7 +74,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			r.state = msg.State
 		}
 		if msg.Type != "usage" {
-			r.last = msg.Message
+			r.last = redact.String(msg.Message)
 		}
 	case tea.KeyPressMsg:
 		if k := msg.String(); k == "ctrl+c" || k == "q" {

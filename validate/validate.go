@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/redact"
 )
 
 // MaxOutput is how much of a validator's output is kept: the first and last
@@ -60,7 +61,8 @@ func (Runner) RunValidator(ctx context.Context, workspace string, v purser.Valid
 		err = KillGroup(cmd.Process.Pid, done, KillGrace)
 	}
 	res.Duration = time.Since(start)
-	res.Output = out.String()
+	// Secrets a validator prints never reach a prompt, the database or a report.
+	res.Output = redact.String(out.String())
 	var ee *exec.ExitError
 	switch {
 	case err == nil:

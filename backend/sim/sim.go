@@ -18,6 +18,7 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/redact"
 )
 
 // Step is one scripted call.
@@ -131,7 +132,7 @@ func (b *Backend) take() (int, Step) {
 func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
 	i, step := b.take()
 	line := TranscriptLine{Kind: req.Kind, Iteration: req.Iteration, Attempt: req.Attempt, Step: i, Model: req.Model,
-		Prompt: req.Prompt, ContextTokens: req.ContextTokens, MaxOutput: req.MaxOutputTokens}
+		Prompt: redact.String(req.Prompt), ContextTokens: req.ContextTokens, MaxOutput: req.MaxOutputTokens}
 	ev, err := step.Usage.Event(nil)
 	if err != nil {
 		return purser.CallResult{}, err

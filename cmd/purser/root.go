@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/redact"
 )
 
 // Exit codes. They are part of Purser's interface: scripts branch on them.
@@ -42,7 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var ee *exitError
 	if !errors.As(err, &ee) || !ee.reported {
-		fmt.Fprintln(stderr, "purser:", err)
+		fmt.Fprintln(stderr, "purser:", redact.String(err.Error()))
 	}
 	var be *budget.BudgetExhaustedError
 	var re runError

@@ -27,6 +27,7 @@ import (
 	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/pricing"
+	"github.com/purser-dev/purser/redact"
 	"github.com/purser-dev/purser/sqlite"
 	"github.com/purser-dev/purser/validate"
 )
@@ -241,7 +242,7 @@ func outcome(stderr io.Writer, tasks []purser.Task, errs []error) error {
 		default:
 			c = exitFailure
 		}
-		fmt.Fprintf(stderr, "purser: task %s %s (see %s)\n", tasks[i].ID, engine.Describe(err), filepath.Join(tasks[i].Workspace, "STATUS.md"))
+		fmt.Fprintf(stderr, "purser: task %s %s (see %s)\n", tasks[i].ID, redact.String(engine.Describe(err)), filepath.Join(tasks[i].Workspace, "STATUS.md"))
 		if rank(c) > rank(code) {
 			code, first = c, err
 		}

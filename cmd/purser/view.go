@@ -15,6 +15,7 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/engine"
+	"github.com/purser-dev/purser/redact"
 	"github.com/purser-dev/purser/tui"
 )
 
@@ -96,7 +97,7 @@ func (v *liveView) observe(ev engine.Event) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	fmt.Fprintf(v.out, "%s %s  %s  [%s]\n", time.Now().Format("15:04:05"), ev.TaskID, ev.Message, summary(ev.Status))
+	fmt.Fprintf(v.out, "%s %s  %s  [%s]\n", time.Now().Format("15:04:05"), ev.TaskID, redact.String(ev.Message), summary(ev.Status))
 }
 
 // summary is a budget status in one short line.
