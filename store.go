@@ -19,7 +19,10 @@ type TaskRecord struct {
 	State     TaskState
 	Reason    string // why it stopped: the budget error, the failure, "validators passed"
 	// Elapsed is the wall time the task has run, across resumes.
-	Elapsed   time.Duration
+	Elapsed time.Duration
+	// Owner identifies the process running the task ("host pid start"), so
+	// that a RUNNING task whose process died shows as interrupted.
+	Owner     string
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
@@ -44,6 +47,9 @@ const (
 	CallTransient CallOutcome = "transient_error"
 	CallFailed    CallOutcome = "error"
 	CallRefused   CallOutcome = "refused" // not admitted by the budget; nothing was sent
+	// CallInterrupted: Purser itself stopped mid-call (it was killed); the
+	// usage recorded up to then stands.
+	CallInterrupted CallOutcome = "interrupted"
 )
 
 // CallRecord is one call to a backend, retries included (each its own record).

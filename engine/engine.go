@@ -69,6 +69,9 @@ type Engine struct {
 	ReserveOutputTokens int64
 	// Observe, when set, is told of every event. It must not block.
 	Observe func(Event)
+	// Owner identifies this process in the task records (see
+	// purser.TaskRecord.Owner).
+	Owner string
 }
 
 // StopError is returned by RunTask when a task did not finish DONE. Its
@@ -142,8 +145,11 @@ func (e *Engine) RunTask(ctx context.Context, task purser.Task, run *budget.Mana
 		return &StopError{TaskID: task.ID, State: purser.StateFailed, Err: err}
 	}
 	rec := purser.TaskRecord{ID: task.ID, RunID: runID, Goal: task.Goal, Workspace: task.Workspace, File: task.File,
-		Budget: task.Budget, State: purser.StateRunning, Elapsed: prior.Elapsed}
+		Budget: task.Budget, State: purser.StateRunning, Elapsed: prior.Elapsed, Owner: e.Owner}
 	if err := e.Store.SaveTask(ctx, rec); err != nil {
+		return &StopError{TaskID: task.ID, State: purser.StateFailed, Err: err}
+	}
+	if err := t.markInterruptedCalls(ctx); err != nil {
 		return &StopError{TaskID: task.ID, State: purser.StateFailed, Err: err}
 	}
 	if t.backend, err = e.Backends(task.Backend); err != nil {
@@ -205,6 +211,28 @@ func (e *Engine) emit(t *taskRun, ev Event) {
 		ev.Run = &st
 	}
 	e.Observe(ev)
+}
+
+// markInterruptedCalls records calls that started but never ended — the
+// process running them died — as interrupted. Their usage, made durable as
+// it streamed, stands.
+func (t *taskRun) markInterruptedCalls(ctx context.Context) error {
+	calls, err := t.e.Store.Calls(ctx, t.task.ID)
+	if err != nil {
+		return err
+	}
+	for _, c := range calls {
+		if c.Outcome != "" || !c.EndedAt.IsZero() {
+			continue
+		}
+		c.Outcome = purser.CallInterrupted
+		c.EndedAt = t.e.Clock.Now()
+		c.Error = "Purser stopped mid-call (its process died); the usage recorded up to then stands"
+		if err := t.e.Store.SaveCall(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (t *taskRun) cancelInFlight(cause error) {

@@ -176,26 +176,26 @@ func (s *Store) SaveTask(ctx context.Context, t purser.TaskRecord) error {
 		return err
 	}
 	now := time.Now().UnixNano()
-	_, err = s.db.ExecContext(ctx, `INSERT INTO tasks (id, run_id, goal, workspace, file, budget_json, state, reason, elapsed_ns, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	_, err = s.db.ExecContext(ctx, `INSERT INTO tasks (id, run_id, goal, workspace, file, budget_json, state, reason, elapsed_ns, owner, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, goal = excluded.goal, workspace = excluded.workspace,
 			file = excluded.file, budget_json = excluded.budget_json, state = excluded.state, reason = excluded.reason,
-			elapsed_ns = excluded.elapsed_ns, updated_at = excluded.updated_at`,
-		t.ID, t.RunID, t.Goal, t.Workspace, t.File, string(b), string(t.State), t.Reason, int64(t.Elapsed), now, now)
+			elapsed_ns = excluded.elapsed_ns, owner = excluded.owner, updated_at = excluded.updated_at`,
+		t.ID, t.RunID, t.Goal, t.Workspace, t.File, string(b), string(t.State), t.Reason, int64(t.Elapsed), t.Owner, now, now)
 	if err != nil {
 		return fmt.Errorf("save task %s: %w", t.ID, err)
 	}
 	return nil
 }
 
-const taskColumns = `id, run_id, goal, workspace, file, budget_json, state, reason, elapsed_ns, created_at, updated_at`
+const taskColumns = `id, run_id, goal, workspace, file, budget_json, state, reason, elapsed_ns, owner, created_at, updated_at`
 
 func scanTask(row interface{ Scan(...any) error }) (purser.TaskRecord, error) {
 	var t purser.TaskRecord
 	var budgetJSON, state string
 	var elapsed int64
 	var created, updated sql.NullInt64
-	if err := row.Scan(&t.ID, &t.RunID, &t.Goal, &t.Workspace, &t.File, &budgetJSON, &state, &t.Reason, &elapsed, &created, &updated); err != nil {
+	if err := row.Scan(&t.ID, &t.RunID, &t.Goal, &t.Workspace, &t.File, &budgetJSON, &state, &t.Reason, &elapsed, &t.Owner, &created, &updated); err != nil {
 		return t, err
 	}
 	if err := json.Unmarshal([]byte(budgetJSON), &t.Budget); err != nil {

@@ -93,6 +93,7 @@ func newEngine(store purser.Store, prices *pricing.Catalogue, view *liveView) (*
 		Retry:      engine.DefaultRetry,
 		Logger:     slog.New(slog.DiscardHandler),
 		Observe:    view.observe,
+		Owner:      ownerID(),
 	}
 	if d := os.Getenv("PURSER_RETRY_BASE"); d != "" {
 		if base, err := time.ParseDuration(d); err == nil {
@@ -160,6 +161,8 @@ failed; 2 bad input (nothing was run); 130 interrupted (tasks are resumable).`,
 				if rec, err := store.Task(cmd.Context(), t.ID); err == nil && rec.State == purser.StateDone {
 					fmt.Fprintf(cmd.OutOrStdout(), "task %s is already DONE (see %s); skipped\n", t.ID, filepath.Join(t.Workspace, "STATUS.md"))
 					continue
+				} else if err == nil && runningElsewhere(rec) {
+					return badInput(fmt.Errorf("task %s is RUNNING in another process (%s)", t.ID, rec.Owner))
 				}
 				pending = append(pending, t)
 			}
@@ -296,6 +299,9 @@ and no call starts.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "task %s is already DONE; nothing to resume\n", rec.ID)
 				return nil
 			}
+			if runningElsewhere(rec) {
+				return badInput(fmt.Errorf("task %s is RUNNING in another process (%s); nothing to resume", rec.ID, rec.Owner))
+			}
 			task, tproj, err := config.LoadTask(rec.File)
 			if err != nil {
 				return badInput(fmt.Errorf("task %s: %w", rec.ID, err))
@@ -337,4 +343,9 @@ func resumeRunBudget(ctx context.Context, store purser.Store, runID string) (*bu
 	}
 	m.StartClock()
 	return m, nil
+}
+
+// runningElsewhere reports whether a live process is running the task.
+func runningElsewhere(rec purser.TaskRecord) bool {
+	return rec.State == purser.StateRunning && rec.Owner != "" && !ownerGone(rec.Owner)
 }

@@ -15,12 +15,15 @@ import (
 
 // taskStatusJSON is one task in `purser status --json`.
 type taskStatusJSON struct {
-	ID        string        `json:"id"`
-	Status    string        `json:"status"`
-	Reason    string        `json:"reason"`
-	RunID     string        `json:"runId"`
-	Workspace string        `json:"workspace"`
-	Budget    budget.Status `json:"budget"`
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	// Interrupted is true for a RUNNING task whose process is gone (it was
+	// killed): `purser resume` continues it.
+	Interrupted bool          `json:"interrupted"`
+	Reason      string        `json:"reason"`
+	RunID       string        `json:"runId"`
+	Workspace   string        `json:"workspace"`
+	Budget      budget.Status `json:"budget"`
 }
 
 func newStatusCmd() *cobra.Command {
@@ -66,7 +69,12 @@ func newStatusCmd() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("task %s: %w", rec.ID, err)
 				}
-				out.Tasks = append(out.Tasks, taskStatusJSON{ID: rec.ID, Status: string(rec.State), Reason: rec.Reason,
+				interrupted := rec.State == purser.StateRunning && ownerGone(rec.Owner)
+				reason := rec.Reason
+				if interrupted {
+					reason = "interrupted: the process running it is gone; purser resume " + rec.ID + " continues it"
+				}
+				out.Tasks = append(out.Tasks, taskStatusJSON{ID: rec.ID, Status: string(rec.State), Interrupted: interrupted, Reason: reason,
 					RunID: rec.RunID, Workspace: rec.Workspace, Budget: m.Status()})
 			}
 			if asJSON {
@@ -77,7 +85,11 @@ func newStatusCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "TASK\tSTATE\tBUDGET\tWHY")
 			for _, t := range out.Tasks {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, t.Status, summary(t.Budget), t.Reason)
+				state := t.Status
+				if t.Interrupted {
+					state += " (interrupted)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, state, summary(t.Budget), t.Reason)
 			}
 			return tw.Flush()
 		},

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/purser-dev/purser/budget"
+)
+
+// The usage of every sim call in the crash harness: 1,200 tokens and $0.05,
+// streamed in 10 ms parts over 120 ms.
+const (
+	crashCallTokens = 1200
+	crashCallUSD    = "0.05"
+)
+
+func crashFixture(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		"task.yaml": "id: crash\ngoal: Survive.\nworkspace: ./ws\nbackend: {type: sim, script: sim.yaml, transcript: calls.jsonl}\n" +
+			"validators:\n  - name: fixed\n    run: test -f fixed\nbudget:\n  hard: {usd: 100, maxIterations: 100}\n",
+		// The fix lands on the sixth call of a process (the sim restarts its
+		// script in each process, as a fresh agent would).
+		"sim.yaml": strings.Repeat("  - usage: {inputTokens: 1000, outputTokens: 200, costUsd: 0.05}\n    delayMs: 120\n", 5) +
+			"  - usage: {inputTokens: 1000, outputTokens: 200, costUsd: 0.05}\n    delayMs: 120\n    files: {fixed: \"yes\"}\n",
+		"ws/README": "x\n",
+	}
+	files["sim.yaml"] = "steps:\n" + files["sim.yaml"]
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+type crashStatus struct {
+	Status      string
+	Interrupted bool
+	Budget      struct {
+		UsedTokens int64   `json:"usedTokens"`
+		UsedUSD    float64 `json:"usedUsd"`
+	}
+}
+
+func crashState(t *testing.T, bin, dir string) crashStatus {
+	t.Helper()
+	out, err := exec.Command(bin, "status", "crash", "--json", "--db", filepath.Join(dir, "p.db")).Output()
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	var st struct{ Tasks []crashStatus }
+	if err := json.Unmarshal(out, &st); err != nil || len(st.Tasks) != 1 {
+		t.Fatalf("status: %v %s", err, out)
+	}
+	return st.Tasks[0]
+}
+
+// completedCalls counts the calls the sim finished (it writes a transcript
+// line when a call ends; a call cut by SIGKILL writes none).
+func completedCalls(t *testing.T, dir string) int64 {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "calls.jsonl"))
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		if !strings.Contains(sc.Text(), `"cancelled":true`) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestCrashSafety kills `purser run` with SIGKILL at a random moment, then
+// resumes it, many times over (seeded; PURSER_CRASH_TRIALS sets how many,
+// 12 by default, 50 or more for the long campaign). After each trial: the
+// interrupted task shows as such; the ledger holds exactly what the sim
+// transcript says was spent, plus at most the one call cut mid-way, which is
+// recorded as interrupted; the task ends DONE with its artifacts rewritten.
+func TestCrashSafety(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the crash campaign is not short")
+	}
+	trials := 12
+	if n, err := strconv.Atoi(os.Getenv("PURSER_CRASH_TRIALS")); err == nil && n > 0 {
+		trials = n
+	}
+	bin := buildPurser(t)
+	perCallUSD, _ := budget.ParseUSD(crashCallUSD)
+	cut, clean := 0, 0
+	for trial := range trials {
+		rng := rand.New(rand.NewPCG(uint64(trial), 2026))
+		dir := crashFixture(t)
+		env := append(os.Environ(), "PURSER_DB="+filepath.Join(dir, "p.db"))
+		cmd := exec.Command(bin, "run", "task.yaml")
+		cmd.Dir, cmd.Env = dir, env
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		killAt := time.Duration(20+rng.IntN(800)) * time.Millisecond
+		time.Sleep(killAt)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+
+		st := crashState(t, bin, dir)
+		if st.Status == "RUNNING" && !st.Interrupted {
+			t.Fatalf("trial %d (kill at %s): a killed run shows as RUNNING, not interrupted", trial, killAt)
+		}
+		// The ledger against the transcript, right after the kill.
+		n := completedCalls(t, dir)
+		excess := st.Budget.UsedTokens - n*crashCallTokens
+		if excess < 0 || excess > crashCallTokens {
+			t.Fatalf("trial %d (kill at %s): ledger %d tokens, transcript %d calls × %d: lost usage, or more than one cut call",
+				trial, killAt, st.Budget.UsedTokens, n, crashCallTokens)
+		}
+		wantUSD := float64(n) * perCallUSD.Float()
+		if st.Budget.UsedUSD < wantUSD-1e-9 || st.Budget.UsedUSD > wantUSD+perCallUSD.Float()+1e-9 {
+			t.Fatalf("trial %d: ledger $%f, transcript $%f", trial, st.Budget.UsedUSD, wantUSD)
+		}
+
+		// Resume to the end.
+		if st.Status != "DONE" {
+			res := exec.Command(bin, "resume", "crash")
+			res.Dir, res.Env = dir, env
+			if out, err := res.CombinedOutput(); err != nil {
+				t.Fatalf("trial %d: resume: %v\n%s", trial, err, out)
+			}
+		}
+		final := crashState(t, bin, dir)
+		if final.Status != "DONE" || final.Interrupted {
+			t.Fatalf("trial %d: after resume %+v", trial, final)
+		}
+		n = completedCalls(t, dir)
+		excess = final.Budget.UsedTokens - n*crashCallTokens
+		if excess < 0 || excess > crashCallTokens {
+			t.Fatalf("trial %d: after resume ledger %d tokens, transcript %d calls", trial, final.Budget.UsedTokens, n)
+		}
+		budgetMD, err := os.ReadFile(filepath.Join(dir, "ws", "BUDGET.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, _ := os.ReadFile(filepath.Join(dir, "ws", "STATUS.md"))
+		if !strings.Contains(string(status), "**DONE**") || !strings.Contains(string(budgetMD), "State: **DONE**") {
+			t.Fatalf("trial %d: artifacts not rewritten after resume", trial)
+		}
+		if excess > 0 {
+			cut++
+			if !strings.Contains(string(budgetMD), "| interrupted |") {
+				t.Fatalf("trial %d: %d tokens of a call cut mid-way, but no call recorded as interrupted:\n%s", trial, excess, budgetMD)
+			}
+		} else {
+			clean++
+		}
+	}
+	t.Logf("%d kill trials survived: %d cut a call mid-way (its partial usage kept, recorded as interrupted), %d between calls", trials, cut, clean)
+	if os.Getenv("PURSER_CRASH_REPORT") != "" {
+		fmt.Printf("crash trials=%d cut=%d clean=%d\n", trials, cut, clean)
+	}
+}
