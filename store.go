@@ -134,3 +134,16 @@ type Store interface {
 
 	Close() error
 }
+
+// SharedRunBudget admits calls against a run budget that several processes
+// share, through the database they share.
+type SharedRunBudget interface {
+	// ReserveRun holds want against the run's hard caps (caps fields at
+	// budget.Unlimited are not capped), counting the run's recorded spend and
+	// every unexpired hold. A hold that does not fit is refused with a
+	// *budget.InsufficientBudgetError saying what does fit. The hold lasts
+	// until released, or until ttl passes (a process that died).
+	ReserveRun(ctx context.Context, runID string, caps, want budget.Amount, ttl time.Duration) (release func(), err error)
+	// RunAvailable is what a hold could get now.
+	RunAvailable(ctx context.Context, runID string, caps budget.Amount) (budget.Amount, error)
+}

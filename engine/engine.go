@@ -72,6 +72,9 @@ type Engine struct {
 	// Owner identifies this process in the task records (see
 	// purser.TaskRecord.Owner).
 	Owner string
+	// Shared, when set, admits each call against the run budget through the
+	// database too, so that processes sharing a run never jointly overrun it.
+	Shared purser.SharedRunBudget
 }
 
 // StopError is returned by RunTask when a task did not finish DONE. Its
@@ -446,6 +449,15 @@ func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int
 
 	// Admission: reserve the call's worst case; shrink it to what fits.
 	want, maxOut := t.worstCase(model, inputTokens, e.ReserveOutputTokens)
+	releaseShared, err := t.reserveShared(ctx, model, inputTokens, &want, &maxOut)
+	if err != nil {
+		rec := purser.CallRecord{ID: fmt.Sprintf("%s-%d-%s-%d-%s", t.task.ID, t.iteration, kind, attempt, newID()), TaskID: t.task.ID,
+			Iteration: t.iteration, Kind: kind, Attempt: attempt, Model: model, StartedAt: e.Clock.Now(), EndedAt: e.Clock.Now(),
+			ContextTokens: cctx.Tokens, Reserved: want, Outcome: purser.CallRefused, Error: redact.String(err.Error())}
+		_ = e.Store.SaveCall(ctx, rec)
+		return "", err
+	}
+	defer releaseShared()
 	res, err := t.budget.Reserve(want)
 	var short *budget.InsufficientBudgetError
 	if errors.As(err, &short) {
@@ -584,6 +596,57 @@ func (t *taskRun) worstCase(model string, input, output int64) (budget.Amount, i
 		a.USD = ev.USD
 	}
 	return a, output
+}
+
+// sharedTTL bounds how long a hold on a shared run budget outlives a
+// process that died holding it.
+const sharedTTL = purser.DefaultCallTimeout + time.Minute
+
+// reserveShared holds the call's worst case on a run budget shared through
+// the database, shrinking the call to what fits there. It returns the
+// function that releases the hold.
+func (t *taskRun) reserveShared(ctx context.Context, model string, input int64, want *budget.Amount, maxOut *int64) (func(), error) {
+	run := t.budget.Parent()
+	if t.e.Shared == nil || run == nil || t.runID == "" {
+		return func() {}, nil
+	}
+	cfg := run.Config()
+	caps := budget.Unlimited
+	if cfg.Hard.USD != nil {
+		caps.USD = *cfg.Hard.USD
+	}
+	if cfg.Hard.Tokens != nil {
+		caps.Tokens = *cfg.Hard.Tokens
+	}
+	if caps == budget.Unlimited {
+		return func() {}, nil
+	}
+	ttl := t.task.Backend.CallTimeout + time.Minute
+	if t.task.Backend.CallTimeout <= 0 {
+		ttl = sharedTTL
+	}
+	release, err := t.e.Shared.ReserveRun(ctx, t.runID, caps, *want, ttl)
+	var short *budget.InsufficientBudgetError
+	if errors.As(err, &short) {
+		local := t.budget.Available()
+		avail := budget.Amount{USD: min(short.Available.USD, local.USD), Tokens: min(short.Available.Tokens, local.Tokens)}
+		var w budget.Amount
+		var out int64
+		if w, out, err = t.clampToFit(model, input, avail); err == nil {
+			*want, *maxOut = w, out
+			release, err = t.e.Shared.ReserveRun(ctx, t.runID, caps, *want, ttl)
+		}
+		if err != nil {
+			var short2 *budget.InsufficientBudgetError
+			if errors.As(err, &short2) {
+				short2.Scope = budget.ScopeRun
+			}
+		}
+	}
+	if err != nil {
+		return func() {}, err
+	}
+	return release, nil
 }
 
 // minOutputTokens is the least output worth making a call for.

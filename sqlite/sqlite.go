@@ -508,3 +508,63 @@ func (s *Store) Artifact(ctx context.Context, taskID, name string) ([]byte, erro
 	}
 	return b, err
 }
+
+var _ purser.SharedRunBudget = (*Store)(nil)
+
+func (s *Store) runHeadroom(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, runID string, caps budget.Amount) (budget.Amount, error) {
+	var spentUSD, spentTokens, heldUSD, heldTokens int64
+	if err := q.QueryRowContext(ctx, `SELECT COALESCE((SELECT usd_nanos FROM usage_totals WHERE scope = 'run' AND id = ?), 0),
+			COALESCE((SELECT tokens FROM usage_totals WHERE scope = 'run' AND id = ?), 0),
+			COALESCE((SELECT SUM(usd_nanos) FROM run_reservations WHERE run_id = ? AND expires_at > ?), 0),
+			COALESCE((SELECT SUM(tokens) FROM run_reservations WHERE run_id = ? AND expires_at > ?), 0)`,
+		runID, runID, runID, time.Now().UnixNano(), runID, time.Now().UnixNano()).Scan(&spentUSD, &spentTokens, &heldUSD, &heldTokens); err != nil {
+		return budget.Amount{}, fmt.Errorf("run %s headroom: %w", runID, err)
+	}
+	avail := caps
+	if caps.USD != budget.UnlimitedUSD {
+		avail.USD = max(caps.USD-budget.USD(spentUSD+heldUSD), 0)
+	}
+	if caps.Tokens != budget.Unlimited.Tokens {
+		avail.Tokens = max(caps.Tokens-spentTokens-heldTokens, 0)
+	}
+	return avail, nil
+}
+
+// RunAvailable is what a hold on the run could get now.
+func (s *Store) RunAvailable(ctx context.Context, runID string, caps budget.Amount) (budget.Amount, error) {
+	return s.runHeadroom(ctx, s.db, runID, caps)
+}
+
+// ReserveRun holds want against a shared run budget, atomically across
+// processes: the check and the hold are one IMMEDIATE transaction.
+func (s *Store) ReserveRun(ctx context.Context, runID string, caps, want budget.Amount, ttl time.Duration) (func(), error) {
+	tx, err := s.db.BeginTx(ctx, nil) // _txlock=immediate: the write lock is taken now
+	if err != nil {
+		return nil, fmt.Errorf("reserve on run %s: %w", runID, err)
+	}
+	defer tx.Rollback()
+	avail, err := s.runHeadroom(ctx, tx, runID, caps)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case want.USD > avail.USD:
+		return nil, &budget.InsufficientBudgetError{Scope: budget.ScopeRun, Metric: budget.Money, Want: want, Available: avail}
+	case want.Tokens > avail.Tokens:
+		return nil, &budget.InsufficientBudgetError{Scope: budget.ScopeRun, Metric: budget.Tokens, Want: want, Available: avail}
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO run_reservations (run_id, usd_nanos, tokens, expires_at) VALUES (?, ?, ?, ?)`,
+		runID, int64(want.USD), want.Tokens, time.Now().Add(ttl).UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("reserve on run %s: %w", runID, err)
+	}
+	id, _ := res.LastInsertId()
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("reserve on run %s: %w", runID, err)
+	}
+	return func() {
+		_, _ = s.db.ExecContext(context.WithoutCancel(ctx), `DELETE FROM run_reservations WHERE id = ?`, id)
+	}, nil
+}

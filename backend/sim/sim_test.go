@@ -108,3 +108,23 @@ func TestFilesStayInsideWorkspace(t *testing.T) {
 		t.Fatal("a file was written outside the workspace through a symlink")
 	}
 }
+
+func FuzzLoadScript(f *testing.F) {
+	f.Add([]byte("steps:\n  - usage: {inputTokens: 5, costUsd: 0.1}\n    files: {a.txt: x}\n    delayMs: 1\n    fail: transient\n"))
+	f.Add([]byte("steps: [{usage: {cacheReadTokens: -1}}]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(t.TempDir(), "sim.yaml")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := sim.Load(p)
+		if err != nil {
+			return
+		}
+		for _, st := range s.Steps {
+			if _, err := st.Usage.Event(nil); err != nil {
+				t.Fatalf("a loaded script has an invalid step: %v", err)
+			}
+		}
+	})
+}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"time"
 
@@ -95,6 +96,9 @@ func newEngine(store purser.Store, prices *pricing.Catalogue, view *liveView) (*
 		Observe:    view.observe,
 		Owner:      ownerID(),
 	}
+	if shared, ok := store.(purser.SharedRunBudget); ok {
+		e.Shared = shared
+	}
 	if d := os.Getenv("PURSER_RETRY_BASE"); d != "" {
 		if base, err := time.ParseDuration(d); err == nil {
 			e.Retry.Base = base
@@ -103,6 +107,8 @@ func newEngine(store purser.Store, prices *pricing.Catalogue, view *liveView) (*
 	return e, nil
 }
 
+var validRunName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
 func newRunID() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
@@ -110,7 +116,7 @@ func newRunID() string {
 }
 
 func newRunCmd() *cobra.Command {
-	var db, runBudget string
+	var db, runBudget, runName string
 	var parallel int
 	cmd := &cobra.Command{
 		Use:   "run TASKFILE... [--db PATH] [--parallel N] [--run-budget FILE]",
@@ -171,12 +177,26 @@ failed; 2 bad input (nothing was run); 130 interrupted (tasks are resumable).`,
 				return nil
 			}
 			run := purser.Run{ID: newRunID(), Budget: runCfg}
+			if runName != "" {
+				// A named run is shared: other processes may join it.
+				if !validRunName.MatchString(runName) {
+					return badInput(fmt.Errorf("--run %q: want letters, digits, '.', '_' or '-'", runName))
+				}
+				run.ID = runName
+				if existing, err := store.Run(cmd.Context(), runName); err == nil && runCfg == nil {
+					run.Budget = existing.Budget
+				}
+			}
 			if err := store.SaveRun(cmd.Context(), run); err != nil {
 				return err
 			}
 			var runMgr *budget.Manager
-			if runCfg != nil {
-				if runMgr, err = budget.NewManager(*runCfg, budget.Options{Scope: budget.ScopeRun}); err != nil {
+			if run.Budget != nil {
+				spent, err := store.RunUsageTotals(cmd.Context(), run.ID)
+				if err != nil {
+					return err
+				}
+				if runMgr, err = budget.NewManager(*run.Budget, budget.Options{Scope: budget.ScopeRun, Initial: spent}); err != nil {
 					return badInput(err)
 				}
 				runMgr.StartClock()
@@ -187,6 +207,7 @@ failed; 2 bad input (nothing was run); 130 interrupted (tasks are resumable).`,
 	cmd.Flags().StringVar(&db, "db", "", "database path (default: $PURSER_DB, else .purser/purser.db beside purser.yaml)")
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "how many tasks run at once")
 	cmd.Flags().StringVar(&runBudget, "run-budget", "", "a budget file (YAML or JSON) shared by all the tasks of this run")
+	cmd.Flags().StringVar(&runName, "run", "", "name the run, so that other purser processes on the same database can join it and share its budget")
 	return cmd
 }
 
