@@ -200,3 +200,20 @@ func (c Config) Threshold(t Tier, m Metric) (int64, bool) {
 	}
 	return *v, true
 }
+
+// MetricTier is the tier of one metric at a given use, by the spec's rule:
+// HARD from the hard threshold, WARNING from optimal (or warning when
+// optimal is absent), else OPTIMAL.
+func (c Config) MetricTier(m Metric, used int64) Tier {
+	if h, ok := c.Threshold(Hard, m); ok && used >= h {
+		return Hard
+	}
+	start, ok := c.Threshold(Optimal, m)
+	if !ok {
+		start, ok = c.Threshold(Warning, m)
+	}
+	if ok && used >= start {
+		return Warning
+	}
+	return Optimal
+}

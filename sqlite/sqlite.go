@@ -47,7 +47,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 	f.Close()
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)&_txlock=immediate"
+	// busy_timeout comes first: switching to WAL while another process holds
+	// the database must wait, not fail.
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
@@ -56,11 +58,28 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	// transaction short and ordered within the process.
 	db.SetMaxOpenConns(1)
 	s := &Store{db: db}
-	if err := s.migrate(ctx); err != nil {
+	// A new database file is switched to WAL when first opened, which needs
+	// an exclusive lock that SQLite does not wait for: another process
+	// opening it at the same moment is told "database is locked". The mode
+	// then persists in the file, so waiting a little and trying again is
+	// enough.
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		err = s.migrate(ctx)
+		if err == nil || !isBusy(err) || time.Since(start) > 10*time.Second {
+			break
+		}
+		time.Sleep(time.Duration(attempt) * 10 * time.Millisecond)
+	}
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
 	}
 	return s, nil
+}
+
+func isBusy(err error) bool {
+	return strings.Contains(err.Error(), "SQLITE_BUSY") || strings.Contains(err.Error(), "database is locked")
 }
 
 // Close folds the write-ahead log into the database file and closes it, so
@@ -73,15 +92,24 @@ func (s *Store) Close() error {
 	return cerr
 }
 
+// migrate applies the migrations not yet applied, all in one IMMEDIATE
+// transaction: it takes the write lock first (waiting for it), so processes
+// opening a new database at once migrate it once, and none fails on a lock
+// upgrade.
 func (s *Store) migrate(ctx context.Context) error {
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
-		return err
-	}
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
 		return err
 	}
 	sort.Strings(names)
+	tx, err := s.db.BeginTx(ctx, nil) // _txlock=immediate
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("schema_migrations: %w", err)
+	}
 	for _, name := range names {
 		base := filepath.Base(name)
 		version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
@@ -89,7 +117,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("migration %s: name must start with its version number", base)
 		}
 		var n int
-		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil {
 			return err
 		}
 		if n > 0 {
@@ -99,23 +127,14 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		tx, err := s.db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
 		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-			tx.Rollback()
 			return fmt.Errorf("migration %s: %w", base, err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, version, time.Now().UnixNano()); err != nil {
-			tx.Rollback()
-			return err
-		}
-		if err := tx.Commit(); err != nil {
 			return err
 		}
 	}
-	return nil
+	return tx.Commit()
 }
 
 func nanos(t time.Time) int64 {

@@ -161,3 +161,28 @@ func TestRunningTotalsMatchTheLedger(t *testing.T) {
 		t.Errorf("run: running totals %+v, ledger sum %+v", got, run)
 	}
 }
+
+// Several processes (here, stores) opening a new database at the same moment
+// migrate it once, without errors.
+func TestConcurrentOpenMigratesOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "new.db")
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := sqlite.Open(context.Background(), path)
+			if err == nil {
+				s.Close()
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+	}
+}

@@ -160,27 +160,11 @@ func (m *Model) block(head, last string, cfg budget.Config, st budget.Status) st
 		case metric == budget.Time:
 			used = st.UsedTime.Round(100 * time.Millisecond).String()
 		}
-		fmt.Fprintf(&b, "  %-10s %s  %s\n", metric, m.paint(bar, tierColor[tierOf(cfg, st, metric)], false), used)
+		fmt.Fprintf(&b, "  %-10s %s  %s\n", metric, m.paint(bar, tierColor[cfg.MetricTier(metric, report.Used(st, metric))], false), used)
 	}
 	if last != "" {
 		fmt.Fprintf(&b, "  %s\n", last)
 	}
 	b.WriteString("\n")
 	return b.String()
-}
-
-// tierOf is the tier of one metric, for colouring its bar.
-func tierOf(cfg budget.Config, st budget.Status, m budget.Metric) budget.Tier {
-	used := report.Used(st, m)
-	if h, ok := cfg.Threshold(budget.Hard, m); ok && used >= h {
-		return budget.Hard
-	}
-	start, ok := cfg.Threshold(budget.Optimal, m)
-	if !ok {
-		start, ok = cfg.Threshold(budget.Warning, m)
-	}
-	if ok && used >= start {
-		return budget.Warning
-	}
-	return budget.Optimal
 }

@@ -25,18 +25,18 @@ import (
 // result before its process group is killed.
 const StopGrace = 500 * time.Millisecond
 
-// Options are the backend's settings in a task or purser.yaml.
+// Options are the backend's own settings in a task or purser.yaml, beside
+// command and env (see proc.CLIOptions).
 type Options struct {
-	Command        string            // the claude executable; default "claude"
-	PermissionMode string            // default acceptEdits
-	AllowedTools   []string          // default Bash, Edit, Write, Read, Glob, Grep
-	Env            map[string]string // extra environment (not secrets: those come from the environment)
-	MaxTurns       int               // 0: Claude Code's default
-	BudgetFence    bool              // pass --max-budget-usd as a second fence (default true)
+	PermissionMode string   // default acceptEdits
+	AllowedTools   []string // default Bash, Edit, Write, Read, Glob, Grep
+	MaxTurns       int      // 0: Claude Code's default
+	BudgetFence    bool     // pass --max-budget-usd as a second fence (default true)
 }
 
 // Backend runs Claude Code.
 type Backend struct {
+	cli    proc.CLIOptions
 	opts   Options
 	prices *pricing.Catalogue
 }
@@ -45,12 +45,14 @@ var _ purser.Backend = (*Backend)(nil)
 
 // New reads a backend spec's options.
 func New(spec purser.BackendSpec, prices *pricing.Catalogue) (*Backend, error) {
-	o := Options{Command: "claude", PermissionMode: "acceptEdits", AllowedTools: []string{"Bash", "Edit", "Write", "Read", "Glob", "Grep"}, BudgetFence: true}
-	for k, v := range spec.Options {
+	cli, rest, err := proc.SplitCLIOptions("claude", spec, "claude")
+	if err != nil {
+		return nil, err
+	}
+	o := Options{PermissionMode: "acceptEdits", AllowedTools: []string{"Bash", "Edit", "Write", "Read", "Glob", "Grep"}, BudgetFence: true}
+	for k, v := range rest {
 		var ok bool
 		switch k {
-		case "command":
-			o.Command, ok = v.(string)
 		case "permissionMode":
 			o.PermissionMode, ok = v.(string)
 		case "allowedTools":
@@ -63,14 +65,6 @@ func New(spec purser.BackendSpec, prices *pricing.Catalogue) (*Backend, error) {
 					o.AllowedTools = append(o.AllowedTools, s)
 				}
 			}
-		case "env":
-			var m map[string]any
-			if m, ok = v.(map[string]any); ok {
-				o.Env = map[string]string{}
-				for ek, ev := range m {
-					o.Env[ek] = fmt.Sprint(ev)
-				}
-			}
 		case "maxTurns":
 			var n uint64
 			n, ok = v.(uint64)
@@ -78,19 +72,13 @@ func New(spec purser.BackendSpec, prices *pricing.Catalogue) (*Backend, error) {
 		case "budgetFence":
 			o.BudgetFence, ok = v.(bool)
 		default:
-			return nil, fmt.Errorf("claude backend: unknown option %q (want command, permissionMode, allowedTools, env, maxTurns, budgetFence)", k)
+			return nil, proc.UnknownOption("claude", k, "permissionMode", "allowedTools", "maxTurns", "budgetFence")
 		}
 		if !ok {
 			return nil, fmt.Errorf("claude backend: option %s has the wrong type (%T)", k, v)
 		}
 	}
-	if o.Command == "" {
-		return nil, errors.New("claude backend: option command must not be empty")
-	}
-	if !filepath.IsAbs(o.Command) && strings.Contains(o.Command, "/") {
-		o.Command = filepath.Join(spec.Dir, o.Command)
-	}
-	return &Backend{opts: o, prices: prices}, nil
+	return &Backend{cli: cli, opts: o, prices: prices}, nil
 }
 
 func (b *Backend) args(req purser.CallRequest) []string {
@@ -113,14 +101,10 @@ func (b *Backend) args(req purser.CallRequest) []string {
 	return args
 }
 
-// env is the child's environment: Purser's own, the options' additions, and
-// the settings that keep retries and side calls Purser's to count.
+// env is the child's environment, with the settings that keep retries and
+// side calls Purser's to count.
 func (b *Backend) env() []string {
-	env := os.Environ()
-	for k, v := range b.opts.Env {
-		env = append(env, k+"="+v)
-	}
-	return append(env,
+	return b.cli.Environ(
 		"CLAUDE_CODE_MAX_RETRIES=0",                  // retries are Purser's: counted and budgeted
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", // no extra billed side calls
 		"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1")
@@ -135,7 +119,7 @@ var transientStatus = map[int]bool{408: true, 429: true, 500: true, 502: true, 5
 func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
 	p := NewParser(b.prices)
 	var parseErr error
-	out, err := proc.Run(ctx, proc.Command{Path: b.opts.Command, Args: b.args(req), Dir: req.Workspace, Env: b.env(),
+	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: b.args(req), Dir: req.Workspace, Env: b.env(),
 		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace}, func(line []byte) {
 		evs, perr := p.Feed(line)
 		if perr != nil && parseErr == nil {
@@ -209,11 +193,7 @@ func (b *Backend) outcome(p *Parser, waitErr, parseErr error, stderr string) err
 // recover reads the session transcript under $HOME/.claude/projects for the
 // usage the stream did not report.
 func (b *Backend) recover(p *Parser) []budget.UsageEvent {
-	home := b.opts.Env["HOME"]
-	if home == "" {
-		home, _ = os.UserHomeDir()
-	}
-	matches, _ := filepath.Glob(filepath.Join(home, ".claude", "projects", "*", p.Session()+".jsonl"))
+	matches, _ := filepath.Glob(filepath.Join(b.cli.Home(), ".claude", "projects", "*", p.Session()+".jsonl"))
 	var out []budget.UsageEvent
 	for _, m := range matches {
 		f, err := os.Open(m)

@@ -46,29 +46,29 @@ type Result struct {
 	ModelUsage     map[string]modelUsage `json:"modelUsage"`
 }
 
+// apiMessage is an Anthropic message as the stream, the assistant events and
+// the transcript carry it.
+type apiMessage struct {
+	ID    string          `json:"id"`
+	Model string          `json:"model"`
+	Usage *anthropicUsage `json:"usage"`
+}
+
 type line struct {
 	Type      string          `json:"type"`
 	Subtype   string          `json:"subtype"`
 	SessionID string          `json:"session_id"`
 	Event     json.RawMessage `json:"event"`
-	Message   *struct {
-		ID    string          `json:"id"`
-		Model string          `json:"model"`
-		Usage *anthropicUsage `json:"usage"`
-	} `json:"message"`
+	Message   *apiMessage     `json:"message"`
 	// system api_retry lines
 	Attempt     int `json:"attempt"`
 	ErrorStatus int `json:"error_status"`
 }
 
 type streamEvent struct {
-	Type    string `json:"type"`
-	Message *struct {
-		ID    string          `json:"id"`
-		Model string          `json:"model"`
-		Usage *anthropicUsage `json:"usage"`
-	} `json:"message"`
-	Usage *anthropicUsage `json:"usage"`
+	Type    string          `json:"type"`
+	Message *apiMessage     `json:"message"`
+	Usage   *anthropicUsage `json:"usage"`
 }
 
 // Parser reads Claude Code's stream-json output line by line and turns it
@@ -267,12 +267,8 @@ func (p *Parser) Reconcile() (events []budget.UsageEvent, note string) {
 
 // transcriptLine is one line of a Claude Code session transcript.
 type transcriptLine struct {
-	Type    string `json:"type"`
-	Message *struct {
-		ID    string          `json:"id"`
-		Model string          `json:"model"`
-		Usage *anthropicUsage `json:"usage"`
-	} `json:"message"`
+	Type    string      `json:"type"`
+	Message *apiMessage `json:"message"`
 }
 
 // FeedTranscript reads one line of the session transcript, which keeps each

@@ -153,16 +153,16 @@ func (p *Parser) Recover(rollout []byte) []budget.UsageEvent {
 	return p.add(missing)
 }
 
-// Options are the backend's settings.
+// Options are the backend's own settings, beside command and env (see
+// proc.CLIOptions).
 type Options struct {
-	Command string            // default "codex"
-	Sandbox string            // default workspace-write
-	Env     map[string]string // extra environment, e.g. CODEX_HOME
-	Args    []string          // extra arguments before the prompt
+	Sandbox string   // default workspace-write
+	Args    []string // extra arguments before the prompt, e.g. approval settings
 }
 
 // Backend runs Codex.
 type Backend struct {
+	cli    proc.CLIOptions
 	opts   Options
 	prices *pricing.Catalogue
 }
@@ -171,22 +171,16 @@ var _ purser.Backend = (*Backend)(nil)
 
 // New reads a backend spec's options.
 func New(spec purser.BackendSpec, prices *pricing.Catalogue) (*Backend, error) {
-	o := Options{Command: "codex", Sandbox: "workspace-write"}
-	for k, v := range spec.Options {
+	cli, rest, err := proc.SplitCLIOptions("codex", spec, "codex")
+	if err != nil {
+		return nil, err
+	}
+	o := Options{Sandbox: "workspace-write"}
+	for k, v := range rest {
 		var ok bool
 		switch k {
-		case "command":
-			o.Command, ok = v.(string)
 		case "sandbox":
 			o.Sandbox, ok = v.(string)
-		case "env":
-			var m map[string]any
-			if m, ok = v.(map[string]any); ok {
-				o.Env = map[string]string{}
-				for ek, ev := range m {
-					o.Env[ek] = fmt.Sprint(ev)
-				}
-			}
 		case "args":
 			var list []any
 			if list, ok = v.([]any); ok {
@@ -197,38 +191,23 @@ func New(spec purser.BackendSpec, prices *pricing.Catalogue) (*Backend, error) {
 				}
 			}
 		default:
-			return nil, fmt.Errorf("codex backend: unknown option %q (want command, sandbox, env, args)", k)
+			return nil, proc.UnknownOption("codex", k, "sandbox", "args")
 		}
 		if !ok {
 			return nil, fmt.Errorf("codex backend: option %s has the wrong type (%T)", k, v)
 		}
 	}
-	if o.Command == "" {
-		return nil, errors.New("codex backend: option command must not be empty")
-	}
-	if !filepath.IsAbs(o.Command) && strings.Contains(o.Command, "/") {
-		o.Command = filepath.Join(spec.Dir, o.Command)
-	}
-	return &Backend{opts: o, prices: prices}, nil
-}
-
-func (b *Backend) env() []string {
-	env := os.Environ()
-	for k, v := range b.opts.Env {
-		env = append(env, k+"="+v)
-	}
-	return env
+	return &Backend{cli: cli, opts: o, prices: prices}, nil
 }
 
 func (b *Backend) codexHome() string {
-	if h := b.opts.Env["CODEX_HOME"]; h != "" {
+	if h := b.cli.Env["CODEX_HOME"]; h != "" {
 		return h
 	}
 	if h := os.Getenv("CODEX_HOME"); h != "" {
 		return h
 	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".codex")
+	return filepath.Join(b.cli.Home(), ".codex")
 }
 
 // Call runs one `codex exec`, the prompt on stdin.
@@ -243,7 +222,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	args = append(append(args, b.opts.Args...), "-")
 	p := NewParser(b.prices, req.Model)
 	var parseErr error
-	out, err := proc.Run(ctx, proc.Command{Path: b.opts.Command, Args: args, Dir: req.Workspace, Env: b.env(),
+	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: args, Dir: req.Workspace, Env: b.cli.Environ(),
 		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace}, func(l []byte) {
 		evs, perr := p.Feed(l)
 		if perr != nil && parseErr == nil {

@@ -165,15 +165,15 @@ func (p *Parser) Recover(chat []byte) []budget.UsageEvent {
 	return evs
 }
 
-// Options are the backend's settings.
+// Options are the backend's own settings, beside command and env (see
+// proc.CLIOptions).
 type Options struct {
-	Command      string            // default "gemini"
-	ApprovalMode string            // default yolo: shell and file tools
-	Env          map[string]string // extra environment, e.g. HOME, GOOGLE_GEMINI_BASE_URL
+	ApprovalMode string // default yolo: shell and file tools
 }
 
 // Backend runs Gemini CLI.
 type Backend struct {
+	cli    proc.CLIOptions
 	opts   Options
 	prices *pricing.Catalogue
 }
@@ -182,33 +182,22 @@ var _ purser.Backend = (*Backend)(nil)
 
 // New reads a backend spec's options.
 func New(spec purser.BackendSpec, prices *pricing.Catalogue) (*Backend, error) {
-	o := Options{Command: "gemini", ApprovalMode: "yolo"}
-	for k, v := range spec.Options {
-		var ok bool
-		switch k {
-		case "command":
-			o.Command, ok = v.(string)
-		case "approvalMode":
-			o.ApprovalMode, ok = v.(string)
-		case "env":
-			var m map[string]any
-			if m, ok = v.(map[string]any); ok {
-				o.Env = map[string]string{}
-				for ek, ev := range m {
-					o.Env[ek] = fmt.Sprint(ev)
-				}
-			}
-		default:
-			return nil, fmt.Errorf("gemini backend: unknown option %q (want command, approvalMode, env)", k)
-		}
-		if !ok {
-			return nil, fmt.Errorf("gemini backend: option %s has the wrong type (%T)", k, v)
-		}
+	cli, rest, err := proc.SplitCLIOptions("gemini", spec, "gemini")
+	if err != nil {
+		return nil, err
 	}
-	if !filepath.IsAbs(o.Command) && strings.Contains(o.Command, "/") {
-		o.Command = filepath.Join(spec.Dir, o.Command)
+	o := Options{ApprovalMode: "yolo"}
+	for k, v := range rest {
+		s, ok := v.(string)
+		switch {
+		case k != "approvalMode":
+			return nil, proc.UnknownOption("gemini", k, "approvalMode")
+		case !ok:
+			return nil, fmt.Errorf("gemini backend: option %s must be a string", k)
+		}
+		o.ApprovalMode = s
 	}
-	return &Backend{opts: o, prices: prices}, nil
+	return &Backend{cli: cli, opts: o, prices: prices}, nil
 }
 
 // Call runs one `gemini -p`.
@@ -223,16 +212,12 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	if req.Model != "" {
 		args = append(args, "-m", req.Model)
 	}
-	env := os.Environ()
-	for k, v := range b.opts.Env {
-		env = append(env, k+"="+v)
-	}
 	// The launcher would re-spawn itself and ignore signals; no relaunch
 	// means a signal to the group stops the CLI itself.
-	env = append(env, "GEMINI_CLI_NO_RELAUNCH=true")
+	env := b.cli.Environ("GEMINI_CLI_NO_RELAUNCH=true")
 	p := NewParser(b.prices)
 	var parseErr error
-	out, err := proc.Run(ctx, proc.Command{Path: b.opts.Command, Args: args, Dir: req.Workspace, Env: env,
+	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: args, Dir: req.Workspace, Env: env,
 		Interrupt: syscall.SIGTERM, Grace: StopGrace}, func(l []byte) {
 		evs, perr := p.Feed(l)
 		if perr != nil && parseErr == nil {
@@ -277,11 +262,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 }
 
 func (b *Backend) recover(p *Parser) []budget.UsageEvent {
-	home := b.opts.Env["HOME"]
-	if home == "" {
-		home, _ = os.UserHomeDir()
-	}
-	matches, _ := filepath.Glob(filepath.Join(home, ".gemini", "tmp", "*", "chats", "session-*.jsonl"))
+	matches, _ := filepath.Glob(filepath.Join(b.cli.Home(), ".gemini", "tmp", "*", "chats", "session-*.jsonl"))
 	var evs []budget.UsageEvent
 	for _, m := range matches {
 		data, err := os.ReadFile(m)

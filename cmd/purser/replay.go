@@ -12,7 +12,6 @@ import (
 
 	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/replay"
-	"github.com/purser-dev/purser/sqlite"
 )
 
 // loadCorpus reads runs from a corpus file, or from Purser's database.
@@ -21,11 +20,7 @@ func loadCorpus(ctx context.Context, args []string, fromDB bool, db string) ([]r
 	case fromDB && len(args) > 0:
 		return nil, badInput(fmt.Errorf("give a corpus file or --from-db, not both"))
 	case fromDB:
-		proj, err := projectHere()
-		if err != nil {
-			return nil, err
-		}
-		store, err := sqlite.Open(ctx, dbPath(db, proj))
+		store, _, err := openStoreHere(ctx, db)
 		if err != nil {
 			return nil, err
 		}

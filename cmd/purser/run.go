@@ -80,6 +80,18 @@ func projectHere() (*config.Project, error) {
 	return config.FindProject(wd)
 }
 
+// openStoreHere opens the database of the working directory's project (or
+// the one --db or PURSER_DB names) and returns it with its path.
+func openStoreHere(ctx context.Context, dbFlag string) (*sqlite.Store, string, error) {
+	proj, err := projectHere()
+	if err != nil {
+		return nil, "", err
+	}
+	path := dbPath(dbFlag, proj)
+	store, err := sqlite.Open(ctx, path)
+	return store, path, err
+}
+
 func newEngine(store purser.Store, prices *pricing.Catalogue, view *liveView) (*engine.Engine, error) {
 	cb, err := contextbuild.New()
 	if err != nil {
@@ -300,18 +312,14 @@ its budget is still exhausted, it is refused with BudgetExhaustedError (exit 3)
 and no call starts.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			proj, err := projectHere()
-			if err != nil {
-				return err
-			}
-			store, err := sqlite.Open(cmd.Context(), dbPath(db, proj))
+			store, path, err := openStoreHere(cmd.Context(), db)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
 			rec, err := store.Task(cmd.Context(), args[0])
 			if errors.Is(err, purser.ErrNotFound) {
-				return badInput(fmt.Errorf("no task %q in %s", args[0], dbPath(db, proj)))
+				return badInput(fmt.Errorf("no task %q in %s", args[0], path))
 			}
 			if err != nil {
 				return err

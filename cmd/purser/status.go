@@ -10,7 +10,6 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
-	"github.com/purser-dev/purser/sqlite"
 )
 
 // taskStatusJSON is one task in `purser status --json`.
@@ -34,11 +33,7 @@ func newStatusCmd() *cobra.Command {
 		Short: "Show tasks, their state and their budget",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			proj, err := projectHere()
-			if err != nil {
-				return err
-			}
-			store, err := sqlite.Open(cmd.Context(), dbPath(db, proj))
+			store, path, err := openStoreHere(cmd.Context(), db)
 			if err != nil {
 				return err
 			}
@@ -47,7 +42,7 @@ func newStatusCmd() *cobra.Command {
 			if len(args) == 1 {
 				rec, err := store.Task(cmd.Context(), args[0])
 				if errors.Is(err, purser.ErrNotFound) {
-					return badInput(fmt.Errorf("no task %q in %s", args[0], dbPath(db, proj)))
+					return badInput(fmt.Errorf("no task %q in %s", args[0], path))
 				}
 				if err != nil {
 					return err
