@@ -56,15 +56,7 @@ func New(spec purser.BackendSpec, prices *pricing.Catalogue) (*Backend, error) {
 		case "permissionMode":
 			o.PermissionMode, ok = v.(string)
 		case "allowedTools":
-			var list []any
-			if list, ok = v.([]any); ok {
-				o.AllowedTools = o.AllowedTools[:0]
-				for _, t := range list {
-					s, isStr := t.(string)
-					ok = ok && isStr
-					o.AllowedTools = append(o.AllowedTools, s)
-				}
-			}
+			o.AllowedTools, ok = proc.StringList(v)
 		case "maxTurns":
 			var n uint64
 			n, ok = v.(uint64)
@@ -152,25 +144,16 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	if out.Stopped {
 		return res, context.Cause(ctx)
 	}
-	return res, b.outcome(p, out.WaitErr, parseErr, out.Stderr)
+	return res, b.outcome(p, out, parseErr)
 }
 
 // outcome decides how the call ended. The exit code is not trusted alone: the
 // result line says more.
-func (b *Backend) outcome(p *Parser, waitErr, parseErr error, stderr string) error {
+func (b *Backend) outcome(p *Parser, out proc.Outcome, parseErr error) error {
 	r := p.Result()
 	if r == nil {
-		msg := "claude exited without a result"
-		if waitErr != nil {
-			msg += " (" + waitErr.Error() + ")"
-		}
-		if parseErr != nil {
-			msg += ": " + parseErr.Error()
-		}
-		if s := strings.TrimSpace(stderr); s != "" {
-			msg += ": " + proc.LastLines(s, 5)
-		}
-		if strings.Contains(stderr, "ECONNRESET") || strings.Contains(stderr, "Connection") {
+		msg := out.Incomplete("claude exited without a result", parseErr)
+		if strings.Contains(out.Stderr, "ECONNRESET") || strings.Contains(out.Stderr, "Connection") {
 			return fmt.Errorf("%s: %w", msg, purser.ErrTransient)
 		}
 		return errors.New(msg)

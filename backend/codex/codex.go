@@ -182,14 +182,7 @@ func New(spec purser.BackendSpec, prices *pricing.Catalogue) (*Backend, error) {
 		case "sandbox":
 			o.Sandbox, ok = v.(string)
 		case "args":
-			var list []any
-			if list, ok = v.([]any); ok {
-				for _, a := range list {
-					s, isStr := a.(string)
-					ok = ok && isStr
-					o.Args = append(o.Args, s)
-				}
-			}
+			o.Args, ok = proc.StringList(v)
 		default:
 			return nil, proc.UnknownOption("codex", k, "sandbox", "args")
 		}
@@ -260,17 +253,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		}
 		return res, errors.New(msg)
 	case !p.Done:
-		msg := "codex exited without completing its turn"
-		if out.WaitErr != nil {
-			msg += " (" + out.WaitErr.Error() + ")"
-		}
-		if parseErr != nil {
-			msg += ": " + parseErr.Error()
-		}
-		if s := strings.TrimSpace(out.Stderr); s != "" {
-			msg += ": " + proc.LastLines(s, 5)
-		}
-		return res, errors.New(msg)
+		return res, errors.New(out.Incomplete("codex exited without completing its turn", parseErr))
 	}
 	return res, nil
 }

@@ -249,14 +249,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		}
 		return res, errors.New(msg)
 	case !p.Done:
-		msg := "gemini exited without a result"
-		if out.WaitErr != nil {
-			msg += " (" + out.WaitErr.Error() + ")"
-		}
-		if parseErr != nil {
-			msg += ": " + parseErr.Error()
-		}
-		return res, errors.New(msg + ": " + proc.LastLines(out.Stderr, 5))
+		return res, errors.New(out.Incomplete("gemini exited without a result", parseErr))
 	}
 	return res, nil
 }

@@ -78,3 +78,36 @@ func (o CLIOptions) Home() string {
 func UnknownOption(backend, key string, known ...string) error {
 	return fmt.Errorf("%s backend: unknown option %q (want %s)", backend, key, strings.Join(append([]string{"command", "env"}, known...), ", "))
 }
+
+// StringList decodes an option holding a list of strings.
+func StringList(v any) ([]string, bool) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(list))
+	for _, a := range list {
+		s, ok := a.(string)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+// Incomplete describes a CLI that ended without its final line: how it
+// exited, the first unreadable line, and the end of its stderr.
+func (o Outcome) Incomplete(what string, parseErr error) string {
+	msg := what
+	if o.WaitErr != nil {
+		msg += " (" + o.WaitErr.Error() + ")"
+	}
+	if parseErr != nil {
+		msg += ": " + parseErr.Error()
+	}
+	if s := strings.TrimSpace(o.Stderr); s != "" {
+		msg += ": " + LastLines(s, 5)
+	}
+	return msg
+}
