@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -57,17 +56,22 @@ type crashStatus struct {
 	}
 }
 
-func crashState(t *testing.T, bin, dir string) crashStatus {
+// crashState reads the task's status; found is false when the process was
+// killed before it recorded the task at all.
+func crashState(t *testing.T, bin, dir string) (st crashStatus, found bool) {
 	t.Helper()
 	out, err := exec.Command(bin, "status", "crash", "--json", "--db", filepath.Join(dir, "p.db")).Output()
+	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == exitBadInput {
+		return crashStatus{}, false
+	}
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}
-	var st struct{ Tasks []crashStatus }
-	if err := json.Unmarshal(out, &st); err != nil || len(st.Tasks) != 1 {
+	var all struct{ Tasks []crashStatus }
+	if err := json.Unmarshal(out, &all); err != nil || len(all.Tasks) != 1 {
 		t.Fatalf("status: %v %s", err, out)
 	}
-	return st.Tasks[0]
+	return all.Tasks[0], true
 }
 
 // completedCalls counts the calls the sim finished (it writes a transcript
@@ -108,7 +112,7 @@ func TestCrashSafety(t *testing.T) {
 	}
 	bin := buildPurser(t)
 	perCallUSD, _ := budget.ParseUSD(crashCallUSD)
-	cut, clean := 0, 0
+	cut, clean, early := 0, 0, 0
 	for trial := range trials {
 		rng := rand.New(rand.NewPCG(uint64(trial), 2026))
 		dir := crashFixture(t)
@@ -123,7 +127,23 @@ func TestCrashSafety(t *testing.T) {
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 
-		st := crashState(t, bin, dir)
+		st, found := crashState(t, bin, dir)
+		if !found {
+			// Killed before it recorded anything: nothing may have been spent.
+			if n := completedCalls(t, dir); n != 0 {
+				t.Fatalf("trial %d (kill at %s): the task is not in the database, but %d calls completed", trial, killAt, n)
+			}
+			early++
+			run := exec.Command(bin, "run", "task.yaml")
+			run.Dir, run.Env = dir, env
+			if out, err := run.CombinedOutput(); err != nil {
+				t.Fatalf("trial %d: run again: %v\n%s", trial, err, out)
+			}
+			if final, _ := crashState(t, bin, dir); final.Status != "DONE" {
+				t.Fatalf("trial %d: after running again %+v", trial, final)
+			}
+			continue
+		}
 		if st.Status == "RUNNING" && !st.Interrupted {
 			t.Fatalf("trial %d (kill at %s): a killed run shows as RUNNING, not interrupted", trial, killAt)
 		}
@@ -147,7 +167,7 @@ func TestCrashSafety(t *testing.T) {
 				t.Fatalf("trial %d: resume: %v\n%s", trial, err, out)
 			}
 		}
-		final := crashState(t, bin, dir)
+		final, _ := crashState(t, bin, dir)
 		if final.Status != "DONE" || final.Interrupted {
 			t.Fatalf("trial %d: after resume %+v", trial, final)
 		}
@@ -173,8 +193,6 @@ func TestCrashSafety(t *testing.T) {
 			clean++
 		}
 	}
-	t.Logf("%d kill trials survived: %d cut a call mid-way (its partial usage kept, recorded as interrupted), %d between calls", trials, cut, clean)
-	if os.Getenv("PURSER_CRASH_REPORT") != "" {
-		fmt.Printf("crash trials=%d cut=%d clean=%d\n", trials, cut, clean)
-	}
+	t.Logf("%d kill trials survived: %d cut a call mid-way (its partial usage kept, recorded as interrupted), %d between calls, %d before the task was recorded",
+		trials, cut, clean, early)
 }
