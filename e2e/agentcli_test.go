@@ -249,10 +249,16 @@ func TestCodex(t *testing.T) {
 			budget: "  hard: {usd: 1.0, maxIterations: 3}", wantExit: 0, wantState: "DONE", wantTok: 11065, wantUSD: 0.0187})
 	})
 	t.Run("hard cap mid-run", func(t *testing.T) {
-		// Codex reports usage only when a turn completes, so the live fence is
-		// wall time: 3 s, while its second request hangs for 30 s. The tool
-		// call's usage is recovered from the rollout file.
+		// Codex prints usage only when a turn completes, but its rollout file
+		// gets a running total after every model call, and Purser follows it:
+		// the first call ($0.0098) crosses the $0.009 cap while the second
+		// request hangs for 30 s.
 		runScenario(t, scenario{name: "codex-cap", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_30", env: env,
+			budget: "  hard: {usd: 0.009, maxIterations: 3}", wantExit: 3, wantState: "BLOCKED", wantTok: 5260, wantUSD: 0.0098,
+			stopWithin: time.Second})
+	})
+	t.Run("time cap mid-run", func(t *testing.T) {
+		runScenario(t, scenario{name: "codex-time", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_30", env: env,
 			budget: "  hard: {timeMinutes: 0.05, maxIterations: 3}", wantExit: 3, wantState: "BLOCKED", wantTok: 5260, wantUSD: 0.0098,
 			stopWithin: time.Second, timeCap: 3 * time.Second})
 	})

@@ -5,14 +5,16 @@
 package codex
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -55,16 +57,23 @@ type line struct {
 	} `json:"item"`
 }
 
-// Parser reads `codex exec --json` output.
+// Parser reads `codex exec --json` output and Codex's rollout file. Both
+// report cumulative figures: turn.completed the turn's total, the rollout a
+// running total after every model call. The parser keeps the thread's total
+// so far and emits only what is new, so each token lands once whichever
+// source reports it first. It is safe for concurrent use.
 type Parser struct {
-	prices  *pricing.Catalogue
-	model   string
-	emitted Usage
-	Thread  string
-	Failed  string // turn.failed's message
-	Done    bool   // a turn completed
-	Text    string // the last agent message
-	Retries int    // "Reconnecting..." announcements
+	prices *pricing.Catalogue
+	model  string
+
+	mu        sync.Mutex
+	emitted   Usage // the thread's total so far, from whichever source said it first
+	turnsBase Usage // the sum of the turns completed before this one
+	Thread    string
+	Failed    string // turn.failed's message
+	Done      bool   // a turn completed
+	Text      string // the last agent message
+	Retries   int    // "Reconnecting..." announcements
 }
 
 // NewParser returns a parser pricing usage of model with prices (nil:
@@ -73,20 +82,23 @@ func NewParser(prices *pricing.Catalogue, model string) *Parser {
 	return &Parser{prices: prices, model: model}
 }
 
-// Feed reads one line and returns the usage it adds.
+// Feed reads one line of stdout and returns the usage it adds.
 func (p *Parser) Feed(b []byte) ([]budget.UsageEvent, error) {
 	var l line
 	if err := json.Unmarshal(b, &l); err != nil {
 		return nil, fmt.Errorf("codex: unreadable output line: %w", err)
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	switch l.Type {
 	case "thread.started":
 		p.Thread = l.ThreadID
 	case "turn.completed":
 		p.Done = true
 		if l.Usage != nil {
-			// turn.completed carries the turn's total; several turns add up.
-			return p.add(*l.Usage), nil
+			total := plus(p.turnsBase, *l.Usage)
+			p.turnsBase = total
+			return p.observeLocked(total), nil
 		}
 	case "turn.failed":
 		if l.Error != nil {
@@ -104,13 +116,21 @@ func (p *Parser) Feed(b []byte) ([]budget.UsageEvent, error) {
 	return nil, nil
 }
 
-func (p *Parser) add(u Usage) []budget.UsageEvent {
-	p.emitted.Input += u.Input
-	p.emitted.Cached += u.Cached
-	p.emitted.CacheWrite += u.CacheWrite
-	p.emitted.Output += u.Output
-	p.emitted.Reasoning += u.Reasoning
-	ev := u.event(p.model)
+func plus(a, b Usage) Usage {
+	return Usage{Input: a.Input + b.Input, Cached: a.Cached + b.Cached, CacheWrite: a.CacheWrite + b.CacheWrite,
+		Output: a.Output + b.Output, Reasoning: a.Reasoning + b.Reasoning}
+}
+
+// observeLocked takes a thread total and emits what it adds to what was
+// emitted.
+func (p *Parser) observeLocked(total Usage) []budget.UsageEvent {
+	d := Usage{Input: max(total.Input-p.emitted.Input, 0), Cached: max(total.Cached-p.emitted.Cached, 0),
+		CacheWrite: max(total.CacheWrite-p.emitted.CacheWrite, 0), Output: max(total.Output-p.emitted.Output, 0),
+		Reasoning: max(total.Reasoning-p.emitted.Reasoning, 0)}
+	p.emitted = Usage{Input: max(total.Input, p.emitted.Input), Cached: max(total.Cached, p.emitted.Cached),
+		CacheWrite: max(total.CacheWrite, p.emitted.CacheWrite), Output: max(total.Output, p.emitted.Output),
+		Reasoning: max(total.Reasoning, p.emitted.Reasoning)}
+	ev := d.event(p.model)
 	if ev.Tokens() == 0 {
 		return nil
 	}
@@ -120,37 +140,50 @@ func (p *Parser) add(u Usage) []budget.UsageEvent {
 	return []budget.UsageEvent{ev}
 }
 
-// Recover takes the last total_token_usage of a rollout file (which Codex
-// writes per model call and which survives a kill) and returns what the
-// stream had not reported.
-func (p *Parser) Recover(rollout []byte) []budget.UsageEvent {
-	var last *Usage
-	sc := bufio.NewScanner(strings.NewReader(string(rollout)))
-	sc.Buffer(nil, proc.MaxLine)
-	for sc.Scan() {
-		var l struct {
-			Type    string `json:"type"`
-			Payload struct {
-				Type string `json:"type"`
-				Info *struct {
-					Total *Usage `json:"total_token_usage"`
-				} `json:"info"`
-			} `json:"payload"`
-		}
-		if json.Unmarshal(sc.Bytes(), &l) != nil {
-			continue
-		}
-		if l.Type == "event_msg" && l.Payload.Type == "token_count" && l.Payload.Info != nil && l.Payload.Info.Total != nil {
-			last = l.Payload.Info.Total
-		}
+// rolloutTotal reads a rollout line's running total, if it has one.
+func rolloutTotal(b []byte) (Usage, bool) {
+	var l struct {
+		Type    string `json:"type"`
+		Payload struct {
+			Type string `json:"type"`
+			Info *struct {
+				Total *Usage `json:"total_token_usage"`
+			} `json:"info"`
+		} `json:"payload"`
 	}
-	if last == nil {
+	if json.Unmarshal(b, &l) != nil || l.Type != "event_msg" || l.Payload.Type != "token_count" || l.Payload.Info == nil || l.Payload.Info.Total == nil {
+		return Usage{}, false
+	}
+	return *l.Payload.Info.Total, true
+}
+
+// FeedRollout reads one line of the rollout file, which Codex writes after
+// every model call (and which survives a kill), and returns what it adds.
+func (p *Parser) FeedRollout(b []byte) []budget.UsageEvent {
+	total, ok := rolloutTotal(b)
+	if !ok {
 		return nil
 	}
-	missing := Usage{Input: max(last.Input-p.emitted.Input, 0), Cached: max(last.Cached-p.emitted.Cached, 0),
-		CacheWrite: max(last.CacheWrite-p.emitted.CacheWrite, 0), Output: max(last.Output-p.emitted.Output, 0),
-		Reasoning: max(last.Reasoning-p.emitted.Reasoning, 0)}
-	return p.add(missing)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.observeLocked(total)
+}
+
+// Recover reads a whole rollout file and returns what the stream had not
+// reported.
+func (p *Parser) Recover(rollout []byte) []budget.UsageEvent {
+	var evs []budget.UsageEvent
+	for _, l := range bytes.Split(rollout, []byte("\n")) {
+		evs = append(evs, p.FeedRollout(l)...)
+	}
+	return evs
+}
+
+// state returns what Call needs after the run, under the lock.
+func (p *Parser) state() (thread, failed, text string, done bool, retries int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.Thread, p.Failed, p.Text, p.Done, p.Retries
 }
 
 // Options are the backend's own settings, beside command and env (see
@@ -203,7 +236,12 @@ func (b *Backend) codexHome() string {
 	return filepath.Join(b.cli.Home(), ".codex")
 }
 
-// Call runs one `codex exec`, the prompt on stdin.
+// rolloutPoll is how often the rollout file is read while Codex runs.
+const rolloutPoll = 100 * time.Millisecond
+
+// Call runs one `codex exec`, the prompt on stdin. While it runs, its rollout
+// file is followed, so usage arrives after every model call, not only when
+// the turn ends: a hard cap can stop Codex mid-turn.
 func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
 	args := []string{"exec", "--json", "--skip-git-repo-check"}
 	if b.opts.Sandbox != "" {
@@ -214,6 +252,23 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	}
 	args = append(append(args, b.opts.Args...), "-")
 	p := NewParser(b.prices, req.Model)
+	r := &rolloutReader{home: b.codexHome(), parser: p, report: report}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(rolloutPoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				r.poll()
+			}
+		}
+	}()
 	var parseErr error
 	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: args, Dir: req.Workspace, Env: b.cli.Environ(),
 		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace}, func(l []byte) {
@@ -225,37 +280,86 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			report(ev)
 		}
 	})
+	close(stop)
+	wg.Wait()
 	if err != nil {
 		return purser.CallResult{}, fmt.Errorf("codex: %w", err)
 	}
-	res := purser.CallResult{Text: p.Text}
-	if !p.Done && p.Thread != "" {
-		matches, _ := filepath.Glob(filepath.Join(b.codexHome(), "sessions", "*", "*", "*", "rollout-*"+p.Thread+".jsonl"))
-		for _, m := range matches {
-			if data, err := os.ReadFile(m); err == nil {
-				for _, ev := range p.Recover(data) {
-					report(ev)
-				}
-				res.Note = "no turn.completed; usage recovered from the rollout file"
-			}
-		}
+	// What the file holds that was not read yet (a killed run leaves usage
+	// only there); reading it again adds nothing twice.
+	recovered := r.poll()
+	_, failed, text, done, retries := p.state()
+	res := purser.CallResult{Text: text}
+	if !done && recovered > 0 {
+		res.Note = "no turn.completed; usage recovered from the rollout file"
 	}
-	if p.Retries > 0 {
-		res.Note = strings.TrimPrefix(res.Note+fmt.Sprintf("; %d reconnects inside Codex", p.Retries), "; ")
+	if retries > 0 {
+		res.Note = strings.TrimPrefix(res.Note+fmt.Sprintf("; %d reconnects inside Codex", retries), "; ")
 	}
 	switch {
 	case out.Stopped:
 		return res, context.Cause(ctx)
-	case p.Failed != "":
-		msg := "codex: turn failed: " + p.Failed
-		if isTransient(p.Failed) {
+	case failed != "":
+		msg := "codex: turn failed: " + failed
+		if isTransient(failed) {
 			return res, fmt.Errorf("%s: %w", msg, purser.ErrTransient)
 		}
 		return res, errors.New(msg)
-	case !p.Done:
+	case !done:
 		return res, errors.New(out.Incomplete("codex exited without completing its turn", parseErr))
 	}
 	return res, nil
+}
+
+// rolloutReader follows the rollout file of the thread being run.
+type rolloutReader struct {
+	home    string
+	parser  *Parser
+	report  purser.UsageFunc
+	path    string
+	offset  int64
+	partial []byte
+}
+
+// poll reads the whole lines added since the last poll and reports the
+// usage they add; it returns how many events it reported.
+func (r *rolloutReader) poll() int {
+	if r.path == "" {
+		thread, _, _, _, _ := r.parser.state()
+		if thread == "" {
+			return 0
+		}
+		matches, _ := filepath.Glob(filepath.Join(r.home, "sessions", "*", "*", "*", "rollout-*"+thread+".jsonl"))
+		if len(matches) == 0 {
+			return 0
+		}
+		r.path = matches[0]
+	}
+	f, err := os.Open(r.path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	if _, err := f.Seek(r.offset, io.SeekStart); err != nil {
+		return 0
+	}
+	data, _ := io.ReadAll(io.LimitReader(f, 64<<20))
+	r.offset += int64(len(data))
+	data = append(r.partial, data...)
+	end := bytes.LastIndexByte(data, '\n')
+	if end < 0 {
+		r.partial = data
+		return 0
+	}
+	r.partial = append([]byte(nil), data[end+1:]...)
+	n := 0
+	for _, l := range bytes.Split(data[:end], []byte("\n")) {
+		for _, ev := range r.parser.FeedRollout(l) {
+			r.report(ev)
+			n++
+		}
+	}
+	return n
 }
 
 // isTransient: Codex gives up on 429 at once and on 5xx after its own

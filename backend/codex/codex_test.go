@@ -116,3 +116,43 @@ func FuzzParser(f *testing.F) {
 		}
 	})
 }
+
+// The rollout's running totals arrive while Codex runs, then turn.completed
+// says the turn's total: every token lands once, in whichever order.
+func TestRolloutThenTurnCompletedCountsOnce(t *testing.T) {
+	rollout, err := os.ReadFile("testdata/sigterm.after-tool-turn.rollout.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, order := range []string{"rollout first", "stdout first"} {
+		p := codex.NewParser(pricing.Builtin(), "gpt-5.5")
+		var tot budget.Totals
+		add := func(evs []budget.UsageEvent) {
+			for _, ev := range evs {
+				tot.Add(ev)
+			}
+		}
+		if order == "rollout first" {
+			add(p.Recover(rollout)) // the first model call: 5,260 tokens
+			if tot.Tokens != 5260 {
+				t.Fatalf("%s: %d tokens after the rollout", order, tot.Tokens)
+			}
+			tot = budget.Totals{}
+			add(p.Recover(rollout))
+			if tot.Tokens != 0 {
+				t.Fatalf("%s: the rollout was counted twice", order)
+			}
+		}
+		tot = feed(t, p, "tool.workspace-write.jsonl.stdout.jsonl")
+		if order == "stdout first" {
+			add(p.Recover(rollout)) // an older total adds nothing
+		}
+		var want int64 = 11065
+		if order == "rollout first" {
+			want = 11065 - 5260
+		}
+		if tot.Tokens != want {
+			t.Fatalf("%s: turn.completed added %d tokens, want %d", order, tot.Tokens, want)
+		}
+	}
+}
