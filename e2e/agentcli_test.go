@@ -290,10 +290,17 @@ func TestGeminiCLI(t *testing.T) {
 			budget: "  hard: {usd: 1.0, maxIterations: 3}", wantExit: 0, wantState: "DONE", wantTok: 11085, wantUSD: 0.0050375})
 	})
 	t.Run("hard cap mid-run", func(t *testing.T) {
-		// Gemini reports usage only in its final result: the fence is wall
-		// time (4.8 s, its start-up takes ~2 s), and the tool call's tokens
-		// are recovered from its chat file.
+		// Gemini prints usage only in its final result, but its chat file gets
+		// each model message's tokens as it happens, and Purser follows it:
+		// the first message (5,280 tokens) crosses a 3,000-token cap while the
+		// second request hangs for 30 s.
 		runScenario(t, scenario{name: "gemini-cap", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_30", env: env,
+			budget: "  hard: {tokens: 3000, maxIterations: 3}", wantExit: 3, wantState: "BLOCKED", wantTok: 5280, wantUSD: 0.0028,
+			stopWithin: time.Second})
+	})
+	t.Run("time cap mid-run", func(t *testing.T) {
+		// Wall time: 4.8 s (its start-up takes ~2 s).
+		runScenario(t, scenario{name: "gemini-time", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_30", env: env,
 			budget: "  hard: {timeMinutes: 0.08, maxIterations: 3}", wantExit: 3, wantState: "BLOCKED", wantTok: 5280, wantUSD: 0.0028,
 			stopWithin: time.Second, timeCap: 4800 * time.Millisecond})
 	})

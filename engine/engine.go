@@ -666,7 +666,12 @@ func (t *taskRun) clampToFit(model string, input int64, avail budget.Amount) (bu
 		}
 		out = out * 3 / 4
 	}
-	return budget.Amount{}, 0, &budget.InsufficientBudgetError{Metric: budget.Tokens, Want: budget.Amount{Tokens: input + minOutputTokens}, Available: avail}
+	least, _ := t.worstCase(model, input, minOutputTokens)
+	metric := budget.Tokens
+	if least.USD > avail.USD {
+		metric = budget.Money
+	}
+	return budget.Amount{}, 0, &budget.InsufficientBudgetError{Metric: metric, Want: least, Available: avail}
 }
 
 func (t *taskRun) appendLedger(ctx context.Context, callID string, kind purser.CallKind, ev budget.UsageEvent, key string) error {

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -252,23 +251,27 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	}
 	args = append(append(args, b.opts.Args...), "-")
 	p := NewParser(b.prices, req.Model)
-	r := &rolloutReader{home: b.codexHome(), parser: p, report: report}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(rolloutPoll)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				r.poll()
+	recovered := 0
+	follow := &proc.Follower{
+		Find: func() string {
+			thread, _, _, _, _ := p.state()
+			if thread == "" {
+				return ""
 			}
-		}
-	}()
+			m, _ := filepath.Glob(filepath.Join(b.codexHome(), "sessions", "*", "*", "*", "rollout-*"+thread+".jsonl"))
+			if len(m) == 0 {
+				return ""
+			}
+			return m[0]
+		},
+		OnLine: func(l []byte) {
+			for _, ev := range p.FeedRollout(l) {
+				report(ev)
+				recovered++
+			}
+		},
+	}
+	stopFollowing := follow.Every(rolloutPoll)
 	var parseErr error
 	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: args, Dir: req.Workspace, Env: b.cli.Environ(),
 		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace}, func(l []byte) {
@@ -280,14 +283,12 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			report(ev)
 		}
 	})
-	close(stop)
-	wg.Wait()
+	// The last poll reads what the file holds that was not read yet: a
+	// killed run leaves its usage only there.
+	stopFollowing()
 	if err != nil {
 		return purser.CallResult{}, fmt.Errorf("codex: %w", err)
 	}
-	// What the file holds that was not read yet (a killed run leaves usage
-	// only there); reading it again adds nothing twice.
-	recovered := r.poll()
 	_, failed, text, done, retries := p.state()
 	res := purser.CallResult{Text: text}
 	if !done && recovered > 0 {
@@ -309,57 +310,6 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		return res, errors.New(out.Incomplete("codex exited without completing its turn", parseErr))
 	}
 	return res, nil
-}
-
-// rolloutReader follows the rollout file of the thread being run.
-type rolloutReader struct {
-	home    string
-	parser  *Parser
-	report  purser.UsageFunc
-	path    string
-	offset  int64
-	partial []byte
-}
-
-// poll reads the whole lines added since the last poll and reports the
-// usage they add; it returns how many events it reported.
-func (r *rolloutReader) poll() int {
-	if r.path == "" {
-		thread, _, _, _, _ := r.parser.state()
-		if thread == "" {
-			return 0
-		}
-		matches, _ := filepath.Glob(filepath.Join(r.home, "sessions", "*", "*", "*", "rollout-*"+thread+".jsonl"))
-		if len(matches) == 0 {
-			return 0
-		}
-		r.path = matches[0]
-	}
-	f, err := os.Open(r.path)
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	if _, err := f.Seek(r.offset, io.SeekStart); err != nil {
-		return 0
-	}
-	data, _ := io.ReadAll(io.LimitReader(f, 64<<20))
-	r.offset += int64(len(data))
-	data = append(r.partial, data...)
-	end := bytes.LastIndexByte(data, '\n')
-	if end < 0 {
-		r.partial = data
-		return 0
-	}
-	r.partial = append([]byte(nil), data[end+1:]...)
-	n := 0
-	for _, l := range bytes.Split(data[:end], []byte("\n")) {
-		for _, ev := range r.parser.FeedRollout(l) {
-			r.report(ev)
-			n++
-		}
-	}
-	return n
 }
 
 // isTransient: Codex gives up on 429 at once and on 5xx after its own

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -63,50 +64,90 @@ type line struct {
 	Message string `json:"message"`
 }
 
-// Parser reads Gemini CLI's stream-json output.
+// Parser reads Gemini CLI's stream-json output and its chat file. The chat
+// file gets each model message's tokens as it happens; the final result
+// gives each model's totals (the router's calls included). The parser keeps
+// what it emitted per message and per model and emits only what is new, so
+// each token lands once. It is safe for concurrent use.
 type Parser struct {
-	prices  *pricing.Catalogue
-	Session string
-	Done    bool   // a result line was read
-	Failed  string // the result's error, if it failed
-	Text    strings.Builder
-	seen    map[string]bool // chat-file message ids already counted
+	prices *pricing.Catalogue
+
+	mu      sync.Mutex
+	session string
+	done    bool   // a result line was read
+	failed  string // the result's error, if it failed
+	text    strings.Builder
+	byID    map[string]budget.UsageEvent // chat message id → emitted
+	byModel map[string]budget.UsageEvent // model → emitted
+	// final holds each model's totals from the result, which is the
+	// authority: a chat message written after it adds nothing beyond them.
+	final map[string]budget.UsageEvent
 }
 
 // NewParser returns a parser that prices with prices (nil: unpriced).
 func NewParser(prices *pricing.Catalogue) *Parser {
-	return &Parser{prices: prices, seen: map[string]bool{}}
+	return &Parser{prices: prices, byID: map[string]budget.UsageEvent{}, byModel: map[string]budget.UsageEvent{},
+		final: map[string]budget.UsageEvent{}}
 }
 
-func (p *Parser) price(ev budget.UsageEvent) budget.UsageEvent {
-	if p.prices == nil {
-		return ev
+// State says what the run came to: its session, whether a result was read,
+// its error, and the assistant's text.
+func (p *Parser) State() (session string, done bool, failed, text string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.session, p.done, p.failed, p.text.String()
+}
+
+// grow returns what want adds to have, field by field, and the new have.
+func grow(have, want budget.UsageEvent) (delta, next budget.UsageEvent) {
+	delta = budget.UsageEvent{
+		InputTokens:     max(want.InputTokens-have.InputTokens, 0),
+		CacheReadTokens: max(want.CacheReadTokens-have.CacheReadTokens, 0),
+		OutputTokens:    max(want.OutputTokens-have.OutputTokens, 0),
+		ReasoningTokens: max(want.ReasoningTokens-have.ReasoningTokens, 0),
+		Model:           want.Model,
 	}
-	return p.prices.Estimate(ev)
+	delta.CacheReadTokens = min(delta.CacheReadTokens, delta.InputTokens)
+	delta.ReasoningTokens = min(delta.ReasoningTokens, delta.OutputTokens)
+	next = have
+	next.InputTokens += delta.InputTokens
+	next.CacheReadTokens += delta.CacheReadTokens
+	next.OutputTokens += delta.OutputTokens
+	next.ReasoningTokens += delta.ReasoningTokens
+	return delta, next
 }
 
-// Feed reads one line and returns the usage it adds.
+func (p *Parser) emitLocked(delta budget.UsageEvent) []budget.UsageEvent {
+	if delta.Tokens() == 0 {
+		return nil
+	}
+	if p.prices != nil {
+		delta = p.prices.Estimate(delta)
+	}
+	return []budget.UsageEvent{delta}
+}
+
+// Feed reads one line of stdout and returns the usage it adds.
 func (p *Parser) Feed(b []byte) ([]budget.UsageEvent, error) {
 	var l line
 	if err := json.Unmarshal(b, &l); err != nil {
 		return nil, fmt.Errorf("gemini: unreadable output line: %w", err)
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	switch l.Type {
 	case "init":
-		p.Session = l.SessionID
+		p.session = l.SessionID
 	case "message":
 		if l.Role == "assistant" {
-			p.Text.WriteString(l.Content)
+			p.text.WriteString(l.Content)
 		}
 	case "result":
-		if p.Done {
-			return nil, nil // one result per run: never counted twice
-		}
-		p.Done = true
+		p.done = true
 		if l.Status != "success" {
-			p.Failed = l.Status
+			p.failed = l.Status
 			if l.Error != nil {
-				p.Failed = l.Error.Message
+				p.failed = l.Error.Message
 			}
 		}
 		if l.Stats == nil {
@@ -119,9 +160,11 @@ func (p *Parser) Feed(b []byte) ([]budget.UsageEvent, error) {
 		sort.Strings(models)
 		var evs []budget.UsageEvent
 		for _, m := range models {
-			if ev := l.Stats.Models[m].event(m); ev.Tokens() > 0 {
-				evs = append(evs, p.price(ev))
-			}
+			total := l.Stats.Models[m].event(m)
+			p.final[m] = total
+			delta, next := grow(p.byModel[m], total)
+			p.byModel[m] = next
+			evs = append(evs, p.emitLocked(delta)...)
 		}
 		return evs, nil
 	}
@@ -141,26 +184,44 @@ type chatLine struct {
 	} `json:"tokens"`
 }
 
-// Recover reads a chat file, which keeps each model message's tokens even
-// after a kill, and returns the usage of messages not yet counted. It is
-// for a run that printed no result: a result already counts everything.
-func (p *Parser) Recover(chat []byte) []budget.UsageEvent {
-	if p.Done {
+// FeedChat reads one line of the chat file, which gets each model message's
+// tokens as it happens and keeps them after a kill, and returns what it adds.
+func (p *Parser) FeedChat(b []byte) []budget.UsageEvent {
+	var l chatLine
+	if json.Unmarshal(b, &l) != nil || l.Type != "gemini" || l.Tokens == nil || l.ID == "" {
 		return nil
 	}
+	t := l.Tokens
+	want := budget.UsageEvent{InputTokens: max(t.Input, 0), CacheReadTokens: min(max(t.Cached, 0), max(t.Input, 0)),
+		OutputTokens: max(t.Output, 0) + max(t.Thoughts, 0), ReasoningTokens: max(t.Thoughts, 0), Model: l.Model}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delta, next := grow(p.byID[l.ID], want)
+	p.byID[l.ID] = next
+	if total, ok := p.final[l.Model]; ok {
+		// The result already counted this model: only room left under its
+		// totals can be added.
+		room, _ := grow(p.byModel[l.Model], total)
+		delta = budget.UsageEvent{InputTokens: min(delta.InputTokens, room.InputTokens), CacheReadTokens: min(delta.CacheReadTokens, room.CacheReadTokens),
+			OutputTokens: min(delta.OutputTokens, room.OutputTokens), ReasoningTokens: min(delta.ReasoningTokens, room.ReasoningTokens), Model: l.Model}
+	}
+	p.byModel[l.Model] = addTo(p.byModel[l.Model], delta)
+	return p.emitLocked(delta)
+}
+
+func addTo(a, d budget.UsageEvent) budget.UsageEvent {
+	a.InputTokens += d.InputTokens
+	a.CacheReadTokens += d.CacheReadTokens
+	a.OutputTokens += d.OutputTokens
+	a.ReasoningTokens += d.ReasoningTokens
+	return a
+}
+
+// Recover reads a whole chat file and returns what was not counted yet.
+func (p *Parser) Recover(chat []byte) []budget.UsageEvent {
 	var evs []budget.UsageEvent
-	for _, b := range bytes.Split(chat, []byte("\n")) {
-		var l chatLine
-		if json.Unmarshal(b, &l) != nil || l.Type != "gemini" || l.Tokens == nil || l.ID == "" || p.seen[l.ID] {
-			continue
-		}
-		p.seen[l.ID] = true
-		t := l.Tokens
-		ev := budget.UsageEvent{InputTokens: max(t.Input, 0), CacheReadTokens: min(max(t.Cached, 0), max(t.Input, 0)),
-			OutputTokens: max(t.Output, 0) + max(t.Thoughts, 0), ReasoningTokens: max(t.Thoughts, 0), Model: l.Model}
-		if ev.Tokens() > 0 {
-			evs = append(evs, p.price(ev))
-		}
+	for _, l := range bytes.Split(chat, []byte("\n")) {
+		evs = append(evs, p.FeedChat(l)...)
 	}
 	return evs
 }
@@ -216,6 +277,14 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	// means a signal to the group stops the CLI itself.
 	env := b.cli.Environ("GEMINI_CLI_NO_RELAUNCH=true")
 	p := NewParser(b.prices)
+	recovered := 0
+	follow := &proc.Follower{Find: func() string { return b.chatFile(p) }, OnLine: func(l []byte) {
+		for _, ev := range p.FeedChat(l) {
+			report(ev)
+			recovered++
+		}
+	}}
+	stopFollowing := follow.Every(chatPoll)
 	var parseErr error
 	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: args, Dir: req.Workspace, Env: env,
 		Interrupt: syscall.SIGTERM, Grace: StopGrace}, func(l []byte) {
@@ -227,44 +296,58 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			report(ev)
 		}
 	})
+	// The last poll reads what the chat file holds that was not read yet:
+	// a killed run leaves its usage only there.
+	stopFollowing()
 	if err != nil {
 		return purser.CallResult{}, fmt.Errorf("gemini: %w", err)
 	}
-	res := purser.CallResult{Text: p.Text.String()}
-	if !p.Done && p.Session != "" {
-		for _, ev := range b.recover(p) {
-			report(ev)
-		}
+	_, done, failed, text := p.State()
+	res := purser.CallResult{Text: text}
+	if !done && recovered > 0 {
 		res.Note = "no result line; usage recovered from the chat file"
 	}
 	switch {
 	case out.Stopped:
 		return res, context.Cause(ctx)
-	case p.Failed != "":
+	case failed != "":
 		// The exit code is the HTTP status mod 256, and a total failure may
 		// exit 0: the result line is what counts.
-		msg := "gemini: " + p.Failed
-		if isTransient(p.Failed) {
+		msg := "gemini: " + failed
+		if isTransient(failed) {
 			return res, fmt.Errorf("%s: %w", msg, purser.ErrTransient)
 		}
 		return res, errors.New(msg)
-	case !p.Done:
+	case !done:
 		return res, errors.New(out.Incomplete("gemini exited without a result", parseErr))
 	}
 	return res, nil
 }
 
-func (b *Backend) recover(p *Parser) []budget.UsageEvent {
+// chatPoll is how often the chat file is read while Gemini CLI runs.
+const chatPoll = 100 * time.Millisecond
+
+// chatFile finds the chat file of the session being run: the one under
+// ~/.gemini/tmp that names its session id.
+func (b *Backend) chatFile(p *Parser) string {
+	session, _, _, _ := p.State()
+	if session == "" {
+		return ""
+	}
 	matches, _ := filepath.Glob(filepath.Join(b.cli.Home(), ".gemini", "tmp", "*", "chats", "session-*.jsonl"))
-	var evs []budget.UsageEvent
 	for _, m := range matches {
-		data, err := os.ReadFile(m)
-		if err != nil || !bytes.Contains(data, []byte(p.Session)) {
+		f, err := os.Open(m)
+		if err != nil {
 			continue
 		}
-		evs = append(evs, p.Recover(data)...)
+		head := make([]byte, 4096)
+		n, _ := f.Read(head)
+		f.Close()
+		if bytes.Contains(head[:n], []byte(session)) {
+			return m
+		}
 	}
-	return evs
+	return ""
 }
 
 func isTransient(msg string) bool {

@@ -55,8 +55,9 @@ func TestParserGoldenFixtures(t *testing.T) {
 		t.Run(tt.fixture, func(t *testing.T) {
 			p := gemini.NewParser(pricing.Builtin())
 			tot := feed(t, p, tt.fixture)
-			if tot.Tokens != tt.tokens || !p.Done || (p.Failed != "") != tt.failed {
-				t.Fatalf("%d tokens (want %d), done %v, failed %q", tot.Tokens, tt.tokens, p.Done, p.Failed)
+			_, done, failed, _ := p.State()
+			if tot.Tokens != tt.tokens || !done || (failed != "") != tt.failed {
+				t.Fatalf("%d tokens (want %d), done %v, failed %q", tot.Tokens, tt.tokens, done, failed)
 			}
 			if tot.USDSource() != budget.SourceUnknown {
 				t.Fatalf("usd source %s: gemini-3.x models have no built-in price, so it must be unknown", tot.USDSource())
@@ -69,7 +70,7 @@ func TestParserGoldenFixtures(t *testing.T) {
 // (a message id may appear twice), and they are counted once.
 func TestChatFileRecoversKilledRun(t *testing.T) {
 	p := gemini.NewParser(pricing.Builtin())
-	if tot := feed(t, p, "sigterm.after-tool-turn.no-relaunch.stream-json.stdout.jsonl"); tot.Tokens != 0 || p.Done {
+	if tot := feed(t, p, "sigterm.after-tool-turn.no-relaunch.stream-json.stdout.jsonl"); tot.Tokens != 0 {
 		t.Fatalf("a killed run printed usage")
 	}
 	chat, err := os.ReadFile("testdata/sigterm.after-tool-turn.no-relaunch.chat-session.jsonl")
@@ -103,4 +104,33 @@ func FuzzParser(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The chat file's messages arrive while Gemini runs, then the result gives
+// each model's totals: every token lands once.
+func TestChatThenResultCountsOnce(t *testing.T) {
+	chat, err := os.ReadFile("testdata/sigterm.after-tool-turn.no-relaunch.chat-session.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := gemini.NewParser(pricing.Builtin())
+	var tot budget.Totals
+	for _, ev := range p.Recover(chat) { // the tool-call message: 5,280 tokens of gemini-3.8-flash
+		tot.Add(ev)
+	}
+	res := feed(t, p, "tool.yolo-shell.stream-json.stdout.jsonl") // its result: 11,138 in all
+	if tot.Tokens != 5280 || tot.Tokens+res.Tokens != 11138 {
+		t.Fatalf("chat %d + result %d tokens, want 5280 + 5858 = 11138", tot.Tokens, res.Tokens)
+	}
+}
+
+// Gemini writes its last chat message after the result: the result's
+// totals are the authority, and the late message adds nothing.
+func TestResultThenLateChatCountsOnce(t *testing.T) {
+	p := gemini.NewParser(pricing.Builtin())
+	res := feed(t, p, "tool.yolo-shell.stream-json.stdout.jsonl")
+	late := []byte(`{"id": "late-1", "type": "gemini", "model": "gemini-3.8-flash", "tokens": {"input": 5800, "output": 5, "cached": 4500, "thoughts": 0, "total": 5805}}`)
+	if evs := p.FeedChat(late); len(evs) != 0 || res.Tokens != 11138 {
+		t.Fatalf("result %d tokens, then the late chat message added %+v", res.Tokens, evs)
+	}
 }
