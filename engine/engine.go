@@ -447,15 +447,22 @@ func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int
 	counted := int64(e.Context.Counter.Count(text))
 	inputTokens := counted + counted/20 + 16
 
+	callID := fmt.Sprintf("%s-%d-%s-%d-%s", t.task.ID, t.iteration, kind, attempt, newID())
+	rec := purser.CallRecord{ID: callID, TaskID: t.task.ID, Iteration: t.iteration, Kind: kind, Attempt: attempt, Model: model,
+		StartedAt: e.Clock.Now(), ContextTokens: cctx.Tokens}
+	// refuse records a call the budget did not admit: nothing was sent.
+	refuse := func(err error) (string, error) {
+		rec.EndedAt, rec.Outcome, rec.Error = e.Clock.Now(), purser.CallRefused, redact.String(err.Error())
+		_ = e.Store.SaveCall(ctx, rec)
+		return "", err
+	}
+
 	// Admission: reserve the call's worst case; shrink it to what fits.
 	want, maxOut := t.worstCase(model, inputTokens, e.ReserveOutputTokens)
 	releaseShared, err := t.reserveShared(ctx, model, inputTokens, &want, &maxOut)
+	rec.Reserved, rec.MaxOutputTokens = want, maxOut
 	if err != nil {
-		rec := purser.CallRecord{ID: fmt.Sprintf("%s-%d-%s-%d-%s", t.task.ID, t.iteration, kind, attempt, newID()), TaskID: t.task.ID,
-			Iteration: t.iteration, Kind: kind, Attempt: attempt, Model: model, StartedAt: e.Clock.Now(), EndedAt: e.Clock.Now(),
-			ContextTokens: cctx.Tokens, Reserved: want, Outcome: purser.CallRefused, Error: redact.String(err.Error())}
-		_ = e.Store.SaveCall(ctx, rec)
-		return "", err
+		return refuse(err)
 	}
 	defer releaseShared()
 	res, err := t.budget.Reserve(want)
@@ -465,13 +472,9 @@ func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int
 			res, err = t.budget.Reserve(want)
 		}
 	}
-	callID := fmt.Sprintf("%s-%d-%s-%d-%s", t.task.ID, t.iteration, kind, attempt, newID())
-	rec := purser.CallRecord{ID: callID, TaskID: t.task.ID, Iteration: t.iteration, Kind: kind, Attempt: attempt, Model: model,
-		StartedAt: e.Clock.Now(), ContextTokens: cctx.Tokens, Reserved: want, MaxOutputTokens: maxOut}
+	rec.Reserved, rec.MaxOutputTokens = want, maxOut
 	if err != nil {
-		rec.EndedAt, rec.Outcome, rec.Error = rec.StartedAt, purser.CallRefused, redact.String(err.Error())
-		_ = e.Store.SaveCall(ctx, rec)
-		return "", err
+		return refuse(err)
 	}
 	defer res.Release()
 	if err := e.Store.SaveCall(ctx, rec); err != nil {
@@ -526,9 +529,7 @@ func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int
 	}
 	// Skip the call entirely if the run or task hit HARD since the check.
 	if err := t.budget.Check(); err != nil {
-		rec.EndedAt, rec.Outcome, rec.Error = e.Clock.Now(), purser.CallRefused, err.Error()
-		_ = e.Store.SaveCall(ctx, rec)
-		return "", err
+		return refuse(err)
 	}
 	var maxUSD budget.USD
 	if avail := t.budget.Available(); avail.USD != budget.UnlimitedUSD {
@@ -546,13 +547,14 @@ func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int
 	seqMu.Unlock()
 
 	var stopErr error
+	hardErr := t.budget.Check()
 	switch {
 	case lerr != nil:
 		stopErr = fmt.Errorf("usage ledger: %w", lerr)
 		rec.Outcome = purser.CallFailed
-	case t.budget.Check() != nil:
+	case hardErr != nil:
 		// The hard cap was crossed during the call: it was cancelled at once.
-		stopErr = t.budget.Check()
+		stopErr = hardErr
 		rec.Outcome = purser.CallCancelled
 		if callErr == nil {
 			rec.Outcome = purser.CallOK
