@@ -66,6 +66,7 @@ type group struct {
 	key    string
 	calls  map[string]bool
 	totals budget.Totals
+	cached int64 // cache-read tokens, part of totals.Tokens
 }
 
 // groupUsage sums the ledger's call usage by a key, in first-seen order.
@@ -85,6 +86,7 @@ func groupUsage(usage []purser.LedgerEntry, key func(purser.LedgerEntry) string)
 		}
 		g.calls[e.CallID] = true
 		g.totals.Add(e.Event)
+		g.cached += e.Event.CacheReadTokens
 	}
 	return order
 }
@@ -121,7 +123,7 @@ func BudgetMD(r Report) []byte {
 	}{{"Per iteration", "iteration", byIteration}, {"Per call kind", "kind", byKind}, {"Per model", "model", byModel}} {
 		fmt.Fprintf(&b, "\n## %s\n\n| %s | calls | tokens | of which cached | USD |\n|---|---:|---:|---:|---|\n", s.title, s.col)
 		for _, g := range s.groups {
-			fmt.Fprintf(&b, "| %s | %d | %d | %d | %s |\n", g.key, len(g.calls), g.totals.Tokens, cachedTokens(r.Usage, g), MoneyText(g.totals))
+			fmt.Fprintf(&b, "| %s | %d | %d | %d | %s |\n", g.key, len(g.calls), g.totals.Tokens, g.cached, MoneyText(g.totals))
 		}
 		if len(s.groups) == 0 {
 			b.WriteString("| (no calls) | 0 | 0 | 0 | $0.00 |\n")
@@ -173,16 +175,6 @@ func BudgetMD(r Report) []byte {
 		}
 	}
 	return Redact(b.Bytes())
-}
-
-func cachedTokens(usage []purser.LedgerEntry, g *group) int64 {
-	var n int64
-	for _, e := range usage {
-		if g.calls[e.CallID] {
-			n += e.Event.CacheReadTokens
-		}
-	}
-	return n
 }
 
 func metricTable(b *bytes.Buffer, cfg budget.Config, st budget.Status) {
