@@ -1,38 +1,19 @@
 package codex_test
 
 import (
-	"bufio"
 	"bytes"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/purser-dev/purser/backend/codex"
+	"github.com/purser-dev/purser/backend/internal/fixturetest"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/pricing"
 )
 
 func feed(t *testing.T, p *codex.Parser, name string) budget.Totals {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tot budget.Totals
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		evs, err := p.Feed(sc.Bytes())
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		for _, ev := range evs {
-			if err := ev.Validate(); err != nil {
-				t.Fatalf("invalid event %+v: %v", ev, err)
-			}
-			tot.Add(ev)
-		}
-	}
-	return tot
+	return fixturetest.Feed(t, name, p.Feed)
 }
 
 // Every token the real captured runs reported lands once; dollars are
