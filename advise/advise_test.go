@@ -3,7 +3,6 @@ package advise_test
 import (
 	"bytes"
 	"encoding/xml"
-	"os"
 	"strings"
 	"testing"
 
@@ -15,12 +14,7 @@ import (
 
 func load(t *testing.T) []replay.Run {
 	t.Helper()
-	f, err := os.Open("../replay/testdata/small.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	runs, err := replay.Parse("small.jsonl", f)
+	runs, err := replay.ParseFile("../replay/testdata/small.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}

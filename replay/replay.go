@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"sort"
 	"time"
 
@@ -323,6 +324,16 @@ func money(n *json.Number, what string) (*budget.USD, error) {
 
 // MaxLine is the longest corpus line accepted.
 const MaxLine = 64 << 20
+
+// ParseFile reads a corpus file (see Parse); errors name the path.
+func ParseFile(path string) ([]Run, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return Parse(path, f)
+}
 
 // Parse reads a corpus in the shared replay format, one run per line.
 // Errors name the line.

@@ -1,7 +1,8 @@
 package replay_test
 
 import (
-	"os"
+	"errors"
+	"io/fs"
 	"strings"
 	"testing"
 
@@ -12,12 +13,7 @@ import (
 
 func load(t *testing.T) []replay.Run {
 	t.Helper()
-	f, err := os.Open("testdata/small.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	runs, err := replay.Parse("small.jsonl", f)
+	runs, err := replay.ParseFile("testdata/small.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,12 +133,10 @@ func TestParseErrorsNameTheLine(t *testing.T) {
 // README derives for the naive rule are reproduced, and admission never
 // spends past the cap.
 func TestSharedCorpus(t *testing.T) {
-	f, err := os.Open("../../shared/replay/replay.jsonl")
-	if err != nil {
+	runs, err := replay.ParseFile("../../shared/replay/replay.jsonl")
+	if errors.Is(err, fs.ErrNotExist) {
 		t.Skip("shared corpus not beside the repository:", err)
 	}
-	defer f.Close()
-	runs, err := replay.Parse("replay.jsonl", f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -29,12 +28,7 @@ func loadCorpus(ctx context.Context, args []string, fromDB bool, db string) ([]r
 	case len(args) != 1:
 		return nil, badInput(fmt.Errorf("give one corpus file (JSON Lines), or --from-db"))
 	}
-	f, err := os.Open(args[0])
-	if err != nil {
-		return nil, badInput(err)
-	}
-	defer f.Close()
-	runs, err := replay.Parse(args[0], f)
+	runs, err := replay.ParseFile(args[0])
 	if err != nil {
 		return nil, badInput(err)
 	}
