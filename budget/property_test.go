@@ -94,18 +94,7 @@ func TestTierProperties(t *testing.T) {
 			prev = st.Tier
 			want := budget.Optimal
 			for _, metric := range budget.Metrics {
-				var used int64
-				switch metric {
-				case budget.Money:
-					used = int64(st.UsedUSD)
-				case budget.Tokens:
-					used = st.UsedTokens
-				case budget.Time:
-					used = int64(st.UsedTime)
-				case budget.Iterations:
-					used = int64(st.UsedIterations)
-				}
-				want = max(want, perMetricTier(cfg, metric, used))
+				want = max(want, perMetricTier(cfg, metric, st.Used(metric)))
 			}
 			if st.Tier != want {
 				t.Fatalf("seed %d: overall tier %s, max of metrics %s (status %+v)", seed, st.Tier, want, st)

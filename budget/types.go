@@ -265,6 +265,22 @@ type Status struct {
 	PastWarningLine bool
 }
 
+// Used returns how much of a metric the status says was used, in the
+// metric's unit (nano-USD, tokens, nanoseconds, iterations).
+func (s Status) Used(m Metric) int64 {
+	switch m {
+	case Money:
+		return int64(s.UsedUSD)
+	case Tokens:
+		return s.UsedTokens
+	case Time:
+		return int64(s.UsedTime)
+	case Iterations:
+		return int64(s.UsedIterations)
+	}
+	return 0
+}
+
 // BudgetExhaustedError is returned when work is refused because a budget is at
 // its hard cap. Retrying it is never right.
 type BudgetExhaustedError struct {
@@ -275,17 +291,6 @@ type BudgetExhaustedError struct {
 }
 
 func (e *BudgetExhaustedError) Error() string {
-	used := int64(0)
-	switch e.Metric {
-	case Money:
-		used = int64(e.Status.UsedUSD)
-	case Tokens:
-		used = e.Status.UsedTokens
-	case Time:
-		used = int64(e.Status.UsedTime)
-	case Iterations:
-		used = int64(e.Status.UsedIterations)
-	}
 	return fmt.Sprintf("budget exhausted: %s hard cap on %s reached (%s used of %s)",
-		e.Scope, e.Metric, e.Metric.Format(used), e.Metric.Format(e.Limit))
+		e.Scope, e.Metric, e.Metric.Format(e.Status.Used(e.Metric)), e.Metric.Format(e.Limit))
 }

@@ -180,7 +180,7 @@ func BudgetMD(r Report) []byte {
 func metricTable(b *bytes.Buffer, cfg budget.Config, st budget.Status) {
 	b.WriteString("| metric | used | optimal | warning | hard | |\n|---|---|---|---|---|---|\n")
 	for _, m := range budget.Metrics {
-		used := m.Format(Used(st, m))
+		used := m.Format(st.Used(m))
 		if m == budget.Money {
 			used = MoneyLabel(st)
 		}
@@ -327,7 +327,7 @@ func suggestions(r Report, be *budget.BudgetExhaustedError, ie *budget.Insuffici
 	case be != nil:
 		key := map[budget.Metric]string{budget.Money: "hard.usd", budget.Tokens: "hard.tokens", budget.Time: "hard.timeMinutes", budget.Iterations: "hard.maxIterations"}[be.Metric]
 		out = append(out, fmt.Sprintf("To continue, raise `budget.%s` in %s (now %s, used %s), then run `purser resume %s`; what was spent carries over.",
-			key, file, be.Metric.Format(be.Limit), be.Metric.Format(Used(be.Status, be.Metric)), r.Task.ID))
+			key, file, be.Metric.Format(be.Limit), be.Metric.Format(be.Status.Used(be.Metric)), r.Task.ID))
 	case ie != nil:
 		out = append(out, fmt.Sprintf("To continue, raise the hard cap on %s in %s, then run `purser resume %s`.", ie.Metric, file, r.Task.ID))
 	case r.State == purser.StatePending:

@@ -23,21 +23,6 @@ func Bar(used, limit int64) string {
 	return "[" + strings.Repeat("#", filled) + strings.Repeat("-", barWidth-filled) + "]"
 }
 
-// Used returns how much of a metric a status says was used, in its unit.
-func Used(st budget.Status, m budget.Metric) int64 {
-	switch m {
-	case budget.Money:
-		return int64(st.UsedUSD)
-	case budget.Tokens:
-		return st.UsedTokens
-	case budget.Time:
-		return int64(st.UsedTime)
-	case budget.Iterations:
-		return int64(st.UsedIterations)
-	}
-	return 0
-}
-
 // BarFor draws a metric's bar against its hard cap, or against the first
 // threshold it has when it has no hard cap. ok is false for a metric that is
 // not configured.
@@ -47,7 +32,7 @@ func BarFor(cfg budget.Config, st budget.Status, m budget.Metric) (bar string, o
 		if !set {
 			continue
 		}
-		used := Used(st, m)
+		used := st.Used(m)
 		return fmt.Sprintf("%s %5.1f%% of %s", Bar(used, limit), float64(used)*100/float64(limit), t), true
 	}
 	return "", false
@@ -76,7 +61,7 @@ func StatusTable(w io.Writer, cfg budget.Config, st budget.Status) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "metric\tused\toptimal\twarning\thard\t")
 	for _, m := range budget.Metrics {
-		used := m.Format(Used(st, m))
+		used := m.Format(st.Used(m))
 		if m == budget.Time {
 			used = st.UsedTime.Round(time.Millisecond).String()
 		}

@@ -151,7 +151,7 @@ func (m *Model) block(head, last string, cfg budget.Config, st budget.Status) st
 		if !ok {
 			continue
 		}
-		used := metric.Format(report.Used(st, metric))
+		used := metric.Format(st.Used(metric))
 		switch {
 		case metric == budget.Money && st.USDSource == budget.SourceUnknown:
 			used, bar = "unknown", "not enforced: no dollar figure is known"
@@ -160,7 +160,7 @@ func (m *Model) block(head, last string, cfg budget.Config, st budget.Status) st
 		case metric == budget.Time:
 			used = st.UsedTime.Round(100 * time.Millisecond).String()
 		}
-		fmt.Fprintf(&b, "  %-10s %s  %s\n", metric, m.paint(bar, tierColor[cfg.MetricTier(metric, report.Used(st, metric))], false), used)
+		fmt.Fprintf(&b, "  %-10s %s  %s\n", metric, m.paint(bar, tierColor[cfg.MetricTier(metric, st.Used(metric))], false), used)
 	}
 	if last != "" {
 		fmt.Fprintf(&b, "  %s\n", last)
