@@ -2,6 +2,7 @@ package contextbuild_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,5 +120,25 @@ func TestTrimMiddleKeepsValidUTF8(t *testing.T) {
 	got := contextbuild.TrimMiddle(s, 51)
 	if !strings.Contains(got, "[… cut …]") || strings.ContainsRune(got, '\uFFFD') || len(got) > 51 {
 		t.Fatalf("TrimMiddle = %q (%d bytes)", got, len(got))
+	}
+}
+
+// Writable confines a file to be written, which need not exist yet.
+func TestWritableRefusesPathsOutsideWorkspace(t *testing.T) {
+	ws := workspace(t)
+	for _, bad := range []string{"../outside/new.txt", "/tmp/x", "a/../../x", "link-out.txt", "x\x00y", ".", ""} {
+		if _, err := contextbuild.Writable(ws, bad); !errors.Is(err, contextbuild.ErrOutsideWorkspace) && !strings.Contains(fmt.Sprint(err), "symlink") {
+			t.Errorf("Writable(%q) = %v, want a refusal", bad, err)
+		}
+	}
+	os.Symlink(filepath.Join(filepath.Dir(ws), "outside"), filepath.Join(ws, "out-dir"))
+	if _, err := contextbuild.Writable(ws, "out-dir/deeper/new.txt"); !errors.Is(err, contextbuild.ErrOutsideWorkspace) {
+		t.Errorf("a path through a symlinked directory: %v", err)
+	}
+	root, _ := filepath.EvalSymlinks(ws)
+	for _, good := range []string{"new.txt", "src/new/deep/file.go", "./README.md"} {
+		if p, err := contextbuild.Writable(ws, good); err != nil || p != filepath.Join(root, filepath.Clean(good)) {
+			t.Errorf("Writable(%q) = %q, %v", good, p, err)
+		}
 	}
 }

@@ -12,9 +12,10 @@ import (
 // ErrOutsideWorkspace is returned for a path that leads out of the workspace.
 var ErrOutsideWorkspace = errors.New("path leads outside the workspace")
 
-// Resolve returns the real path of rel inside workspace. It refuses absolute
-// paths, paths with "..", NUL bytes, and symlinks that lead out.
-func Resolve(workspace, rel string) (string, error) {
+// CheckRelative refuses, without looking at any file, a path that cannot
+// name something inside a workspace: a NUL byte, an absolute path, or one
+// that climbs out with "..". It returns the cleaned path.
+func CheckRelative(rel string) (string, error) {
 	switch {
 	case strings.IndexByte(rel, 0) >= 0:
 		return "", fmt.Errorf("%q: NUL byte in path: %w", rel, ErrOutsideWorkspace)
@@ -25,6 +26,20 @@ func Resolve(workspace, rel string) (string, error) {
 	if clean == ".." || strings.HasPrefix(clean, "../") {
 		return "", fmt.Errorf("%q: %w", rel, ErrOutsideWorkspace)
 	}
+	return clean, nil
+}
+
+func within(root, real string) bool {
+	return real == root || strings.HasPrefix(real, root+string(filepath.Separator))
+}
+
+// Resolve returns the real path of an existing rel inside workspace. It
+// refuses what CheckRelative refuses, and symlinks that lead out.
+func Resolve(workspace, rel string) (string, error) {
+	clean, err := CheckRelative(rel)
+	if err != nil {
+		return "", err
+	}
 	root, err := filepath.EvalSymlinks(workspace)
 	if err != nil {
 		return "", fmt.Errorf("workspace: %w", err)
@@ -33,10 +48,45 @@ func Resolve(workspace, rel string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if real != root && !strings.HasPrefix(real, root+string(filepath.Separator)) {
+	if !within(root, real) {
 		return "", fmt.Errorf("%q resolves to %s: %w", rel, real, ErrOutsideWorkspace)
 	}
 	return real, nil
+}
+
+// Writable returns where to write (or delete) the file rel inside
+// workspace, which need not exist yet. It refuses what CheckRelative
+// refuses, the workspace itself, a path whose deepest existing directory
+// resolves outside the workspace through a symlink, and a target that is
+// itself a symlink. Create missing directories only after it returns.
+func Writable(workspace, rel string) (string, error) {
+	clean, err := CheckRelative(rel)
+	if err != nil {
+		return "", err
+	}
+	if clean == "." {
+		return "", fmt.Errorf("%q: not a file in the workspace: %w", rel, ErrOutsideWorkspace)
+	}
+	root, err := filepath.EvalSymlinks(workspace)
+	if err != nil {
+		return "", fmt.Errorf("workspace: %w", err)
+	}
+	for dir := filepath.Join(root, filepath.Dir(clean)); ; dir = filepath.Dir(dir) {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			if !within(root, real) {
+				return "", fmt.Errorf("%q resolves through a symlink to %s: %w", rel, real, ErrOutsideWorkspace)
+			}
+			break
+		}
+		if dir == root {
+			break
+		}
+	}
+	target := filepath.Join(root, clean)
+	if fi, err := os.Lstat(target); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return "", fmt.Errorf("%q is a symlink; not following it", rel)
+	}
+	return target, nil
 }
 
 // pathLike finds words in an issue that look like file paths: with a

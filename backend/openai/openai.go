@@ -201,7 +201,7 @@ func Apply(workspace, answer string) (applied int, problems []string) {
 		switch {
 		case strings.HasPrefix(line, "=== DELETE:"):
 			path := strings.TrimSpace(strings.TrimPrefix(line, "=== DELETE:"))
-			target, err := inside(workspace, path)
+			target, err := contextbuild.Writable(workspace, path)
 			if err == nil {
 				err = os.Remove(target)
 			}
@@ -225,7 +225,7 @@ func Apply(workspace, answer string) (applied int, problems []string) {
 			}
 			content := strings.Join(lines[i+1:end], "\n") + "\n"
 			i = end
-			target, err := inside(workspace, path)
+			target, err := contextbuild.Writable(workspace, path)
 			if err == nil {
 				err = os.MkdirAll(filepath.Dir(target), 0o755)
 			}
@@ -240,39 +240,4 @@ func Apply(workspace, answer string) (applied int, problems []string) {
 		}
 	}
 	return applied, problems
-}
-
-// inside resolves a path the model gave against the workspace, refusing
-// anything that would lead out of it (.., absolute paths, symlinks, NUL).
-func inside(workspace, rel string) (string, error) {
-	if rel == "" || strings.IndexByte(rel, 0) >= 0 || filepath.IsAbs(rel) {
-		return "", errors.New("want a relative path inside the workspace")
-	}
-	clean := filepath.Clean(rel)
-	if clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", errors.New("the path leads outside the workspace")
-	}
-	root, err := filepath.EvalSymlinks(workspace)
-	if err != nil {
-		return "", err
-	}
-	// The deepest existing ancestor must resolve inside the workspace.
-	dir := filepath.Join(root, filepath.Dir(clean))
-	for {
-		if real, err := filepath.EvalSymlinks(dir); err == nil {
-			if real != root && !strings.HasPrefix(real, root+string(filepath.Separator)) {
-				return "", errors.New("the path leads outside the workspace through a symlink")
-			}
-			break
-		}
-		if dir == root {
-			break
-		}
-		dir = filepath.Dir(dir)
-	}
-	target := filepath.Join(root, clean)
-	if fi, err := os.Lstat(target); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		return "", errors.New("the path is a symlink; not following it")
-	}
-	return target, nil
 }

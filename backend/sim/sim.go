@@ -11,13 +11,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/redact"
 )
 
@@ -227,9 +227,7 @@ func (b *Backend) write(line TranscriptLine) error {
 }
 
 func checkRel(p string) error {
-	clean := filepath.Clean(p)
-	switch {
-	case strings.IndexByte(p, 0) >= 0, filepath.IsAbs(p), clean == "..", strings.HasPrefix(clean, "../"), clean == ".":
+	if clean, err := contextbuild.CheckRelative(p); err != nil || clean == "." {
 		return fmt.Errorf("file %q: want a path inside the workspace", p)
 	}
 	return nil
@@ -238,26 +236,12 @@ func checkRel(p string) error {
 // writeFile writes content to rel inside workspace, refusing any path that
 // leads out, through a symlink or otherwise.
 func writeFile(workspace, rel, content string) error {
-	if err := checkRel(rel); err != nil {
-		return err
-	}
-	root, err := filepath.EvalSymlinks(workspace)
+	target, err := contextbuild.Writable(workspace, rel)
 	if err != nil {
 		return err
 	}
-	target := filepath.Join(root, filepath.Clean(rel))
 	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 		return err
 	}
-	realDir, err := filepath.EvalSymlinks(filepath.Dir(target))
-	if err != nil {
-		return err
-	}
-	if realDir != root && !strings.HasPrefix(realDir, root+string(filepath.Separator)) {
-		return fmt.Errorf("file %q leads outside the workspace", rel)
-	}
-	if fi, err := os.Lstat(target); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		return fmt.Errorf("file %q is a symlink; not following it", rel)
-	}
-	return os.WriteFile(filepath.Join(realDir, filepath.Base(target)), []byte(content), 0o644)
+	return os.WriteFile(target, []byte(content), 0o644)
 }

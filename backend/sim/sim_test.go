@@ -128,3 +128,21 @@ func FuzzLoadScript(f *testing.F) {
 		}
 	})
 }
+
+// A write through a symlinked directory creates nothing outside the
+// workspace, not even the directories on the way.
+func TestNoDirectoriesCreatedOutsideWorkspace(t *testing.T) {
+	outside := t.TempDir()
+	b, dir := newSim(t, "steps:\n  - files: {evil/sub/x.txt: pwned}\n")
+	ws := filepath.Join(dir, "ws")
+	os.MkdirAll(ws, 0o755)
+	if err := os.Symlink(outside, filepath.Join(ws, "evil")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Call(context.Background(), purser.CallRequest{Workspace: ws}, func(budget.UsageEvent) {}); err == nil {
+		t.Fatal("a write through a symlink out of the workspace was accepted")
+	}
+	if _, err := os.Stat(filepath.Join(outside, "sub")); err == nil {
+		t.Fatal("a directory was created outside the workspace")
+	}
+}
