@@ -144,11 +144,7 @@ func LoadProject(path string) (*Project, error) {
 		p.Database = resolvePath(dir, pf.Database)
 	}
 	if pf.Pricing != "" {
-		pdata, err := os.ReadFile(resolvePath(dir, pf.Pricing))
-		if err != nil {
-			return nil, d.at("pricing", err.Error(), err)
-		}
-		c, err := pricing.ParseLiteLLM(pdata, pf.Pricing)
+		c, err := pricing.LoadLiteLLM(resolvePath(dir, pf.Pricing))
 		if err != nil {
 			return nil, d.at("pricing", err.Error(), err)
 		}

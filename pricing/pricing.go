@@ -11,6 +11,7 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -260,6 +261,16 @@ func ParseLiteLLM(data []byte, source string) (*Catalogue, error) {
 		return nil, fmt.Errorf("%s: %w", source, ErrNoPrices)
 	}
 	return c, nil
+}
+
+// LoadLiteLLM reads a price file in LiteLLM's format (see ParseLiteLLM),
+// labelled with its path.
+func LoadLiteLLM(path string) (*Catalogue, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return ParseLiteLLM(data, path)
 }
 
 // parsePerToken reads a dollars-per-token figure exactly into pico-dollars.

@@ -94,13 +94,9 @@ func loadPrices(path string) (*pricing.Catalogue, error) {
 	if path == "" {
 		return prices, nil
 	}
-	data, err := os.ReadFile(path)
+	file, err := pricing.LoadLiteLLM(path)
 	if err != nil {
 		return nil, fmt.Errorf("pricing: %w", err)
-	}
-	file, err := pricing.ParseLiteLLM(data, path)
-	if err != nil {
-		return nil, err
 	}
 	prices.Merge(file)
 	return prices, nil
