@@ -184,21 +184,8 @@ func metricTable(b *bytes.Buffer, cfg budget.Config, st budget.Status) {
 		if m == budget.Money {
 			used = MoneyLabel(st)
 		}
-		row := []string{string(m.String()), used}
-		for _, t := range []budget.Tier{budget.Optimal, budget.Warning, budget.Hard} {
-			if v, ok := cfg.Threshold(t, m); ok {
-				row = append(row, m.Format(v))
-			} else {
-				row = append(row, "-")
-			}
-		}
-		bar, ok := BarFor(cfg, st, m)
-		if !ok {
-			bar = "not enforced"
-		} else if m == budget.Money && st.USDSource == budget.SourceUnknown {
-			bar = "not enforced: no dollar figure is known"
-		}
-		row = append(row, "`"+bar+"`")
+		thresholds, bar := metricRow(cfg, st, m)
+		row := append(append([]string{m.String(), used}, thresholds...), "`"+bar+"`")
 		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/purser-dev/purser/budget"
 )
@@ -49,6 +48,26 @@ func MoneyLabel(st budget.Status) string {
 	return fmt.Sprintf("%s (%s)", st.UsedUSD, st.USDSource)
 }
 
+// metricRow returns a metric's thresholds (optimal, warning, hard; "-"
+// where not configured) and its bar, or what stands instead of one.
+func metricRow(cfg budget.Config, st budget.Status, m budget.Metric) (thresholds []string, bar string) {
+	for _, t := range []budget.Tier{budget.Optimal, budget.Warning, budget.Hard} {
+		if v, ok := cfg.Threshold(t, m); ok {
+			thresholds = append(thresholds, m.Format(v))
+		} else {
+			thresholds = append(thresholds, "-")
+		}
+	}
+	bar, ok := BarFor(cfg, st, m)
+	switch {
+	case !ok:
+		bar = "not enforced"
+	case m == budget.Money && st.USDSource == budget.SourceUnknown:
+		bar = "not enforced: no dollar figure is known"
+	}
+	return thresholds, bar
+}
+
 // StatusTable writes a short table of a budget's status: one row and one bar
 // per configured metric; a metric nobody configured says it is not enforced.
 func StatusTable(w io.Writer, cfg budget.Config, st budget.Status) error {
@@ -62,29 +81,11 @@ func StatusTable(w io.Writer, cfg budget.Config, st budget.Status) error {
 	fmt.Fprintln(tw, "metric\tused\toptimal\twarning\thard\t")
 	for _, m := range budget.Metrics {
 		used := m.Format(st.Used(m))
-		if m == budget.Time {
-			used = st.UsedTime.Round(time.Millisecond).String()
+		if m == budget.Money && st.USDSource == budget.SourceUnknown {
+			used = "unknown" // never $0.00
 		}
-		cells := []string{m.String(), used}
-		for _, t := range []budget.Tier{budget.Optimal, budget.Warning, budget.Hard} {
-			if v, ok := cfg.Threshold(t, m); ok {
-				cells = append(cells, m.Format(v))
-			} else {
-				cells = append(cells, "-")
-			}
-		}
-		bar, ok := BarFor(cfg, st, m)
-		unknownMoney := m == budget.Money && st.USDSource == budget.SourceUnknown
-		if unknownMoney {
-			cells[1] = "unknown" // never $0.00
-		}
-		switch {
-		case !ok:
-			bar = "not enforced"
-		case unknownMoney:
-			bar = "not enforced: no dollar figure is known"
-		}
-		fmt.Fprintln(tw, strings.Join(append(cells, bar), "\t"))
+		thresholds, bar := metricRow(cfg, st, m)
+		fmt.Fprintln(tw, strings.Join(append(append([]string{m.String(), used}, thresholds...), bar), "\t"))
 	}
 	return tw.Flush()
 }
