@@ -176,9 +176,10 @@ func (c *Catalogue) Lookup(model string) (Entry, bool) {
 // Estimate prices an event's tokens. It returns the event with USD and
 // CostSource set: estimated when the model is priced, unknown when it is not
 // and the event has tokens, and unchanged when the event already carries a
-// reported cost or has no tokens.
+// reported or estimated cost (a backend that priced its own stream is not
+// priced twice) or has no tokens.
 func (c *Catalogue) Estimate(ev budget.UsageEvent) budget.UsageEvent {
-	if ev.CostSource == budget.CostReported {
+	if ev.CostSource == budget.CostReported || ev.CostSource == budget.CostEstimated {
 		return ev
 	}
 	if ev.Tokens() == 0 {

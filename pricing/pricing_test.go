@@ -90,6 +90,10 @@ func TestUnknownModelIsUnknownNotZero(t *testing.T) {
 	if got := c.Estimate(reported); got != reported {
 		t.Fatalf("reported cost was re-estimated: %+v", got)
 	}
+	estimated := c.Estimate(budget.UsageEvent{Model: "gpt-5", InputTokens: 100})
+	if again := c.Estimate(estimated); again != estimated || estimated.CostSource != budget.CostEstimated {
+		t.Fatalf("an estimated cost was priced again: %+v → %+v", estimated, again)
+	}
 }
 
 func TestEstimateFormula(t *testing.T) {
