@@ -202,16 +202,9 @@ failed; 2 bad input (nothing was run); 130 interrupted (tasks are resumable).`,
 			if err := store.SaveRun(cmd.Context(), run); err != nil {
 				return err
 			}
-			var runMgr *budget.Manager
-			if run.Budget != nil {
-				spent, err := store.RunUsageTotals(cmd.Context(), run.ID)
-				if err != nil {
-					return err
-				}
-				if runMgr, err = budget.NewManager(*run.Budget, budget.Options{Scope: budget.ScopeRun, Initial: spent}); err != nil {
-					return badInput(err)
-				}
-				runMgr.StartClock()
+			runMgr, err := runBudgetManager(cmd.Context(), store, run)
+			if err != nil {
+				return err
 			}
 			return runTasks(cmd, store, proj.Prices, run.ID, runMgr, tasks, parallel)
 		},
@@ -349,26 +342,35 @@ and no call starts.`,
 	return cmd
 }
 
-// resumeRunBudget restores the budget of the run a task belongs to, with
-// what all its tasks have spent, so a resumed task still shares it.
+// resumeRunBudget restores the budget of the run a task belongs to, so a
+// resumed task still shares it.
 func resumeRunBudget(ctx context.Context, store purser.Store, runID string) (*budget.Manager, error) {
 	if runID == "" {
 		return nil, nil
 	}
 	run, err := store.Run(ctx, runID)
-	if errors.Is(err, purser.ErrNotFound) || (err == nil && run.Budget == nil) {
+	if errors.Is(err, purser.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	totals, err := store.RunUsageTotals(ctx, runID)
+	return runBudgetManager(ctx, store, run)
+}
+
+// runBudgetManager is the run's budget with what all its tasks have spent already,
+// its clock running; nil when the run has no budget.
+func runBudgetManager(ctx context.Context, store purser.Store, run purser.Run) (*budget.Manager, error) {
+	if run.Budget == nil {
+		return nil, nil
+	}
+	spent, err := store.RunUsageTotals(ctx, run.ID)
 	if err != nil {
 		return nil, err
 	}
-	m, err := budget.NewManager(*run.Budget, budget.Options{Scope: budget.ScopeRun, Initial: totals})
+	m, err := budget.NewManager(*run.Budget, budget.Options{Scope: budget.ScopeRun, Initial: spent})
 	if err != nil {
-		return nil, err
+		return nil, badInput(err)
 	}
 	m.StartClock()
 	return m, nil
