@@ -174,7 +174,7 @@ func BudgetMD(r Report) []byte {
 				d.Scope, d.Tier, d.Metric, d.Detail)
 		}
 	}
-	return Redact(b.Bytes())
+	return redact.Bytes(b.Bytes())
 }
 
 func metricTable(b *bytes.Buffer, cfg budget.Config, st budget.Status) {
@@ -262,7 +262,7 @@ func StatusMD(r Report) []byte {
 			fmt.Fprintf(&b, "%d. %s\n", i+1, s)
 		}
 	}
-	return Redact(b.Bytes())
+	return redact.Bytes(b.Bytes())
 }
 
 func lastValidated(its []purser.IterationRecord) *purser.IterationRecord {
@@ -332,5 +332,3 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// Redact removes secrets from a rendered artifact (see package redact).
-func Redact(b []byte) []byte { return redact.Bytes(b) }
