@@ -17,12 +17,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/purser-dev/purser"
-	"github.com/purser-dev/purser/backend/claude"
-	"github.com/purser-dev/purser/backend/codex"
-	agentexec "github.com/purser-dev/purser/backend/exec"
-	"github.com/purser-dev/purser/backend/gemini"
-	"github.com/purser-dev/purser/backend/openai"
-	"github.com/purser-dev/purser/backend/sim"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/contextbuild"
@@ -36,28 +30,6 @@ import (
 // exitInterrupted is the exit code of a run stopped by a signal: its tasks
 // are left resumable.
 const exitInterrupted = 130
-
-// backends returns the resolver of the backends a task names, pricing with
-// prices. Only cmd/purser knows the concrete backends.
-func backends(prices *pricing.Catalogue) engine.BackendResolver {
-	return func(spec purser.BackendSpec) (purser.Backend, error) {
-		switch spec.Type {
-		case "sim":
-			return sim.New(spec)
-		case "claude":
-			return claude.New(spec, prices)
-		case "codex":
-			return codex.New(spec, prices)
-		case "exec":
-			return agentexec.New(spec, prices)
-		case "openai":
-			return openai.New(spec, prices)
-		case "gemini":
-			return gemini.New(spec, prices)
-		}
-		return nil, fmt.Errorf("backend type %q is not available (available: sim, claude, codex, gemini, openai, exec)", spec.Type)
-	}
-}
 
 // dbPath picks the database: --db, then PURSER_DB, then the project's.
 func dbPath(flag string, proj *config.Project) string {
@@ -147,7 +119,7 @@ failed; 2 bad input (nothing was run); 130 interrupted (tasks are resumable).`,
 			var proj *config.Project
 			ids := map[string]string{}
 			for _, path := range args {
-				t, p, err := config.LoadTask(path)
+				t, p, err := loadTask(path)
 				if err != nil {
 					return badInput(err)
 				}
@@ -324,7 +296,7 @@ and no call starts.`,
 			if runningElsewhere(rec) {
 				return badInput(fmt.Errorf("task %s is RUNNING in another process (%s); nothing to resume", rec.ID, rec.Owner))
 			}
-			task, tproj, err := config.LoadTask(rec.File)
+			task, tproj, err := loadTask(rec.File)
 			if err != nil {
 				return badInput(fmt.Errorf("task %s: %w", rec.ID, err))
 			}
