@@ -15,6 +15,7 @@ func TestDependencyArrow(t *testing.T) {
 		"github.com/purser-dev/purser/budget":  {"github.com/", "os", "io", "net", "database/sql", "log"},
 		"github.com/purser-dev/purser/engine":  {"/sqlite", "/backend/", "/config", "/validate", "database/sql", "os/exec"},
 		"github.com/purser-dev/purser/pricing": {"/sqlite", "/backend/", "/engine"},
+		"github.com/purser-dev/purser/tui":     {"/sqlite", "/backend/", "/engine", "/config"},
 	}
 	for pkg, bad := range forbidden {
 		out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, pkg).Output()

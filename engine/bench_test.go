@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/engine"
 )
@@ -20,7 +21,7 @@ func BenchmarkTimeToStop(b *testing.B) {
 		f := newFixture(b, "steps:\n  - usage: {inputTokens: 4000, outputTokens: 4000, costUsd: 0.40}\n    delayMs: 400\n")
 		f.task.Budget = budget.Config{Hard: budget.HardLimits{USD: usd("1.0"), MaxIterations: ptr(10)}}
 		var crossed, stopped time.Time
-		f.engine.Observe = func(ev engine.Event) {
+		f.observe = func(ev purser.Event) {
 			switch {
 			case ev.Type == "tier" && ev.Status.Tier == budget.Hard && crossed.IsZero():
 				crossed = time.Now()

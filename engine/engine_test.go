@@ -32,9 +32,11 @@ type fixture struct {
 	workspace  string
 	transcript string
 	store      *sqlite.Store
-	engine     *engine.Engine
+	cfg        engine.Config
+	eng        *engine.Engine
 	task       purser.Task
-	events     []engine.Event
+	events     []purser.Event
+	observe    func(purser.Event) // when set, told of every event too
 	mu         sync.Mutex
 }
 
@@ -54,17 +56,21 @@ func newFixture(t testing.TB, script string) *fixture {
 	f.store = store
 	cb, err := contextbuild.New()
 	must(t, err)
-	f.engine = &engine.Engine{
+	f.cfg = engine.Config{
 		Store:      store,
 		Backends:   func(spec purser.BackendSpec) (purser.Backend, error) { return sim.New(spec) },
 		Validators: validate.Runner{},
 		Context:    cb,
 		Prices:     pricing.Builtin(),
 		Retry:      engine.RetryPolicy{Max: 2, Base: time.Millisecond},
-		Observe: func(ev engine.Event) {
+		Observe: func(ev purser.Event) {
 			f.mu.Lock()
 			f.events = append(f.events, ev)
+			observe := f.observe
 			f.mu.Unlock()
+			if observe != nil {
+				observe(ev)
+			}
 		},
 	}
 	f.task = purser.Task{
@@ -84,8 +90,19 @@ func newFixture(t testing.TB, script string) *fixture {
 	return f
 }
 
+// engine is the fixture's engine, built on first use from f.cfg.
+func (f *fixture) engine() *engine.Engine {
+	f.t.Helper()
+	if f.eng == nil {
+		e, err := engine.New(f.cfg)
+		must(f.t, err)
+		f.eng = e
+	}
+	return f.eng
+}
+
 func (f *fixture) run() error {
-	return f.engine.RunTask(context.Background(), f.task, nil, "run-1")
+	return f.engine().RunTask(context.Background(), f.task, nil, "run-1")
 }
 
 func (f *fixture) calls() []sim.TranscriptLine {
@@ -561,7 +578,7 @@ func TestRunBudgetNeverOverrun(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = f.engine.RunTask(context.Background(), f.task, run, "run-1")
+			errs[i] = f.engine().RunTask(context.Background(), f.task, run, "run-1")
 		}()
 	}
 	wg.Wait()
@@ -581,7 +598,7 @@ func TestInterruptedTaskIsResumable(t *testing.T) {
 	f.task.Budget = budget.Config{Hard: budget.HardLimits{USD: usd("10"), MaxIterations: ptr(10)}}
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, cancel)
-	err := f.engine.RunTask(ctx, f.task, nil, "run-1")
+	err := f.engine().RunTask(ctx, f.task, nil, "run-1")
 	if !errors.Is(err, engine.ErrInterrupted) {
 		t.Fatalf("err = %v", err)
 	}
@@ -650,7 +667,7 @@ func TestInterruptedIterationDoesNotCount(t *testing.T) {
 	f.task.Budget = budget.Config{Hard: budget.HardLimits{USD: usd("10"), MaxIterations: ptr(10)}}
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
-	_ = f.engine.RunTask(ctx, f.task, nil, "run-1")
+	_ = f.engine().RunTask(ctx, f.task, nil, "run-1")
 	if st := budgetOf(t, f); st.UsedIterations != 0 {
 		t.Fatalf("interrupted iteration counted: %d", st.UsedIterations)
 	}

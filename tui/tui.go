@@ -12,13 +12,12 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
-	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/redact"
 	"github.com/purser-dev/purser/report"
 )
 
 // EventMsg carries an engine event into the view.
-type EventMsg engine.Event
+type EventMsg purser.Event
 
 // DoneMsg ends the view, leaving its last frame on the screen.
 type DoneMsg struct{}
@@ -70,10 +69,13 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if r.state == purser.StatePending {
 			r.state = purser.StateRunning
 		}
-		if msg.Type == "stop" {
+		switch msg.Type {
+		case purser.EventStop:
 			r.state = msg.State
+		case purser.EventNotStarted:
+			r.state = purser.StatePending
 		}
-		if msg.Type != "usage" {
+		if msg.Type != purser.EventUsage {
 			r.last = redact.String(msg.Message)
 		}
 	case tea.KeyPressMsg:

@@ -6,7 +6,6 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
-	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/tui"
 )
 
@@ -20,7 +19,7 @@ func view(color bool) (*tui.Model, *int) {
 	cfg := budget.Config{Optimal: budget.Limits{USD: usd("1")}, Hard: budget.HardLimits{USD: usd("2"), MaxIterations: &iters}}
 	interrupts := 0
 	m := tui.New([]purser.Task{{ID: "t1", Budget: cfg}}, nil, color, func() { interrupts++ })
-	m.Update(tui.EventMsg(engine.Event{TaskID: "t1", Type: "usage", Status: budget.Status{Tier: budget.Warning, Cause: budget.Money, UsedUSD: *usd("1.5"), UsedIterations: 2}}))
+	m.Update(tui.EventMsg(purser.Event{TaskID: "t1", Type: "usage", Status: budget.Status{Tier: budget.Warning, Cause: budget.Money, UsedUSD: *usd("1.5"), UsedIterations: 2}}))
 	return m, &interrupts
 }
 
@@ -37,7 +36,7 @@ func TestViewShowsABarPerConfiguredMetric(t *testing.T) {
 	if strings.Contains(out, "tokens") || strings.Contains(out, "time ") {
 		t.Errorf("unconfigured metrics shown:\n%s", out)
 	}
-	m.Update(tui.EventMsg(engine.Event{TaskID: "t1", Type: "stop", State: purser.StateBlocked, Message: "BLOCKED: cap", Status: budget.Status{Tier: budget.Hard, Cause: budget.Money, UsedUSD: *usd("2")}}))
+	m.Update(tui.EventMsg(purser.Event{TaskID: "t1", Type: "stop", State: purser.StateBlocked, Message: "BLOCKED: cap", Status: budget.Status{Tier: budget.Hard, Cause: budget.Money, UsedUSD: *usd("2")}}))
 	if out := m.Render(); !strings.Contains(out, "t1  BLOCKED  HARD by money") || !strings.Contains(out, "[####################] 100.0% of hard") {
 		t.Errorf("after stop:\n%s", out)
 	}
@@ -56,7 +55,7 @@ func TestNoColorMeansNoEscapes(t *testing.T) {
 
 func TestUnknownMoneyIsNeverZero(t *testing.T) {
 	m, _ := view(false)
-	m.Update(tui.EventMsg(engine.Event{TaskID: "t1", Type: "usage", Status: budget.Status{USDSource: budget.SourceUnknown}}))
+	m.Update(tui.EventMsg(purser.Event{TaskID: "t1", Type: "usage", Status: budget.Status{USDSource: budget.SourceUnknown}}))
 	if out := m.Render(); !strings.Contains(out, "unknown") || strings.Contains(out, "$0.00") {
 		t.Fatalf("unknown money shown as:\n%s", out)
 	}

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend/openai"
@@ -155,8 +154,11 @@ func TestAdmissionIsExact(t *testing.T) {
 	defer store.Close()
 	cb, _ := contextbuild.New()
 	b := newBackend(t, srv.URL)
-	e := &engine.Engine{Store: store, Validators: validate.Runner{}, Context: cb, Prices: pricing.Builtin(),
-		Backends: func(purser.BackendSpec) (purser.Backend, error) { return b, nil }, Retry: engine.RetryPolicy{Max: 0, Base: time.Millisecond}}
+	e, err := engine.New(engine.Config{Store: store, Validators: validate.Runner{}, Context: cb, Prices: pricing.Builtin(),
+		Backends: func(purser.BackendSpec) (purser.Backend, error) { return b, nil }, Retry: engine.RetryPolicy{Max: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	const hard = 20_000
 	tokens, iters := int64(hard), 50
 	task := purser.Task{ID: "admit", Goal: "Make it pass.", Workspace: ws, ModelTier: "standard",

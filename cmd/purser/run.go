@@ -2,21 +2,16 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
-	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/contextbuild"
@@ -24,6 +19,7 @@ import (
 	"github.com/purser-dev/purser/pricing"
 	"github.com/purser-dev/purser/redact"
 	"github.com/purser-dev/purser/sqlite"
+	"github.com/purser-dev/purser/tui"
 	"github.com/purser-dev/purser/validate"
 )
 
@@ -64,73 +60,66 @@ func openStoreHere(ctx context.Context, dbFlag string) (*sqlite.Store, string, e
 	return store, path, err
 }
 
-func newEngine(store purser.Store, prices *pricing.Catalogue, view *liveView) (*engine.Engine, error) {
+// newEngine wires the engine: the store, the backends, the validators, the
+// context builder and the prices; observe is told of every event.
+func newEngine(store *sqlite.Store, prices *pricing.Catalogue, observe func(purser.Event)) (*engine.Engine, error) {
 	cb, err := contextbuild.New()
 	if err != nil {
 		return nil, err
 	}
-	e := &engine.Engine{
+	return engine.New(engine.Config{
 		Store:      store,
 		Backends:   backends(prices),
 		Validators: validate.Runner{},
 		Context:    cb,
 		Prices:     prices,
-		Retry:      engine.DefaultRetry,
-		Logger:     slog.New(slog.DiscardHandler),
-		Observe:    view.observe,
-		Owner:      ownerID(),
-	}
-	if shared, ok := store.(purser.SharedRunBudget); ok {
-		e.Shared = shared
-	}
-	if d := os.Getenv("PURSER_RETRY_BASE"); d != "" {
-		if base, err := time.ParseDuration(d); err == nil {
-			e.Retry.Base = base
-		}
-	}
-	return e, nil
+		Observe:    observe,
+		Owners:     proc.Owners{},
+		Shared:     store,
+	})
 }
 
-var validRunName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+// session is one command's engine and live view, interrupted by a signal
+// (the command's context) or by the view's first Ctrl+C.
+type session struct {
+	ctx       context.Context
+	interrupt context.CancelCauseFunc
+	engine    *engine.Engine
+	view      *tui.Live
+}
 
-func newRunID() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
+func newSession(cmd *cobra.Command, store *sqlite.Store, prices *pricing.Catalogue, tasks []purser.Task, runBudget *budget.Config) (*session, error) {
+	ctx, interrupt := context.WithCancelCause(cmd.Context())
+	view := tui.NewLive(cmd.OutOrStdout(), tui.LiveOptions{Tasks: tasks, RunBudget: runBudget,
+		Interrupt: func() { interrupt(errSignal) }, Quit: func() { os.Exit(exitInterrupted) }})
+	e, err := newEngine(store, prices, view.Observe)
+	if err != nil {
+		interrupt(nil)
+		return nil, err
+	}
+	return &session{ctx: ctx, interrupt: interrupt, engine: e, view: view}, nil
 }
 
 func newRunCmd() *cobra.Command {
 	var db, runBudget, runName string
 	var parallel int
 	cmd := &cobra.Command{
-		Use:   "run TASKFILE... [--db PATH] [--parallel N] [--run-budget FILE]",
+		Use:   "run TASKFILE... [--db PATH] [--parallel N] [--run-budget FILE] [--run NAME]",
 		Short: "Run tasks under their budgets",
 		Long: `Runs each task iteration by iteration until its validators pass (DONE), its
 budget stops it (BLOCKED) or it fails (FAILED).
 
 Exit codes: 0 every task is DONE; 3 a task is BLOCKED by its budget; 1 a task
-failed; 2 bad input (nothing was run); 130 interrupted (tasks are resumable).`,
+failed; 2 bad input (nothing was run); 130 interrupted (tasks are resumable;
+tasks that had not started are left untouched).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if parallel < 1 {
 				return badInput(fmt.Errorf("--parallel: want at least 1, got %d", parallel))
 			}
-			var tasks []purser.Task
-			var proj *config.Project
-			ids := map[string]string{}
-			for _, path := range args {
-				t, p, err := loadTask(path)
-				if err != nil {
-					return badInput(err)
-				}
-				if other, ok := ids[t.ID]; ok {
-					return badInput(fmt.Errorf("%s: task id %q is also the id of %s", path, t.ID, other))
-				}
-				ids[t.ID] = path
-				if proj == nil {
-					proj = p
-				}
-				tasks = append(tasks, t)
+			tasks, proj, err := loadTasks(args)
+			if err != nil {
+				return err
 			}
 			var runCfg *budget.Config
 			if runBudget != "" {
@@ -145,40 +134,18 @@ failed; 2 bad input (nothing was run); 130 interrupted (tasks are resumable).`,
 				return err
 			}
 			defer store.Close()
-			// A task already DONE is not run again (give it a new id to).
-			pending := tasks[:0:0]
-			for _, t := range tasks {
-				if rec, err := store.Task(cmd.Context(), t.ID); err == nil && rec.State == purser.StateDone {
-					fmt.Fprintf(cmd.OutOrStdout(), "task %s is already DONE (see %s); skipped\n", t.ID, filepath.Join(t.Workspace, "STATUS.md"))
-					continue
-				} else if err == nil && runningElsewhere(rec) {
-					return badInput(fmt.Errorf("task %s is RUNNING in another process (%s)", t.ID, rec.Owner))
-				}
-				pending = append(pending, t)
-			}
-			tasks = pending
-			if len(tasks) == 0 {
-				return nil
-			}
-			run := purser.Run{ID: newRunID(), Budget: runCfg}
-			if runName != "" {
-				// A named run is shared: other processes may join it.
-				if !validRunName.MatchString(runName) {
-					return badInput(fmt.Errorf("--run %q: want letters, digits, '.', '_' or '-'", runName))
-				}
-				run.ID = runName
-				if existing, err := store.Run(cmd.Context(), runName); err == nil && runCfg == nil {
-					run.Budget = existing.Budget
-				}
-			}
-			if err := store.SaveRun(cmd.Context(), run); err != nil {
-				return err
-			}
-			runMgr, err := runBudgetManager(cmd.Context(), store, run)
+			s, err := newSession(cmd, store, proj.Prices, tasks, shownRunBudget(cmd.Context(), store, runName, runCfg))
 			if err != nil {
 				return err
 			}
-			return runTasks(cmd, store, proj.Prices, run.ID, runMgr, tasks, parallel)
+			defer s.interrupt(nil)
+			stopView := s.view.Start()
+			outcomes, err := s.engine.RunBatch(s.ctx, engine.Batch{Tasks: tasks, Name: runName, Budget: runCfg, Parallel: parallel})
+			stopView()
+			if err != nil {
+				return requestError(err)
+			}
+			return outcome(cmd.OutOrStdout(), cmd.ErrOrStderr(), outcomes)
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "", "database path (default: $PURSER_DB, else .purser/purser.db beside purser.yaml)")
@@ -188,64 +155,80 @@ failed; 2 bad input (nothing was run); 130 interrupted (tasks are resumable).`,
 	return cmd
 }
 
-// runTasks runs tasks, at most parallel at once, and turns their outcomes
-// into one error carrying the exit code.
-func runTasks(cmd *cobra.Command, store purser.Store, prices *pricing.Catalogue, runID string, runMgr *budget.Manager, tasks []purser.Task, parallel int) error {
-	ctx, interrupt := context.WithCancelCause(cmd.Context())
-	defer interrupt(nil)
-	var runCfg *budget.Config
-	if runMgr != nil {
-		cfg := runMgr.Config()
-		runCfg = &cfg
+// shownRunBudget is the run budget the live view shows: the one given, else
+// that of the run named, if it exists and has one.
+func shownRunBudget(ctx context.Context, store purser.Store, runID string, given *budget.Config) *budget.Config {
+	if given != nil || runID == "" {
+		return given
 	}
-	view := newLiveView(cmd.OutOrStdout(), tasks, runCfg, func() { interrupt(errSignal) })
-	e, err := newEngine(store, prices, view)
-	if err != nil {
-		return err
+	if run, err := store.Run(ctx, runID); err == nil {
+		return run.Budget
 	}
-	stopView := view.start()
-	errs := make([]error, len(tasks))
-	sem := make(chan struct{}, parallel)
-	var wg sync.WaitGroup
-	for i, t := range tasks {
-		if ctx.Err() != nil {
-			errs[i] = fmt.Errorf("task %s not started: %w", t.ID, engine.ErrInterrupted)
-			continue
-		}
-		sem <- struct{}{} // taken here, so tasks start in the order given
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			errs[i] = e.RunTask(ctx, t, runMgr, runID)
-		}()
-	}
-	wg.Wait()
-	stopView()
-	return outcome(cmd.ErrOrStderr(), tasks, errs)
+	return nil
 }
 
-// outcome reports each stopped task and picks the exit code: a failure
-// outranks an interruption, which outranks a budget stop.
-func outcome(stderr io.Writer, tasks []purser.Task, errs []error) error {
+// loadTasks reads the task files; two files may not share a task id. The
+// project is the first task's.
+func loadTasks(paths []string) ([]purser.Task, *config.Project, error) {
+	var tasks []purser.Task
+	var proj *config.Project
+	ids := map[string]string{}
+	for _, path := range paths {
+		t, p, err := loadTask(path)
+		if err != nil {
+			return nil, nil, badInput(err)
+		}
+		if other, ok := ids[t.ID]; ok {
+			return nil, nil, badInput(fmt.Errorf("%s: task id %q is also the id of %s", path, t.ID, other))
+		}
+		ids[t.ID] = path
+		if proj == nil {
+			proj = p
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks, proj, nil
+}
+
+// requestError turns a request the engine refused into bad input (exit 2).
+func requestError(err error) error {
+	var re *engine.RequestError
+	if errors.As(err, &re) {
+		return badInput(err)
+	}
+	return err
+}
+
+// outcome reports each task that did not end DONE and picks the exit code:
+// a failure outranks an interruption, which outranks a budget stop.
+func outcome(stdout, stderr io.Writer, outcomes []engine.TaskOutcome) error {
 	code := exitOK
 	var first error
-	for i, err := range errs {
-		if err == nil {
+	for _, o := range outcomes {
+		status := filepath.Join(o.Task.Workspace, "STATUS.md")
+		if o.Skipped {
+			fmt.Fprintf(stdout, "task %s is already DONE (see %s); skipped\n", o.Task.ID, status)
+			continue
+		}
+		if o.Err == nil {
 			continue
 		}
 		var c int
 		switch {
-		case engine.IsBudgetStop(err):
+		case engine.IsBudgetStop(o.Err):
 			c = exitBudgetStop
-		case errors.Is(err, engine.ErrInterrupted):
+		case errors.Is(o.Err, engine.ErrInterrupted):
 			c = exitInterrupted
 		default:
 			c = exitFailure
 		}
-		fmt.Fprintf(stderr, "purser: task %s %s (see %s)\n", tasks[i].ID, redact.String(engine.Describe(err)), filepath.Join(tasks[i].Workspace, "STATUS.md"))
+		if errors.Is(o.Err, engine.ErrNotStarted) {
+			fmt.Fprintf(stderr, "purser: task %s not started: the run was interrupted before it began; it is left as it was\n", o.Task.ID)
+		} else {
+			fmt.Fprintf(stderr, "purser: task %s %s (see %s)\n", o.Task.ID, redact.String(engine.Describe(o.Err)), status)
+		}
 		if rank(c) > rank(code) {
-			code, first = c, err
+			code, first = c, o.Err
 		}
 	}
 	if code == exitOK {
@@ -293,62 +276,31 @@ and no call starts.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "task %s is already DONE; nothing to resume\n", rec.ID)
 				return nil
 			}
-			if runningElsewhere(rec) {
-				return badInput(fmt.Errorf("task %s is RUNNING in another process (%s); nothing to resume", rec.ID, rec.Owner))
-			}
-			task, tproj, err := loadTask(rec.File)
+			task, proj, err := loadTask(rec.File)
 			if err != nil {
 				return badInput(fmt.Errorf("task %s: %w", rec.ID, err))
 			}
 			if task.ID != rec.ID {
 				return badInput(fmt.Errorf("%s now has id %q, not %q", rec.File, task.ID, rec.ID))
 			}
-			runMgr, err := resumeRunBudget(cmd.Context(), store, rec.RunID)
+			s, err := newSession(cmd, store, proj.Prices, []purser.Task{task}, shownRunBudget(cmd.Context(), store, rec.RunID, nil))
 			if err != nil {
 				return err
 			}
-			return runTasks(cmd, store, tproj.Prices, rec.RunID, runMgr, []purser.Task{task}, 1)
+			defer s.interrupt(nil)
+			stopView := s.view.Start()
+			o, err := s.engine.Resume(s.ctx, task)
+			stopView()
+			if err != nil {
+				return requestError(err)
+			}
+			if o.Skipped {
+				fmt.Fprintf(cmd.OutOrStdout(), "task %s is already DONE; nothing to resume\n", o.Task.ID)
+				return nil
+			}
+			return outcome(cmd.OutOrStdout(), cmd.ErrOrStderr(), []engine.TaskOutcome{o})
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "", "database path (default: $PURSER_DB, else .purser/purser.db beside purser.yaml)")
 	return cmd
-}
-
-// resumeRunBudget restores the budget of the run a task belongs to, so a
-// resumed task still shares it.
-func resumeRunBudget(ctx context.Context, store purser.Store, runID string) (*budget.Manager, error) {
-	if runID == "" {
-		return nil, nil
-	}
-	run, err := store.Run(ctx, runID)
-	if errors.Is(err, purser.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return runBudgetManager(ctx, store, run)
-}
-
-// runBudgetManager is the run's budget with what all its tasks have spent already,
-// its clock running; nil when the run has no budget.
-func runBudgetManager(ctx context.Context, store purser.Store, run purser.Run) (*budget.Manager, error) {
-	if run.Budget == nil {
-		return nil, nil
-	}
-	spent, err := store.RunUsageTotals(ctx, run.ID)
-	if err != nil {
-		return nil, err
-	}
-	m, err := budget.NewManager(*run.Budget, budget.Options{Scope: budget.ScopeRun, Initial: spent})
-	if err != nil {
-		return nil, badInput(err)
-	}
-	m.StartClock()
-	return m, nil
-}
-
-// runningElsewhere reports whether a live process is running the task.
-func runningElsewhere(rec purser.TaskRecord) bool {
-	return rec.State == purser.StateRunning && rec.Owner != "" && !ownerGone(rec.Owner)
 }

@@ -9,7 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/tui"
 )
 
 // taskStatusJSON is one task in `purser status --json`.
@@ -64,7 +66,7 @@ func newStatusCmd() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("task %s: %w", rec.ID, err)
 				}
-				interrupted := rec.State == purser.StateRunning && ownerGone(rec.Owner)
+				interrupted := rec.State == purser.StateRunning && proc.Owners{}.Gone(rec.Owner)
 				reason := rec.Reason
 				if interrupted {
 					reason = "interrupted: the process running it is gone; purser resume " + rec.ID + " continues it"
@@ -84,7 +86,7 @@ func newStatusCmd() *cobra.Command {
 				if t.Interrupted {
 					state += " (interrupted)"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, state, summary(t.Budget), t.Reason)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, state, tui.Summary(t.Budget), t.Reason)
 			}
 			return tw.Flush()
 		},

@@ -1,0 +1,50 @@
+package proc
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/purser-dev/purser"
+)
+
+// Owners identifies processes by host, pid and start time ("host pid
+// start"), read from /proc: the start time tells a live process from a later
+// one that reused its pid.
+type Owners struct{}
+
+var _ purser.Owners = Owners{}
+
+// Self is this process's owner ID.
+func (Owners) Self() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s %d %s", host, os.Getpid(), liveStart(os.Getpid()))
+}
+
+// Gone reports whether the process an owner ID names is known to be gone: on
+// this host, with no live process of that pid and start time. An owner on
+// another host is not known to be gone; an unreadable one is taken as gone.
+func (Owners) Gone(owner string) bool {
+	f := strings.Fields(owner)
+	if len(f) != 3 {
+		return owner != ""
+	}
+	if host, _ := os.Hostname(); f[0] != host {
+		return false
+	}
+	pid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return true
+	}
+	return liveStart(pid) != f[2]
+}
+
+// liveStart is a process's start time, or "" when it is gone or a zombie.
+func liveStart(pid int) string {
+	f := statFields(pid)
+	if len(f) < 20 || f[0] == "Z" {
+		return ""
+	}
+	return f[19]
+}

@@ -1,0 +1,289 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/contextbuild"
+	"github.com/purser-dev/purser/prompt"
+	"github.com/purser-dev/purser/redact"
+)
+
+// call makes one call of a kind, with the degrade decision taken from the
+// budget at this moment, admission through a reservation, and retries of
+// transient errors (each a call of its own, each admitted again).
+func (t *taskRun) call(ctx context.Context, kind purser.CallKind) (string, error) {
+	retry := t.e.cfg.Retry
+	var lastErr error
+	for attempt := 1; attempt <= 1+retry.Max; attempt++ {
+		if attempt > 1 {
+			backoff := retry.Base << (attempt - 2)
+			t.log.Warn("retrying after transient error", "call", kind, "attempt", attempt, "backoff", backoff, "error", lastErr)
+			select {
+			case <-ctx.Done():
+				return "", fmt.Errorf("%w: %v", ErrInterrupted, context.Cause(ctx))
+			case <-time.After(backoff):
+			}
+		}
+		text, err := t.attempt(ctx, kind, attempt)
+		if err == nil {
+			return text, nil
+		}
+		// Never retried: a budget stop, an interruption, a fatal error.
+		if IsBudgetStop(err) || errors.Is(err, ErrInterrupted) || !errors.Is(err, purser.ErrTransient) {
+			return "", err
+		}
+		lastErr = err
+	}
+	return "", fmt.Errorf("%s call failed after %d attempts: %w", kind, 1+retry.Max, lastErr)
+}
+
+func newID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// preparedCall is one attempt at a call, built and not yet admitted.
+type preparedCall struct {
+	kind   purser.CallKind
+	model  string
+	prompt string
+	input  int64 // the prompt's tokens as reserved, with a margin
+	ctx    contextbuild.Context
+	rec    purser.CallRecord
+}
+
+// attempt is one call to the backend: prepared under the degrade policy,
+// admitted against the budget, made, and recorded.
+func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int) (string, error) {
+	if err := t.budget.Check(); err != nil {
+		return "", err
+	}
+	pc, err := t.prepare(ctx, kind, attempt)
+	if err != nil {
+		return "", err
+	}
+	res, release, err := t.admit(ctx, pc)
+	if err != nil {
+		return t.refuse(ctx, pc, err)
+	}
+	defer release()
+	if err := t.e.cfg.Store.SaveCall(ctx, pc.rec); err != nil {
+		return "", err
+	}
+	// Skip the call entirely if the run or task hit HARD since the check.
+	if err := t.budget.Check(); err != nil {
+		return t.refuse(ctx, pc, err)
+	}
+	return t.makeCall(ctx, pc, res)
+}
+
+// prepare takes the degrade decision for this call, and builds its context,
+// prompt and record.
+func (t *taskRun) prepare(ctx context.Context, kind purser.CallKind, attempt int) (*preparedCall, error) {
+	e := t.e
+	d := decideDegrade(t.task.Degrade, t.budget)
+	tier := t.task.ModelTier
+	if d.on(purser.SwitchTierCheap) && tier != purser.CheapTier {
+		if _, ok := t.task.Backend.Model(purser.CheapTier); ok {
+			t.noteDegrade(ctx, d, kind, purser.SwitchTierCheap, fmt.Sprintf("model tier %s → %s", tier, purser.CheapTier))
+			tier = purser.CheapTier
+		}
+	}
+	model, _ := t.task.Backend.Model(tier)
+
+	in := contextbuild.Input{Goal: t.task.Goal, Issue: t.task.Issue, Workspace: t.task.Workspace,
+		Failing: t.failing, Plan: t.plan, History: t.history, Feedback: t.feedback}
+	cctx := e.cfg.Context.Full(in)
+	if d.on(purser.ShrinkContext) {
+		shrink := t.task.Degrade.Shrink
+		var err error
+		if cctx, err = e.cfg.Context.Shrink(in, shrink.Strategy, shrink.MaxTokens); err != nil {
+			return nil, err
+		}
+		t.noteDegrade(ctx, d, kind, purser.ShrinkContext, fmt.Sprintf("context %s to %d tokens (cap %d)", cctx.Strategy, cctx.Tokens, shrink.MaxTokens))
+	}
+	repairOnly := d.on(purser.RepairOnlyMode) && kind == purser.CallMain
+	if repairOnly {
+		t.noteDegrade(ctx, d, kind, purser.RepairOnlyMode, "repair-only prompt")
+	}
+	text := prompt.Build(prompt.Input{Kind: kind, Iteration: t.iteration, Context: cctx, RepairOnly: repairOnly, Validators: t.task.Validators})
+	// A server may count the prompt a little differently than the o200k
+	// tokenizer: the reservation allows for it.
+	counted := int64(e.cfg.Context.Counter.Count(text))
+	callID := fmt.Sprintf("%s-%d-%s-%d-%s", t.task.ID, t.iteration, kind, attempt, newID())
+	return &preparedCall{kind: kind, model: model, prompt: text, input: counted + counted/20 + 16, ctx: cctx,
+		rec: purser.CallRecord{ID: callID, TaskID: t.task.ID, Iteration: t.iteration, Kind: kind, Attempt: attempt, Model: model,
+			StartedAt: e.cfg.Clock.Now(), ContextTokens: cctx.Tokens}}, nil
+}
+
+// refuse records a call the budget did not admit: nothing was sent.
+func (t *taskRun) refuse(ctx context.Context, pc *preparedCall, err error) (string, error) {
+	pc.rec.EndedAt, pc.rec.Outcome, pc.rec.Error = t.e.cfg.Clock.Now(), purser.CallRefused, redact.String(err.Error())
+	_ = t.e.cfg.Store.SaveCall(ctx, pc.rec)
+	return "", err
+}
+
+// admit reserves the call's worst case on the run shared through the
+// database, then on the task and its run in this process, shrinking the
+// call's output to what fits. It returns the reservation and the function
+// that releases every hold.
+func (t *taskRun) admit(ctx context.Context, pc *preparedCall) (*budget.Reservation, func(), error) {
+	want, maxOut := t.worstCase(pc.model, pc.input, t.e.cfg.ReserveOutputTokens)
+	releaseShared, err := t.reserveShared(ctx, pc.model, pc.input, &want, &maxOut)
+	pc.rec.Reserved, pc.rec.MaxOutputTokens = want, maxOut
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := t.budget.Reserve(want)
+	var short *budget.InsufficientBudgetError
+	if errors.As(err, &short) {
+		if want, maxOut, err = t.clampToFit(pc.model, pc.input, short.Available); err == nil {
+			res, err = t.budget.Reserve(want)
+		}
+	}
+	pc.rec.Reserved, pc.rec.MaxOutputTokens = want, maxOut
+	if err != nil {
+		releaseShared()
+		return nil, nil, err
+	}
+	return res, func() { res.Release(); releaseShared() }, nil
+}
+
+// makeCall sends an admitted call to the backend, with usage made durable in
+// the ledger and recorded on the reservation as it streams in, and records
+// how it ended.
+func (t *taskRun) makeCall(ctx context.Context, pc *preparedCall, res *budget.Reservation) (string, error) {
+	e := t.e
+	callCtx, cancel, timeout := t.callContext(ctx)
+	defer cancel(nil)
+	t.setInFlight(cancel)
+	defer t.setInFlight(nil)
+
+	e.emit(t, purser.Event{Type: purser.EventCall, Call: pc.kind, Message: fmt.Sprintf("%s call (attempt %d) to %s, %d context tokens", pc.kind, pc.rec.Attempt, pc.model, pc.ctx.Tokens)})
+	usage := &usageSink{ctx: context.WithoutCancel(ctx), t: t, pc: pc, res: res, cancel: cancel}
+	var maxUSD budget.USD
+	if avail := t.budget.Available(); avail.USD != budget.UnlimitedUSD {
+		maxUSD = avail.USD + pc.rec.Reserved.USD // what is left, this call's own reservation included
+	}
+	result, callErr := t.backend.Call(callCtx, purser.CallRequest{TaskID: t.task.ID, Kind: pc.kind, Iteration: t.iteration, Attempt: pc.rec.Attempt,
+		Model: pc.model, Prompt: pc.prompt, ContextTokens: pc.ctx.Tokens, MaxOutputTokens: pc.rec.MaxOutputTokens, MaxUSD: maxUSD,
+		Workspace: t.task.Workspace}, usage.report)
+	pc.rec.EndedAt = e.cfg.Clock.Now()
+	if pc.kind == purser.CallMain {
+		t.feedback = redact.String(result.Feedback)
+	}
+	stopErr := t.outcome(ctx, callCtx, pc, usage.err(), callErr, timeout)
+	if stopErr != nil {
+		pc.rec.Error = redact.String(stopErr.Error())
+	}
+	pc.rec.Note = redact.String(result.Note)
+	if err := e.cfg.Store.SaveCall(context.WithoutCancel(ctx), pc.rec); err != nil && stopErr == nil {
+		stopErr = err
+	}
+	e.emit(t, purser.Event{Type: purser.EventCallEnd, Call: pc.kind, Message: fmt.Sprintf("%s call %s", pc.kind, pc.rec.Outcome)})
+	if stopErr != nil {
+		return "", stopErr
+	}
+	return result.Text, nil
+}
+
+// callContext bounds a call by the backend's call timeout and the budget's
+// time cap; its cancel function is what the hard cap calls.
+func (t *taskRun) callContext(ctx context.Context) (context.Context, context.CancelCauseFunc, time.Duration) {
+	callCtx, cancel := context.WithCancelCause(ctx)
+	timeout := t.task.Backend.CallTimeout
+	if timeout <= 0 {
+		timeout = purser.DefaultCallTimeout
+	}
+	callCtx, cancelTimeout := context.WithTimeoutCause(callCtx, timeout, errCallTimeout)
+	cancelDeadline := context.CancelFunc(func() {})
+	if deadline, ok := t.budget.HardDeadline(); ok {
+		callCtx, cancelDeadline = context.WithDeadline(callCtx, deadline)
+	}
+	return callCtx, func(cause error) { cancel(cause); cancelTimeout(); cancelDeadline() }, timeout
+}
+
+// outcome classifies how a call ended, sets it on the record, and returns
+// the error the iteration stops with (nil: the call is done).
+func (t *taskRun) outcome(ctx, callCtx context.Context, pc *preparedCall, ledgerErr, callErr error, timeout time.Duration) error {
+	hardErr := t.budget.Check()
+	switch {
+	case ledgerErr != nil:
+		pc.rec.Outcome = purser.CallFailed
+		return fmt.Errorf("usage ledger: %w", ledgerErr)
+	case hardErr != nil:
+		// The hard cap was crossed during the call: it was cancelled at once.
+		pc.rec.Outcome = purser.CallCancelled
+		if callErr == nil {
+			pc.rec.Outcome = purser.CallOK
+		}
+		return hardErr
+	case ctx.Err() != nil:
+		pc.rec.Outcome = purser.CallCancelled
+		return fmt.Errorf("%w: %v", ErrInterrupted, context.Cause(ctx))
+	case errors.Is(context.Cause(callCtx), errCallTimeout):
+		// A hung call: cancelled, and worth a retry through the budget.
+		pc.rec.Outcome = purser.CallTransient
+		return fmt.Errorf("%s call timed out after %s: %w", pc.kind, timeout, purser.ErrTransient)
+	case callErr != nil && errors.Is(callErr, purser.ErrTransient):
+		pc.rec.Outcome = purser.CallTransient
+		return callErr
+	case callErr != nil:
+		pc.rec.Outcome = purser.CallFailed
+		return fmt.Errorf("%s call: %w", pc.kind, callErr)
+	}
+	pc.rec.Outcome = purser.CallOK
+	return nil
+}
+
+// usageSink receives a call's usage from the backend's goroutines: each
+// event is priced, made durable in the ledger, then recorded on the
+// reservation (which may cross HARD and cancel the call).
+type usageSink struct {
+	ctx    context.Context // the task's, without its cancellation: bookkeeping outlives a stop
+	t      *taskRun
+	pc     *preparedCall
+	res    *budget.Reservation
+	cancel context.CancelCauseFunc
+
+	mu        sync.Mutex
+	seq       int
+	ledgerErr error
+}
+
+func (u *usageSink) report(ev budget.UsageEvent) {
+	t := u.t
+	if ev.Model == "" {
+		ev.Model = u.pc.model
+	}
+	ev = t.e.cfg.Prices.Estimate(ev)
+	u.mu.Lock()
+	u.seq++
+	key := fmt.Sprintf("%s/%d", u.pc.rec.ID, u.seq)
+	u.mu.Unlock()
+	// Durable in the ledger before the budget acts on it.
+	if err := t.appendLedger(u.ctx, u.pc.rec.ID, u.pc.kind, ev, key); err != nil {
+		u.mu.Lock()
+		u.ledgerErr = err
+		u.mu.Unlock()
+		u.cancel(err)
+		return
+	}
+	u.res.Record(ev)
+	t.e.emit(t, purser.Event{Type: purser.EventUsage, Call: u.pc.kind})
+}
+
+func (u *usageSink) err() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.ledgerErr
+}

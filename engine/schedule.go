@@ -1,0 +1,206 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+)
+
+// RequestError is a run or resume the engine refused before anything ran or
+// was recorded: the request itself is wrong (a task RUNNING in another live
+// process, a bad run name, a task file that changed its id).
+type RequestError struct{ Err error }
+
+func (e *RequestError) Error() string { return e.Err.Error() }
+func (e *RequestError) Unwrap() error { return e.Err }
+
+func refused(format string, args ...any) error {
+	return &RequestError{Err: fmt.Errorf(format, args...)}
+}
+
+// ErrNotStarted is the cause of a task a signal stopped before it started:
+// it was left untouched, as it was.
+var ErrNotStarted = fmt.Errorf("%w before it started", ErrInterrupted)
+
+// Batch is a run: tasks that run together, at most Parallel at once, in the
+// order given, sharing the run's budget.
+type Batch struct {
+	Tasks []purser.Task
+	// Name makes the run a named one that other processes on the same store
+	// may join, sharing its budget; empty: a fresh run of its own.
+	Name string
+	// Budget is the run's budget; nil: none, or a named run's own.
+	Budget   *budget.Config
+	Parallel int // at least 1
+}
+
+// TaskOutcome is what became of one task of a batch.
+type TaskOutcome struct {
+	Task purser.Task
+	// Skipped is set when the task was not run because it is already DONE.
+	Skipped bool
+	// Err is nil for a task DONE (or skipped); a *StopError otherwise, whose
+	// cause is ErrNotStarted for a task a signal kept from starting.
+	Err error
+}
+
+// validRunName is what a named run may be called: it lands in records and
+// messages, so it is kept plain.
+var validRunName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+func newRunID(now time.Time) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return now.UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// RunBatch runs a batch of tasks. A task already DONE is skipped (give it a
+// new id to run it again); a task RUNNING in another live process refuses
+// the whole batch with a *RequestError before anything is recorded. The
+// outcomes are in the order of b.Tasks.
+func (e *Engine) RunBatch(ctx context.Context, b Batch) ([]TaskOutcome, error) {
+	if b.Parallel < 1 {
+		return nil, refused("parallel: want at least 1, got %d", b.Parallel)
+	}
+	if b.Name != "" && !validRunName.MatchString(b.Name) {
+		return nil, refused("run name %q: want letters, digits, '.', '_' or '-' (at most 128)", b.Name)
+	}
+	outcomes := make([]TaskOutcome, len(b.Tasks))
+	var pending []int
+	for i, t := range b.Tasks {
+		outcomes[i].Task = t
+		rec, err := e.cfg.Store.Task(ctx, t.ID)
+		switch {
+		case errors.Is(err, purser.ErrNotFound):
+		case err != nil:
+			return nil, err
+		case rec.State == purser.StateDone:
+			outcomes[i].Skipped = true
+			continue
+		case e.runningElsewhere(rec):
+			return nil, refused("task %s is RUNNING in another process (%s)", t.ID, rec.Owner)
+		}
+		pending = append(pending, i)
+	}
+	if len(pending) == 0 {
+		return outcomes, nil
+	}
+	run := purser.Run{ID: newRunID(e.cfg.Clock.Now()), Budget: b.Budget}
+	if b.Name != "" {
+		run.ID = b.Name
+		if existing, err := e.cfg.Store.Run(ctx, b.Name); err == nil && b.Budget == nil {
+			run.Budget = existing.Budget
+		}
+	}
+	if err := e.cfg.Store.SaveRun(ctx, run); err != nil {
+		return nil, err
+	}
+	runMgr, err := e.runBudget(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	e.schedule(ctx, run.ID, runMgr, outcomes, pending, b.Parallel)
+	return outcomes, nil
+}
+
+// schedule runs the tasks at the indexes pending, at most parallel at once,
+// starting them in order. Once ctx is done, no further task starts: each is
+// left as it was and said not started.
+func (e *Engine) schedule(ctx context.Context, runID string, run *budget.Manager, outcomes []TaskOutcome, pending []int, parallel int) {
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for _, i := range pending {
+		select {
+		case sem <- struct{}{}: // taken here, so tasks start in the order given
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			t := outcomes[i].Task
+			outcomes[i].Err = &StopError{TaskID: t.ID, State: purser.StatePending, Err: ErrNotStarted}
+			e.emitNotStarted(t)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			outcomes[i].Err = e.RunTask(ctx, outcomes[i].Task, run, runID)
+		}()
+	}
+	wg.Wait()
+}
+
+func (e *Engine) emitNotStarted(t purser.Task) {
+	if e.cfg.Observe != nil {
+		e.cfg.Observe(purser.Event{TaskID: t.ID, Type: purser.EventNotStarted, State: purser.StatePending,
+			Message: "not started: the run was interrupted before it began"})
+	}
+}
+
+// Resume runs a stopped task again, from its task as read anew from its
+// file (so a raised budget takes effect), in the run it belonged to. What
+// the task spent carries over. A task already DONE is skipped; one unknown
+// to the store, or RUNNING in another live process, is refused.
+func (e *Engine) Resume(ctx context.Context, task purser.Task) (TaskOutcome, error) {
+	rec, err := e.cfg.Store.Task(ctx, task.ID)
+	if errors.Is(err, purser.ErrNotFound) {
+		return TaskOutcome{}, &RequestError{Err: err}
+	}
+	if err != nil {
+		return TaskOutcome{}, err
+	}
+	if rec.State == purser.StateDone {
+		return TaskOutcome{Task: task, Skipped: true}, nil
+	}
+	if e.runningElsewhere(rec) {
+		return TaskOutcome{}, refused("task %s is RUNNING in another process (%s); nothing to resume", rec.ID, rec.Owner)
+	}
+	var runMgr *budget.Manager
+	if rec.RunID != "" {
+		run, err := e.cfg.Store.Run(ctx, rec.RunID)
+		switch {
+		case errors.Is(err, purser.ErrNotFound):
+		case err != nil:
+			return TaskOutcome{}, err
+		default:
+			if runMgr, err = e.runBudget(ctx, run); err != nil {
+				return TaskOutcome{}, err
+			}
+		}
+	}
+	outcomes := []TaskOutcome{{Task: task}}
+	e.schedule(ctx, rec.RunID, runMgr, outcomes, []int{0}, 1)
+	return outcomes[0], nil
+}
+
+// runBudget is the run's budget with what all its tasks have spent already,
+// its clock running; nil when the run has no budget.
+func (e *Engine) runBudget(ctx context.Context, run purser.Run) (*budget.Manager, error) {
+	if run.Budget == nil {
+		return nil, nil
+	}
+	spent, err := e.cfg.Store.RunUsageTotals(ctx, run.ID)
+	if err != nil {
+		return nil, err
+	}
+	m, err := budget.NewManager(*run.Budget, budget.Options{Scope: budget.ScopeRun, Initial: spent, Clock: e.cfg.Clock})
+	if err != nil {
+		return nil, &RequestError{Err: fmt.Errorf("run %s budget: %w", run.ID, err)}
+	}
+	m.StartClock()
+	return m, nil
+}
+
+// runningElsewhere reports whether a live process other than this one is
+// running the task.
+func (e *Engine) runningElsewhere(rec purser.TaskRecord) bool {
+	return rec.State == purser.StateRunning && rec.Owner != "" && rec.Owner != e.owner && !e.cfg.Owners.Gone(rec.Owner)
+}

@@ -1,0 +1,194 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/contextbuild"
+	"github.com/purser-dev/purser/engine"
+	"github.com/purser-dev/purser/validate"
+)
+
+// addTask makes another task on the fixture's store and script, with a
+// workspace and a transcript of its own.
+func (f *fixture) addTask(id string) purser.Task {
+	f.t.Helper()
+	ws := filepath.Join(f.dir, "ws-"+id)
+	must(f.t, os.MkdirAll(filepath.Join(ws, "src"), 0o755))
+	for _, name := range []string{"check.sh", "src/parser.go"} {
+		b, err := os.ReadFile(filepath.Join(f.workspace, name))
+		must(f.t, err)
+		write(f.t, filepath.Join(ws, name), string(b))
+	}
+	t := f.task
+	t.ID, t.Workspace = id, ws
+	t.Backend.Options = map[string]any{"script": "sim.yaml", "transcript": "calls-" + id + ".jsonl"}
+	return t
+}
+
+// Tasks run at once on one engine (purser run --parallel N): the engine's
+// configuration is shared, read-only, and the run is race-free (this test is
+// meaningful under -race).
+func TestSeveralTasksOnOneEngine(t *testing.T) {
+	f := newFixture(t, "steps:\n  - usage: {inputTokens: 100, outputTokens: 50, costUsd: 0.01}\n    files: {src/fixed: yes}\n    delayMs: 20\n")
+	var tasks []purser.Task
+	for _, id := range []string{"a", "b", "c", "d"} {
+		tasks = append(tasks, f.addTask(id))
+	}
+	outcomes, err := f.engine().RunBatch(context.Background(), engine.Batch{Tasks: tasks, Parallel: 4,
+		Budget: &budget.Config{Hard: budget.HardLimits{USD: usd("1"), MaxIterations: ptr(100)}}})
+	must(t, err)
+	for _, o := range outcomes {
+		if o.Err != nil || o.Skipped {
+			t.Errorf("task %s: err %v, skipped %v; want DONE", o.Task.ID, o.Err, o.Skipped)
+		}
+		rec, err := f.store.Task(context.Background(), o.Task.ID)
+		must(t, err)
+		if rec.State != purser.StateDone {
+			t.Errorf("task %s is %s in the store, want DONE", o.Task.ID, rec.State)
+		}
+	}
+}
+
+func TestNewRefusesAConfigMissingARequiredField(t *testing.T) {
+	cb, err := contextbuild.New()
+	must(t, err)
+	f := newFixture(t, "steps:\n  - usage: {inputTokens: 1}\n")
+	full := f.cfg
+	cases := []struct {
+		name  string
+		edit  func(*engine.Config)
+		field string
+	}{
+		{"no store", func(c *engine.Config) { c.Store = nil }, "Store"},
+		{"no backends", func(c *engine.Config) { c.Backends = nil }, "Backends"},
+		{"no validators", func(c *engine.Config) { c.Validators = nil }, "Validators"},
+		{"no context builder", func(c *engine.Config) { c.Context = nil }, "Context"},
+		{"negative retry base", func(c *engine.Config) { c.Retry.Base = -time.Second }, "Retry.Base"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := full
+			cfg.Context = cb
+			c.edit(&cfg)
+			_, err := engine.New(cfg)
+			if err == nil || !strings.Contains(err.Error(), c.field) {
+				t.Fatalf("New: %v, want an error naming %s", err, c.field)
+			}
+		})
+	}
+	if _, err := engine.New(engine.Config{Store: f.store, Backends: f.cfg.Backends, Validators: validate.Runner{}, Context: cb}); err != nil {
+		t.Fatalf("New with only the required fields: %v", err)
+	}
+}
+
+func TestWithDefaultsReturnsACopy(t *testing.T) {
+	var cfg engine.Config
+	d := cfg.WithDefaults()
+	if cfg.Clock != nil || cfg.Logger != nil || cfg.Prices != nil || cfg.Retry != (engine.RetryPolicy{}) {
+		t.Fatalf("WithDefaults changed its receiver: %+v", cfg)
+	}
+	if d.Clock == nil || d.Logger == nil || d.Prices == nil || d.Retry != engine.DefaultRetry || d.ReserveOutputTokens != engine.DefaultReserveOutputTokens || d.Owners == nil {
+		t.Fatalf("WithDefaults left a default unset: %+v", d)
+	}
+	if got := (engine.Config{Retry: engine.RetryPolicy{Max: -1}}).WithDefaults().Retry.Max; got != 0 {
+		t.Fatalf("Retry.Max -1 gives %d retries, want 0", got)
+	}
+}
+
+// Ctrl+C with queued tasks: the task running is left resumable; a queued
+// task that never started is left untouched (not recorded, no STATUS.md)
+// and said not started.
+func TestInterruptLeavesQueuedTasksUntouched(t *testing.T) {
+	f := newFixture(t, "steps:\n  - usage: {inputTokens: 100, costUsd: 0.01}\n    delayMs: 5000\n")
+	a, b := f.addTask("a"), f.addTask("b")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var once sync.Once
+	f.observe = func(ev purser.Event) {
+		if ev.TaskID == "a" && ev.Type == purser.EventCall {
+			once.Do(cancel)
+		}
+	}
+	outcomes, err := f.engine().RunBatch(ctx, engine.Batch{Tasks: []purser.Task{a, b}, Parallel: 1})
+	must(t, err)
+	if err := outcomes[0].Err; !errors.Is(err, engine.ErrInterrupted) || errors.Is(err, engine.ErrNotStarted) {
+		t.Fatalf("task a: %v, want interrupted mid-run", err)
+	}
+	if err := outcomes[1].Err; !errors.Is(err, engine.ErrNotStarted) || !errors.Is(err, engine.ErrInterrupted) {
+		t.Fatalf("task b: %v, want not started (an interruption)", err)
+	}
+	if _, err := f.store.Task(context.Background(), "b"); !errors.Is(err, purser.ErrNotFound) {
+		t.Fatalf("task b is in the store (%v): a task that never started must be left untouched", err)
+	}
+	if _, err := os.Stat(filepath.Join(b.Workspace, "STATUS.md")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("task b has a STATUS.md (%v)", err)
+	}
+	rec, err := f.store.Task(context.Background(), "a")
+	must(t, err)
+	if rec.State != purser.StatePending {
+		t.Fatalf("task a is %s, want PENDING (resumable)", rec.State)
+	}
+	var notStarted bool
+	f.mu.Lock()
+	for _, ev := range f.events {
+		notStarted = notStarted || (ev.TaskID == "b" && ev.Type == purser.EventNotStarted)
+	}
+	f.mu.Unlock()
+	if !notStarted {
+		t.Fatal("no not_started event for task b")
+	}
+}
+
+// fakeOwners names this process "me" and knows which other owners are alive.
+type fakeOwners struct{ alive map[string]bool }
+
+func (o fakeOwners) Self() string           { return "me" }
+func (o fakeOwners) Gone(owner string) bool { return !o.alive[owner] }
+
+func TestRunBatchSkipsDoneTasksAndRefusesOnesRunningElsewhere(t *testing.T) {
+	f := newFixture(t, "steps:\n  - usage: {inputTokens: 100}\n    files: {src/fixed: yes}\n")
+	f.cfg.Owners = fakeOwners{alive: map[string]bool{"other": true}}
+	done, busy, dead := f.addTask("done"), f.addTask("busy"), f.addTask("dead")
+	ctx := context.Background()
+	must(t, f.store.SaveTask(ctx, purser.TaskRecord{ID: "done", Workspace: done.Workspace, State: purser.StateDone, Budget: done.Budget}))
+	must(t, f.store.SaveTask(ctx, purser.TaskRecord{ID: "busy", Workspace: busy.Workspace, State: purser.StateRunning, Owner: "other", Budget: busy.Budget}))
+	must(t, f.store.SaveTask(ctx, purser.TaskRecord{ID: "dead", Workspace: dead.Workspace, State: purser.StateRunning, Owner: "gone", Budget: dead.Budget}))
+
+	_, err := f.engine().RunBatch(ctx, engine.Batch{Tasks: []purser.Task{done, busy, dead}, Parallel: 1})
+	var re *engine.RequestError
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "busy") || !strings.Contains(err.Error(), "other") {
+		t.Fatalf("RunBatch = %v, want a RequestError naming task busy and its owner", err)
+	}
+	if rec, _ := f.store.Task(ctx, "dead"); rec.State != purser.StateRunning {
+		t.Fatalf("a refused batch changed task dead: %s", rec.State)
+	}
+
+	outcomes, err := f.engine().RunBatch(ctx, engine.Batch{Tasks: []purser.Task{done, dead}, Parallel: 1})
+	must(t, err)
+	if !outcomes[0].Skipped || outcomes[0].Err != nil {
+		t.Fatalf("task done: %+v, want skipped", outcomes[0])
+	}
+	if outcomes[1].Skipped || outcomes[1].Err != nil {
+		t.Fatalf("task dead (its owner is gone): %+v, want resumed to DONE", outcomes[1])
+	}
+}
+
+func TestRunBatchRefusesABadRunName(t *testing.T) {
+	f := newFixture(t, "steps:\n  - usage: {inputTokens: 100}\n")
+	for _, name := range []string{"../x", "a b", strings.Repeat("x", 200), "-lead"} {
+		_, err := f.engine().RunBatch(context.Background(), engine.Batch{Tasks: []purser.Task{f.task}, Name: name, Parallel: 1})
+		var re *engine.RequestError
+		if !errors.As(err, &re) {
+			t.Errorf("run name %q: %v, want a RequestError", name, err)
+		}
+	}
+}

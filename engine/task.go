@@ -1,0 +1,367 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/redact"
+	"github.com/purser-dev/purser/report"
+)
+
+// taskRun is the state of one task while it runs.
+type taskRun struct {
+	e       *Engine
+	task    purser.Task
+	runID   string
+	backend purser.Backend
+	budget  *budget.Manager
+	log     *slog.Logger
+
+	iteration   int
+	plan        string
+	failing     []purser.ValidatorResult
+	history     []string
+	feedback    string // problems with the agent's last answer, for the next call
+	degradeSeen map[purser.DegradeAction]bool
+
+	mu         sync.Mutex
+	cancelCall context.CancelCauseFunc // the call in flight, if any
+}
+
+// RunTask runs a task until its validators pass (DONE), its budget stops it
+// (BLOCKED) or it fails (FAILED). run is the run's budget, or nil. A task
+// already in the store continues from what it spent: this is also resume.
+// It returns nil only when the task is DONE, else a *StopError.
+func (e *Engine) RunTask(ctx context.Context, task purser.Task, run *budget.Manager, runID string) error {
+	t := &taskRun{e: e, task: task, runID: runID, log: e.cfg.Logger.With("task", task.ID),
+		degradeSeen: map[purser.DegradeAction]bool{}}
+	if err := t.start(ctx, run); err != nil {
+		return &StopError{TaskID: task.ID, State: purser.StateFailed, Err: err}
+	}
+	var err error
+	if t.backend, err = e.cfg.Backends(task.Backend); err != nil {
+		return t.finish(ctx, purser.StateFailed, fmt.Errorf("backend %s: %w", task.Backend.Name, err))
+	}
+
+	// The moment any recording crosses HARD, the call in flight is cancelled.
+	onHard := func(c budget.Change) {
+		e.emit(t, purser.Event{Type: purser.EventTier, Message: fmt.Sprintf("%s budget: %s → %s by %s", c.Scope, c.From, c.To, c.Status.Cause)})
+		if c.To == budget.Hard {
+			t.cancelInFlight(fmt.Errorf("%s hard cap crossed by %s", c.Scope, c.Status.Cause))
+		}
+	}
+	defer t.budget.OnChange(onHard)()
+	if run != nil {
+		defer run.OnChange(onHard)()
+	}
+
+	t.budget.StartClock()
+	err = t.loop(ctx)
+	t.budget.StopClock()
+	switch {
+	case err == nil:
+		return t.finish(ctx, purser.StateDone, nil)
+	case IsBudgetStop(err):
+		return t.finish(ctx, purser.StateBlocked, err)
+	case errors.Is(err, ErrInterrupted):
+		return t.finish(ctx, purser.StatePending, err)
+	}
+	return t.finish(ctx, purser.StateFailed, err)
+}
+
+// start restores what the task spent before (a resume), builds its budget
+// inside the run's, and records it RUNNING under this process.
+func (t *taskRun) start(ctx context.Context, run *budget.Manager) error {
+	e := t.e
+	prior, err := e.cfg.Store.Task(ctx, t.task.ID)
+	switch {
+	case errors.Is(err, purser.ErrNotFound):
+		prior = purser.TaskRecord{ID: t.task.ID, State: purser.StatePending}
+	case err != nil:
+		return err
+	}
+	totals, err := e.cfg.Store.UsageTotals(ctx, t.task.ID)
+	if err != nil {
+		return err
+	}
+	totals.Time = prior.Elapsed
+	t.iteration = totals.Iterations
+	if t.budget, err = budget.NewManager(t.task.Budget, budget.Options{Clock: e.cfg.Clock, Parent: run, Initial: totals}); err != nil {
+		return err
+	}
+	rec := purser.TaskRecord{ID: t.task.ID, RunID: t.runID, Goal: t.task.Goal, Workspace: t.task.Workspace, File: t.task.File,
+		Budget: t.task.Budget, State: purser.StateRunning, Elapsed: prior.Elapsed, Owner: e.owner}
+	if err := e.cfg.Store.SaveTask(ctx, rec); err != nil {
+		return err
+	}
+	return t.markInterruptedCalls(ctx)
+}
+
+// markInterruptedCalls records calls that started but never ended — the
+// process running them died — as interrupted. Their usage, made durable as
+// it streamed, stands.
+func (t *taskRun) markInterruptedCalls(ctx context.Context) error {
+	calls, err := t.e.cfg.Store.Calls(ctx, t.task.ID)
+	if err != nil {
+		return err
+	}
+	for _, c := range calls {
+		if c.Outcome != "" || !c.EndedAt.IsZero() {
+			continue
+		}
+		c.Outcome = purser.CallInterrupted
+		c.EndedAt = t.e.cfg.Clock.Now()
+		c.Error = "Purser stopped mid-call (its process died); the usage recorded up to then stands"
+		if err := t.e.cfg.Store.SaveCall(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *taskRun) cancelInFlight(cause error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cancelCall != nil {
+		t.cancelCall(cause)
+	}
+}
+
+// setInFlight makes cancel the call in flight's cancel function (nil: none).
+func (t *taskRun) setInFlight(cancel context.CancelCauseFunc) {
+	t.mu.Lock()
+	t.cancelCall = cancel
+	t.mu.Unlock()
+}
+
+// loop runs iterations until DONE (nil) or a stop (the error).
+func (t *taskRun) loop(ctx context.Context) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%w: %v", ErrInterrupted, context.Cause(ctx))
+		}
+		// No runaway loops: at the hard cap the iteration does not start.
+		if err := t.budget.Check(); err != nil {
+			return err
+		}
+		t.iteration++
+		done, err := t.runIteration(ctx)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// runIteration runs one iteration: planning, the main call, self-review and
+// the validators. It reports whether every validator passed.
+func (t *taskRun) runIteration(ctx context.Context) (done bool, err error) {
+	e := t.e
+	it := purser.IterationRecord{TaskID: t.task.ID, N: t.iteration, StartedAt: e.cfg.Clock.Now()}
+	if err := e.cfg.Store.SaveIteration(ctx, it); err != nil {
+		return false, err
+	}
+	e.emit(t, purser.Event{Type: purser.EventIteration, Message: fmt.Sprintf("iteration %d starts", t.iteration)})
+	t.log.Info("iteration starts", "iteration", t.iteration)
+
+	if err := t.calls(ctx); err != nil {
+		return false, t.stopIteration(ctx, it, err)
+	}
+	results := t.runValidators(ctx)
+	if ctx.Err() != nil {
+		return false, t.stopIteration(ctx, it, fmt.Errorf("%w: %v", ErrInterrupted, context.Cause(ctx)))
+	}
+	return t.endIteration(ctx, it, results)
+}
+
+// calls makes the iteration's calls: the optional planning call, the main
+// call and the optional self-review, each decided on the budget of the
+// moment. It ends at the hard cap, before the validators.
+func (t *taskRun) calls(ctx context.Context) error {
+	if t.task.Planning {
+		if d := decideDegrade(t.task.Degrade, t.budget); d.on(purser.DisableSelfReview) {
+			t.noteDegrade(ctx, d, purser.CallPlanning, purser.DisableSelfReview, "planning call skipped")
+		} else {
+			text, err := t.call(ctx, purser.CallPlanning)
+			if err != nil {
+				return err
+			}
+			t.plan = text
+		}
+	}
+	if _, err := t.call(ctx, purser.CallMain); err != nil {
+		return err
+	}
+	if t.task.SelfReview {
+		if d := decideDegrade(t.task.Degrade, t.budget); d.on(purser.DisableSelfReview) {
+			t.noteDegrade(ctx, d, purser.CallSelfReview, purser.DisableSelfReview, "self-review call skipped")
+		} else if _, err := t.call(ctx, purser.CallSelfReview); err != nil {
+			return err
+		}
+	}
+	// The hard cap may have been reached by the last call's final usage.
+	return t.budget.Check()
+}
+
+// runValidators runs every validator of the task, in order.
+func (t *taskRun) runValidators(ctx context.Context) []purser.ValidatorResult {
+	results := make([]purser.ValidatorResult, 0, len(t.task.Validators))
+	for _, v := range t.task.Validators {
+		r := t.e.cfg.Validators.RunValidator(ctx, t.task.Workspace, v)
+		results = append(results, r)
+		t.e.emit(t, purser.Event{Type: purser.EventValidator, Message: fmt.Sprintf("validator %s: %s", v.Name, passText(r))})
+		t.log.Info("validator", "iteration", t.iteration, "name", v.Name, "passed", r.Passed, "exit", r.ExitCode)
+	}
+	return results
+}
+
+// stopIteration records an iteration cut short by err, and returns err. An
+// iteration stopped by the budget ended, and counts. One cut by a signal or
+// a failure did not: a resume runs it again.
+func (t *taskRun) stopIteration(ctx context.Context, it purser.IterationRecord, err error) error {
+	ctx = context.WithoutCancel(ctx)
+	it.EndedAt, it.Outcome, it.Validators = t.e.cfg.Clock.Now(), "stopped", t.failing
+	if IsBudgetStop(err) {
+		_ = t.record(ctx, budget.UsageEvent{IterationEnd: true}, t.iterationEndKey())
+	} else {
+		it.Outcome = "interrupted"
+	}
+	_ = t.e.cfg.Store.SaveIteration(ctx, it)
+	return err
+}
+
+// endIteration records an iteration whose validators ran, and what failed
+// for the next one to fix.
+func (t *taskRun) endIteration(ctx context.Context, it purser.IterationRecord, results []purser.ValidatorResult) (bool, error) {
+	e := t.e
+	t.failing = nil
+	for _, r := range results {
+		if !r.Passed {
+			t.failing = append(t.failing, r)
+		}
+	}
+	it.Validators, it.EndedAt, it.Outcome = results, e.cfg.Clock.Now(), "failed"
+	if len(t.failing) == 0 {
+		it.Outcome = "passed"
+	}
+	if err := t.record(ctx, budget.UsageEvent{IterationEnd: true}, t.iterationEndKey()); err != nil {
+		return false, err
+	}
+	if err := e.cfg.Store.SaveIteration(ctx, it); err != nil {
+		return false, err
+	}
+	if err := e.cfg.Store.SaveElapsed(ctx, t.task.ID, t.budget.Totals().Time); err != nil {
+		return false, err
+	}
+	t.history = append(t.history, fmt.Sprintf("Iteration %d: %d of %d validators passed.", t.iteration, len(results)-len(t.failing), len(results)))
+	return len(t.failing) == 0, nil
+}
+
+func (t *taskRun) iterationEndKey() string {
+	return fmt.Sprintf("%s/iter/%d/end", t.task.ID, t.iteration)
+}
+
+func passText(r purser.ValidatorResult) string {
+	switch {
+	case r.Passed:
+		return "passed"
+	case r.TimedOut:
+		return "timed out"
+	}
+	return fmt.Sprintf("failed (exit %d)", r.ExitCode)
+}
+
+// noteDegrade records a degrade action, with the tier and metric that caused
+// it; the log says it the first time in this run of the task.
+func (t *taskRun) noteDegrade(ctx context.Context, d degradeState, call purser.CallKind, a purser.DegradeAction, detail string) {
+	first := !t.degradeSeen[a]
+	t.degradeSeen[a] = true
+	msg := fmt.Sprintf("degrade %s (%s): %s budget in %s by %s", a, detail, d.scope, d.tier, d.metric)
+	if first {
+		t.log.Warn("degrade", "action", a, "detail", detail, "tier", d.tier, "metric", d.metric, "scope", d.scope, "iteration", t.iteration)
+	}
+	_ = t.e.cfg.Store.SaveDegrade(ctx, purser.DegradeRecord{TaskID: t.task.ID, Iteration: t.iteration, Call: call, Action: a,
+		Tier: d.tier, Metric: d.metric, Scope: d.scope, Detail: detail, At: t.e.cfg.Clock.Now()})
+	t.e.emit(t, purser.Event{Type: purser.EventDegrade, Call: call, Message: msg})
+}
+
+// record puts an event that is not part of a call (an iteration's end) in
+// the ledger and on the budget.
+func (t *taskRun) record(ctx context.Context, ev budget.UsageEvent, key string) error {
+	if err := t.appendLedger(ctx, "", purser.CallMain, ev, key); err != nil {
+		return err
+	}
+	t.budget.RecordUsage(ev)
+	return nil
+}
+
+func (t *taskRun) appendLedger(ctx context.Context, callID string, kind purser.CallKind, ev budget.UsageEvent, key string) error {
+	return t.e.cfg.Store.AppendUsage(ctx, purser.LedgerEntry{Key: key, TaskID: t.task.ID, RunID: t.runID, CallID: callID,
+		Iteration: t.iteration, Kind: kind, Event: ev, At: t.e.cfg.Clock.Now()})
+}
+
+// finish records the task's final state and writes STATUS.md and BUDGET.md
+// at the workspace root and in the store. The workspace is otherwise left
+// exactly as it is: nothing is reverted, reset or cleaned.
+func (t *taskRun) finish(ctx context.Context, state purser.TaskState, cause error) error {
+	e := t.e
+	ctx = context.WithoutCancel(ctx) // a signal must not stop the bookkeeping
+	reason := "all validators passed"
+	if cause != nil {
+		reason = redact.String(cause.Error())
+	}
+	var errs []error
+	if err := e.cfg.Store.SaveElapsed(ctx, t.task.ID, t.budget.Totals().Time); err != nil {
+		errs = append(errs, err)
+	}
+	if err := e.cfg.Store.SetTaskState(ctx, t.task.ID, state, reason); err != nil {
+		errs = append(errs, err)
+	}
+	if err := t.writeArtifacts(ctx, state, cause); err != nil {
+		errs = append(errs, err)
+	}
+	e.emit(t, purser.Event{Type: purser.EventStop, State: state, Message: fmt.Sprintf("%s: %s", state, reason)})
+	t.log.Info("task stops", "state", state, "reason", reason)
+	if state == purser.StateDone && len(errs) == 0 {
+		return nil
+	}
+	if cause == nil {
+		cause = errors.Join(errs...)
+	} else if len(errs) > 0 {
+		cause = fmt.Errorf("%w (and recording the stop: %v)", cause, errors.Join(errs...))
+	}
+	return &StopError{TaskID: t.task.ID, State: state, Err: cause}
+}
+
+func (t *taskRun) writeArtifacts(ctx context.Context, state purser.TaskState, cause error) error {
+	e := t.e
+	r, err := report.Load(ctx, e.cfg.Store, t.task.ID)
+	if err != nil {
+		return err
+	}
+	r.Task = t.task
+	r.State = state
+	r.Cause = cause
+	r.Status = t.budget.Status()
+	if p := t.budget.Parent(); p != nil {
+		st := p.Status()
+		r.RunStatus = &st
+		r.RunBudget = p.Config()
+	}
+	var errs []error
+	for name, body := range map[string][]byte{"STATUS.md": report.StatusMD(r), "BUDGET.md": report.BudgetMD(r)} {
+		if err := os.WriteFile(filepath.Join(t.task.Workspace, name), body, 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("write %s: %w", name, err))
+		}
+		if err := e.cfg.Store.SaveArtifact(ctx, t.task.ID, name, body); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
