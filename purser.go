@@ -156,6 +156,9 @@ const CheapTier = "cheap"
 type Run struct {
 	ID     string
 	Budget *budget.Config
+	// Elapsed is the wall time the run has been running, across resumes and
+	// the processes that share it, as last saved.
+	Elapsed time.Duration
 }
 
 // CallRequest is what the engine asks a backend to do.

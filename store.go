@@ -2,6 +2,7 @@ package purser
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/purser-dev/purser/budget"
@@ -96,16 +97,49 @@ type DegradeRecord struct {
 	At        time.Time
 }
 
+// TaskClaimedError is returned by Store.ClaimTask for a task another live
+// process is running.
+type TaskClaimedError struct {
+	TaskID string
+	Owner  string // the process running it: "host pid start"
+}
+
+func (e *TaskClaimedError) Error() string {
+	return fmt.Sprintf("task %s is RUNNING in another process (%s)", e.TaskID, e.Owner)
+}
+
+// BudgetChange is a task's budget changed by the user on resume: from what,
+// to what, by whom, when, and from which file.
+type BudgetChange struct {
+	TaskID string
+	At     time.Time
+	By     string // user@host
+	Source string // the file the new budget came from
+	From   budget.Config
+	To     budget.Config
+}
+
 // Store keeps runs, tasks, iterations, calls, the usage ledger, degrade
 // actions and artifacts. Implementations must be safe for concurrent use.
 type Store interface {
 	SaveRun(ctx context.Context, run Run) error
+	// JoinRun creates a run if it does not exist, atomically, and returns the
+	// run as stored: the existing one, unchanged, when it did exist.
+	JoinRun(ctx context.Context, run Run) (Run, error)
 	// Run returns a run; a missing one is an error matching ErrNotFound.
 	Run(ctx context.Context, id string) (Run, error)
+	// SaveRunElapsed records the run's wall time, keeping the larger of the
+	// stored and the given figure (processes sharing a run each save theirs).
+	SaveRunElapsed(ctx context.Context, id string, elapsed time.Duration) error
 	// RunUsageTotals returns the ledger totals of every task of a run.
 	RunUsageTotals(ctx context.Context, runID string) (budget.Totals, error)
 	// SaveTask creates or updates a task's definition and state.
 	SaveTask(ctx context.Context, t TaskRecord) error
+	// ClaimTask records t as RUNNING under t.Owner, atomically: it fails
+	// with a *TaskClaimedError when another owner runs the task and
+	// ownerGone does not say that owner is gone, so two processes never run
+	// one task at once.
+	ClaimTask(ctx context.Context, t TaskRecord, ownerGone func(owner string) bool) error
 	// Task returns a task; a missing one is an error matching ErrNotFound.
 	Task(ctx context.Context, id string) (TaskRecord, error)
 	Tasks(ctx context.Context) ([]TaskRecord, error)
@@ -128,6 +162,10 @@ type Store interface {
 
 	SaveDegrade(ctx context.Context, d DegradeRecord) error
 	Degrades(ctx context.Context, taskID string) ([]DegradeRecord, error)
+
+	// SaveBudgetChange records a change of a task's budget made by the user.
+	SaveBudgetChange(ctx context.Context, c BudgetChange) error
+	BudgetChanges(ctx context.Context, taskID string) ([]BudgetChange, error)
 
 	SaveArtifact(ctx context.Context, taskID, name string, content []byte) error
 	Artifact(ctx context.Context, taskID, name string) ([]byte, error)

@@ -33,6 +33,9 @@ var DefaultRetry = RetryPolicy{Max: 2, Base: time.Second}
 // most, for admission, when the backend cannot cap it more precisely.
 const DefaultReserveOutputTokens = 8192
 
+// DefaultHeartbeat is how often a running task's wall time is made durable.
+const DefaultHeartbeat = 2 * time.Second
+
 // Config configures an Engine. Store, Backends, Validators and Context are
 // required; every other field has a default (see WithDefaults).
 type Config struct {
@@ -57,6 +60,9 @@ type Config struct {
 	// the owner of a RUNNING task is still alive. Default: every task is
 	// taken as owned by nobody (no process check).
 	Owners purser.Owners
+	// Heartbeat is how often a running task's (and run's) wall time is
+	// saved; default: DefaultHeartbeat.
+	Heartbeat time.Duration
 	// Shared, when set, admits each call against the run budget through the
 	// database too, so that processes sharing a run never jointly overrun it.
 	Shared purser.SharedRunBudget
@@ -85,6 +91,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Owners == nil {
 		c.Owners = nobody{}
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = DefaultHeartbeat
 	}
 	return c
 }

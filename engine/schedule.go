@@ -1,12 +1,16 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -87,20 +91,18 @@ func (e *Engine) RunBatch(ctx context.Context, b Batch) ([]TaskOutcome, error) {
 			continue
 		case e.runningElsewhere(rec):
 			return nil, refused("task %s is RUNNING in another process (%s)", t.ID, rec.Owner)
+		default:
+			if err := e.checkBudgetChange(ctx, rec, t, nil); err != nil {
+				return nil, err
+			}
 		}
 		pending = append(pending, i)
 	}
 	if len(pending) == 0 {
 		return outcomes, nil
 	}
-	run := purser.Run{ID: newRunID(e.cfg.Clock.Now()), Budget: b.Budget}
-	if b.Name != "" {
-		run.ID = b.Name
-		if existing, err := e.cfg.Store.Run(ctx, b.Name); err == nil && b.Budget == nil {
-			run.Budget = existing.Budget
-		}
-	}
-	if err := e.cfg.Store.SaveRun(ctx, run); err != nil {
+	run, err := e.openRun(ctx, b)
+	if err != nil {
 		return nil, err
 	}
 	runMgr, err := e.runBudget(ctx, run)
@@ -111,10 +113,51 @@ func (e *Engine) RunBatch(ctx context.Context, b Batch) ([]TaskOutcome, error) {
 	return outcomes, nil
 }
 
+// openRun records a fresh run, or joins the named one: a named run keeps the
+// budget it was created with, and joining it with a different budget is
+// refused (it would silently replace the budget the other processes run
+// under).
+func (e *Engine) openRun(ctx context.Context, b Batch) (purser.Run, error) {
+	if b.Name == "" {
+		run := purser.Run{ID: newRunID(e.cfg.Clock.Now()), Budget: b.Budget}
+		return run, e.cfg.Store.SaveRun(ctx, run)
+	}
+	run, err := e.cfg.Store.JoinRun(ctx, purser.Run{ID: b.Name, Budget: b.Budget})
+	if err != nil {
+		return run, err
+	}
+	if b.Budget != nil && !sameBudget(run.Budget, b.Budget) {
+		return run, refused("run %s already runs under %s; joining it with a different budget (%s) is refused: join without --run-budget to share its budget, or name a new run",
+			run.ID, describeBudget(run.Budget), describeBudget(b.Budget))
+	}
+	return run, nil
+}
+
+func sameBudget(a, b *budget.Config) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return bytes.Equal(ja, jb)
+}
+
+// describeBudget is a budget's hard caps as written in a budget file.
+func describeBudget(c *budget.Config) string {
+	if c == nil {
+		return "no budget"
+	}
+	b, _ := json.Marshal(c.Hard)
+	return "hard " + string(b)
+}
+
 // schedule runs the tasks at the indexes pending, at most parallel at once,
 // starting them in order. Once ctx is done, no further task starts: each is
 // left as it was and said not started.
 func (e *Engine) schedule(ctx context.Context, runID string, run *budget.Manager, outcomes []TaskOutcome, pending []int, parallel int) {
+	if run != nil {
+		defer e.beatRun(ctx, runID, run)()
+	}
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
 	for _, i := range pending {
@@ -138,6 +181,32 @@ func (e *Engine) schedule(ctx context.Context, runID string, run *budget.Manager
 	wg.Wait()
 }
 
+// beatRun saves the run's wall time every heartbeat while its tasks run, and
+// once more when the returned function stops it.
+func (e *Engine) beatRun(ctx context.Context, runID string, run *budget.Manager) func() {
+	ctx = context.WithoutCancel(ctx)
+	save := func() {
+		if err := e.cfg.Store.SaveRunElapsed(ctx, runID, run.Totals().Time); err != nil {
+			e.cfg.Logger.Warn("heartbeat: saving the run's wall time", "run", runID, "error", err)
+		}
+	}
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(e.cfg.Heartbeat)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				save()
+			}
+		}
+	}()
+	return func() { close(done); <-stopped; save() }
+}
+
 func (e *Engine) emitNotStarted(t purser.Task) {
 	if e.cfg.Observe != nil {
 		e.cfg.Observe(purser.Event{TaskID: t.ID, Type: purser.EventNotStarted, State: purser.StatePending,
@@ -149,7 +218,7 @@ func (e *Engine) emitNotStarted(t purser.Task) {
 // file (so a raised budget takes effect), in the run it belonged to. What
 // the task spent carries over. A task already DONE is skipped; one unknown
 // to the store, or RUNNING in another live process, is refused.
-func (e *Engine) Resume(ctx context.Context, task purser.Task) (TaskOutcome, error) {
+func (e *Engine) Resume(ctx context.Context, task purser.Task, raise *BudgetRaise) (TaskOutcome, error) {
 	rec, err := e.cfg.Store.Task(ctx, task.ID)
 	if errors.Is(err, purser.ErrNotFound) {
 		return TaskOutcome{}, &RequestError{Err: err}
@@ -162,6 +231,12 @@ func (e *Engine) Resume(ctx context.Context, task purser.Task) (TaskOutcome, err
 	}
 	if e.runningElsewhere(rec) {
 		return TaskOutcome{}, refused("task %s is RUNNING in another process (%s); nothing to resume", rec.ID, rec.Owner)
+	}
+	if raise != nil {
+		task.Budget = raise.Budget
+	}
+	if err := e.checkBudgetChange(ctx, rec, task, raise); err != nil {
+		return TaskOutcome{}, err
 	}
 	var runMgr *budget.Manager
 	if rec.RunID != "" {
@@ -181,6 +256,58 @@ func (e *Engine) Resume(ctx context.Context, task purser.Task) (TaskOutcome, err
 	return outcomes[0], nil
 }
 
+// BudgetRaise is a new budget for a task, given explicitly by the user on
+// resume (a file outside every workspace, or a flag).
+type BudgetRaise struct {
+	Budget budget.Config
+	Source string // the file it came from
+	By     string // who asked: user@host
+}
+
+// checkBudgetChange guards the budget a task was recorded with. A task's
+// budget changes only by an act of the user: an explicit raise, or a task
+// file the agent cannot write (outside the task's workspace). A task file
+// inside its workspace may have been rewritten by the agent, so a change
+// there is refused. Every change is recorded, with who, when and from where.
+func (e *Engine) checkBudgetChange(ctx context.Context, rec purser.TaskRecord, task purser.Task, raise *BudgetRaise) error {
+	if sameBudget(&rec.Budget, &task.Budget) {
+		return nil
+	}
+	change := purser.BudgetChange{TaskID: task.ID, At: e.cfg.Clock.Now(), Source: task.File, From: rec.Budget, To: task.Budget}
+	if raise != nil {
+		change.Source, change.By = raise.Source, raise.By
+		if inside(raise.Source, task.Workspace) {
+			return refused("budget file %s lies inside task %s's workspace, where the agent can write: give a file outside it", raise.Source, task.ID)
+		}
+	} else if inside(task.File, task.Workspace) {
+		return refused("task %s: its budget in %s changed since it was recorded (%s, now %s), and that file lies inside the task's workspace, where the agent can write; the change is refused. To change the budget, resume with --budget FILE (a file outside the workspace)",
+			task.ID, task.File, describeBudget(&rec.Budget), describeBudget(&task.Budget))
+	}
+	if err := e.cfg.Store.SaveBudgetChange(ctx, change); err != nil {
+		return err
+	}
+	e.cfg.Logger.Warn("budget changed by the user", "task", task.ID, "from", describeBudget(&rec.Budget), "to", describeBudget(&task.Budget), "source", change.Source, "by", change.By)
+	return nil
+}
+
+// inside reports whether path lies in dir (links resolved where they exist).
+func inside(path, dir string) bool {
+	if path == "" || dir == "" {
+		return false
+	}
+	resolve := func(p string) string {
+		if abs, err := filepath.Abs(p); err == nil {
+			p = abs
+		}
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return filepath.Clean(p)
+	}
+	rel, err := filepath.Rel(resolve(dir), resolve(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
 // runBudget is the run's budget with what all its tasks have spent already,
 // its clock running; nil when the run has no budget.
 func (e *Engine) runBudget(ctx context.Context, run purser.Run) (*budget.Manager, error) {
@@ -191,6 +318,7 @@ func (e *Engine) runBudget(ctx context.Context, run purser.Run) (*budget.Manager
 	if err != nil {
 		return nil, err
 	}
+	spent.Time = run.Elapsed // the run's clock goes on where it stopped
 	m, err := budget.NewManager(*run.Budget, budget.Options{Scope: budget.ScopeRun, Initial: spent, Clock: e.cfg.Clock})
 	if err != nil {
 		return nil, &RequestError{Err: fmt.Errorf("run %s budget: %w", run.ID, err)}

@@ -192,3 +192,107 @@ func TestRunBatchRefusesABadRunName(t *testing.T) {
 		}
 	}
 }
+
+// Two processes never run one task: a task RUNNING under a live owner is
+// not touched, whatever reaches RunTask.
+func TestRunTaskRefusesATaskAnotherLiveProcessRuns(t *testing.T) {
+	f := newFixture(t, "steps:\n  - usage: {inputTokens: 100}\n")
+	f.cfg.Owners = fakeOwners{alive: map[string]bool{"other": true}}
+	ctx := context.Background()
+	must(t, f.store.SaveTask(ctx, purser.TaskRecord{ID: f.task.ID, Workspace: f.workspace, State: purser.StateRunning, Owner: "other", Budget: f.task.Budget}))
+	err := f.run()
+	var claimed *purser.TaskClaimedError
+	if !errors.As(err, &claimed) || claimed.Owner != "other" {
+		t.Fatalf("RunTask = %v, want a TaskClaimedError naming owner other", err)
+	}
+	if rec := f.state(); rec.Owner != "other" || rec.State != purser.StateRunning {
+		t.Fatalf("the other process's task was changed: %+v", rec)
+	}
+	if len(f.calls()) != 0 {
+		t.Fatal("a call was made on a task another process runs")
+	}
+}
+
+// A second process joining a named run with a different budget is refused:
+// it would replace the budget the first runs under.
+func TestJoiningANamedRunWithADifferentBudgetIsRefused(t *testing.T) {
+	f := newFixture(t, "steps:\n  - usage: {inputTokens: 100}\n    files: {src/fixed: yes}\n")
+	tokens := func(n int64) *budget.Config {
+		return &budget.Config{Hard: budget.HardLimits{Tokens: &n, MaxIterations: ptr(10)}}
+	}
+	a, b := f.addTask("a"), f.addTask("b")
+	_, err := f.engine().RunBatch(context.Background(), engine.Batch{Tasks: []purser.Task{a}, Name: "shared", Budget: tokens(40_000), Parallel: 1})
+	must(t, err)
+	_, err = f.engine().RunBatch(context.Background(), engine.Batch{Tasks: []purser.Task{b}, Name: "shared", Budget: tokens(400_000), Parallel: 1})
+	var re *engine.RequestError
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "40000") {
+		t.Fatalf("join with another budget = %v, want a RequestError naming the run's budget", err)
+	}
+	if _, err := f.store.Task(context.Background(), "b"); !errors.Is(err, purser.ErrNotFound) {
+		t.Fatalf("task b was recorded (%v) though its batch was refused", err)
+	}
+	// Joining without a budget shares the run's.
+	_, err = f.engine().RunBatch(context.Background(), engine.Batch{Tasks: []purser.Task{b}, Name: "shared", Parallel: 1})
+	must(t, err)
+	run, err := f.store.Run(context.Background(), "shared")
+	must(t, err)
+	if *run.Budget.Hard.Tokens != 40_000 {
+		t.Fatalf("the run's budget became %d tokens", *run.Budget.Hard.Tokens)
+	}
+}
+
+// A run's wall time goes on across resumes: it does not restart at zero.
+func TestRunWallTimeContinuesAcrossResume(t *testing.T) {
+	f := newFixture(t, "steps:\n  - usage: {inputTokens: 100}\n    delayMs: 300\n")
+	f.task.Validators = []purser.Validator{{Name: "never", Run: "exit 1"}}
+	f.task.Budget = budget.Config{Hard: budget.HardLimits{MaxIterations: ptr(1)}}
+	runBudget := &budget.Config{Hard: budget.HardLimits{TimeMinutes: ptr(budget.Minutes(time.Hour)), MaxIterations: ptr(100)}}
+	_, err := f.engine().RunBatch(context.Background(), engine.Batch{Tasks: []purser.Task{f.task}, Name: "night", Budget: runBudget, Parallel: 1})
+	must(t, err)
+	run, err := f.store.Run(context.Background(), "night")
+	must(t, err)
+	if run.Elapsed < 300*time.Millisecond {
+		t.Fatalf("run elapsed %s after a 300 ms call", run.Elapsed)
+	}
+	var first *budget.Status
+	f.observe = func(ev purser.Event) {
+		if first == nil && ev.Run != nil {
+			first = ev.Run
+		}
+	}
+	f.task.Budget.Hard.MaxIterations = ptr(2)
+	f.task.File = filepath.Join(t.TempDir(), "task.yaml") // outside the workspace: the user's raise
+	_, err = f.engine().Resume(context.Background(), f.task, nil)
+	must(t, err)
+	if first == nil || first.UsedTime < run.Elapsed {
+		t.Fatalf("on resume the run's clock read %v, want at least the %s it had run", first, run.Elapsed)
+	}
+}
+
+// The task's wall time is saved as it runs, not only when an iteration
+// ends: a crash mid-call loses at most one heartbeat.
+func TestHeartbeatSavesWallTimeMidCall(t *testing.T) {
+	f := newFixture(t, "steps:\n  - usage: {inputTokens: 100}\n    delayMs: 30000\n")
+	f.cfg.Heartbeat = 20 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- f.engine().RunTask(ctx, f.task, nil, "run-1") }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if rec, err := f.store.Task(context.Background(), f.task.ID); err == nil && rec.Elapsed > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no wall time saved while the call ran")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, engine.ErrInterrupted) {
+		t.Fatalf("RunTask = %v", err)
+	}
+	if calls := f.calls(); len(calls) != 1 || !calls[0].Cancelled {
+		t.Fatalf("the wall time was saved only after the call ended: %+v", calls)
+	}
+}

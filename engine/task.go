@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
@@ -43,6 +44,11 @@ func (e *Engine) RunTask(ctx context.Context, task purser.Task, run *budget.Mana
 	t := &taskRun{e: e, task: task, runID: runID, log: e.cfg.Logger.With("task", task.ID),
 		degradeSeen: map[purser.DegradeAction]bool{}}
 	if err := t.start(ctx, run); err != nil {
+		var claimed *purser.TaskClaimedError
+		if errors.As(err, &claimed) {
+			// Another process runs it: nothing here was recorded or changed.
+			return &StopError{TaskID: task.ID, State: purser.StateRunning, Err: err}
+		}
 		return &StopError{TaskID: task.ID, State: purser.StateFailed, Err: err}
 	}
 	var err error
@@ -63,7 +69,9 @@ func (e *Engine) RunTask(ctx context.Context, task purser.Task, run *budget.Mana
 	}
 
 	t.budget.StartClock()
+	stopHeartbeat := t.heartbeat(ctx)
 	err = t.loop(ctx)
+	stopHeartbeat()
 	t.budget.StopClock()
 	switch {
 	case err == nil:
@@ -98,10 +106,35 @@ func (t *taskRun) start(ctx context.Context, run *budget.Manager) error {
 	}
 	rec := purser.TaskRecord{ID: t.task.ID, RunID: t.runID, Goal: t.task.Goal, Workspace: t.task.Workspace, File: t.task.File,
 		Budget: t.task.Budget, State: purser.StateRunning, Elapsed: prior.Elapsed, Owner: e.owner}
-	if err := e.cfg.Store.SaveTask(ctx, rec); err != nil {
+	if err := e.cfg.Store.ClaimTask(ctx, rec, e.cfg.Owners.Gone); err != nil {
 		return err
 	}
 	return t.markInterruptedCalls(ctx)
+}
+
+// heartbeat saves the task's wall time every Config.Heartbeat while it runs,
+// so that after a crash the time figure is short by at most one beat and a
+// time cap cannot be beaten by crashing and resuming. The returned function
+// stops it and waits for it.
+func (t *taskRun) heartbeat(ctx context.Context) func() {
+	ctx = context.WithoutCancel(ctx)
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(t.e.cfg.Heartbeat)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if err := t.e.cfg.Store.SaveElapsed(ctx, t.task.ID, t.budget.Totals().Time); err != nil {
+					t.log.Warn("heartbeat: saving the task's wall time", "error", err)
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
 }
 
 // markInterruptedCalls records calls that started but never ended — the

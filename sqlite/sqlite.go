@@ -151,34 +151,54 @@ func fromNanos(n sql.NullInt64) time.Time {
 	return time.Unix(0, n.Int64)
 }
 
-// SaveRun records a run.
+// SaveRun records a run, replacing its budget.
 func (s *Store) SaveRun(ctx context.Context, run purser.Run) error {
-	var b []byte
-	if run.Budget != nil {
-		var err error
-		if b, err = json.Marshal(run.Budget); err != nil {
-			return err
-		}
+	b, err := runBudgetJSON(run)
+	if err != nil {
+		return err
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO runs (id, budget_json, created_at) VALUES (?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET budget_json = excluded.budget_json`, run.ID, string(b), time.Now().UnixNano())
+	_, err = s.db.ExecContext(ctx, `INSERT INTO runs (id, budget_json, created_at) VALUES (?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET budget_json = excluded.budget_json`, run.ID, b, time.Now().UnixNano())
 	if err != nil {
 		return fmt.Errorf("save run %s: %w", run.ID, err)
 	}
 	return nil
 }
 
+// JoinRun creates a run if it does not exist and returns the run as stored.
+func (s *Store) JoinRun(ctx context.Context, run purser.Run) (purser.Run, error) {
+	b, err := runBudgetJSON(run)
+	if err != nil {
+		return run, err
+	}
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO runs (id, budget_json, created_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+		run.ID, b, time.Now().UnixNano()); err != nil {
+		return run, fmt.Errorf("join run %s: %w", run.ID, err)
+	}
+	return s.Run(ctx, run.ID)
+}
+
+func runBudgetJSON(run purser.Run) (string, error) {
+	if run.Budget == nil {
+		return "", nil
+	}
+	b, err := json.Marshal(run.Budget)
+	return string(b), err
+}
+
 // Run returns a run.
 func (s *Store) Run(ctx context.Context, id string) (purser.Run, error) {
 	run := purser.Run{ID: id}
 	var b sql.NullString
-	err := s.db.QueryRowContext(ctx, `SELECT budget_json FROM runs WHERE id = ?`, id).Scan(&b)
+	var elapsed int64
+	err := s.db.QueryRowContext(ctx, `SELECT budget_json, elapsed_ns FROM runs WHERE id = ?`, id).Scan(&b, &elapsed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return run, fmt.Errorf("run %q: %w", id, purser.ErrNotFound)
 	}
 	if err != nil {
 		return run, err
 	}
+	run.Elapsed = time.Duration(elapsed)
 	if b.Valid && b.String != "" {
 		run.Budget = new(budget.Config)
 		if err := json.Unmarshal([]byte(b.String), run.Budget); err != nil {
@@ -188,14 +208,99 @@ func (s *Store) Run(ctx context.Context, id string) (purser.Run, error) {
 	return run, nil
 }
 
+// SaveRunElapsed records the run's wall time, never lowering it.
+func (s *Store) SaveRunElapsed(ctx context.Context, id string, elapsed time.Duration) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE runs SET elapsed_ns = MAX(elapsed_ns, ?) WHERE id = ?`, int64(elapsed), id); err != nil {
+		return fmt.Errorf("save run %s elapsed: %w", id, err)
+	}
+	return nil
+}
+
+// ClaimTask records t RUNNING under t.Owner unless another live owner runs
+// it, in one IMMEDIATE transaction: of two processes claiming at once, the
+// second sees the first's claim.
+func (s *Store) ClaimTask(ctx context.Context, t purser.TaskRecord, ownerGone func(owner string) bool) error {
+	tx, err := s.db.BeginTx(ctx, nil) // _txlock=immediate: the write lock is taken now
+	if err != nil {
+		return fmt.Errorf("claim task %s: %w", t.ID, err)
+	}
+	defer tx.Rollback()
+	var state, owner string
+	err = tx.QueryRowContext(ctx, `SELECT state, owner FROM tasks WHERE id = ?`, t.ID).Scan(&state, &owner)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("claim task %s: %w", t.ID, err)
+	case purser.TaskState(state) == purser.StateRunning && owner != "" && owner != t.Owner && !ownerGone(owner):
+		return &purser.TaskClaimedError{TaskID: t.ID, Owner: owner}
+	}
+	if err := saveTask(ctx, tx, t); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("claim task %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// SaveBudgetChange records a change of a task's budget made by the user.
+func (s *Store) SaveBudgetChange(ctx context.Context, c purser.BudgetChange) error {
+	from, err := json.Marshal(c.From)
+	if err != nil {
+		return err
+	}
+	to, err := json.Marshal(c.To)
+	if err != nil {
+		return err
+	}
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO budget_changes (task_id, at, by_whom, source, from_json, to_json) VALUES (?, ?, ?, ?, ?, ?)`,
+		c.TaskID, nanos(c.At), c.By, c.Source, string(from), string(to)); err != nil {
+		return fmt.Errorf("save budget change of task %s: %w", c.TaskID, err)
+	}
+	return nil
+}
+
+// BudgetChanges returns a task's budget changes, oldest first.
+func (s *Store) BudgetChanges(ctx context.Context, taskID string) ([]purser.BudgetChange, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT at, by_whom, source, from_json, to_json FROM budget_changes WHERE task_id = ? ORDER BY id`, taskID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []purser.BudgetChange
+	for rows.Next() {
+		c := purser.BudgetChange{TaskID: taskID}
+		var at sql.NullInt64
+		var from, to string
+		if err := rows.Scan(&at, &c.By, &c.Source, &from, &to); err != nil {
+			return nil, err
+		}
+		c.At = fromNanos(at)
+		if err := json.Unmarshal([]byte(from), &c.From); err != nil {
+			return nil, fmt.Errorf("budget change of task %s: %w", taskID, err)
+		}
+		if err := json.Unmarshal([]byte(to), &c.To); err != nil {
+			return nil, fmt.Errorf("budget change of task %s: %w", taskID, err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
 // SaveTask creates or updates a task.
 func (s *Store) SaveTask(ctx context.Context, t purser.TaskRecord) error {
+	return saveTask(ctx, s.db, t)
+}
+
+func saveTask(ctx context.Context, db interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, t purser.TaskRecord) error {
 	b, err := json.Marshal(t.Budget)
 	if err != nil {
 		return err
 	}
 	now := time.Now().UnixNano()
-	_, err = s.db.ExecContext(ctx, `INSERT INTO tasks (id, run_id, goal, workspace, file, budget_json, state, reason, elapsed_ns, owner, created_at, updated_at)
+	_, err = db.ExecContext(ctx, `INSERT INTO tasks (id, run_id, goal, workspace, file, budget_json, state, reason, elapsed_ns, owner, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, goal = excluded.goal, workspace = excluded.workspace,
 			file = excluded.file, budget_json = excluded.budget_json, state = excluded.state, reason = excluded.reason,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -214,7 +215,10 @@ func outcome(stdout, stderr io.Writer, outcomes []engine.TaskOutcome) error {
 			continue
 		}
 		var c int
+		var claimed *purser.TaskClaimedError
 		switch {
+		case errors.As(o.Err, &claimed):
+			c = exitBadInput
 		case engine.IsBudgetStop(o.Err):
 			c = exitBudgetStop
 		case errors.Is(o.Err, engine.ErrInterrupted):
@@ -222,7 +226,9 @@ func outcome(stdout, stderr io.Writer, outcomes []engine.TaskOutcome) error {
 		default:
 			c = exitFailure
 		}
-		if errors.Is(o.Err, engine.ErrNotStarted) {
+		if claimed != nil {
+			fmt.Fprintf(stderr, "purser: %s; not run here\n", claimed)
+		} else if errors.Is(o.Err, engine.ErrNotStarted) {
 			fmt.Fprintf(stderr, "purser: task %s not started: the run was interrupted before it began; it is left as it was\n", o.Task.ID)
 		} else {
 			fmt.Fprintf(stderr, "purser: task %s %s (see %s)\n", o.Task.ID, redact.String(engine.Describe(o.Err)), status)
@@ -240,6 +246,8 @@ func outcome(stdout, stderr io.Writer, outcomes []engine.TaskOutcome) error {
 func rank(code int) int {
 	switch code {
 	case exitFailure:
+		return 4
+	case exitBadInput:
 		return 3
 	case exitInterrupted:
 		return 2
@@ -250,14 +258,17 @@ func rank(code int) int {
 }
 
 func newResumeCmd() *cobra.Command {
-	var db string
+	var db, budgetFile string
 	cmd := &cobra.Command{
 		Use:   "resume TASK [--db PATH]",
-		Short: "Run a stopped task again, after its budget was raised in its file",
-		Long: `Runs a BLOCKED (or interrupted) task again from its task file, which is read
-anew, so a raised budget takes effect. What the task spent carries over. If
-its budget is still exhausted, it is refused with BudgetExhaustedError (exit 3)
-and no call starts.`,
+		Short: "Run a stopped task again, after its budget was raised",
+		Long: `Runs a BLOCKED (or interrupted) task again from its task file, read anew.
+What the task spent carries over. Its budget changes only by an act of the
+user: --budget FILE, or a task file outside the task's workspace (a task file
+inside it may have been rewritten by the agent, so a budget change there is
+refused). Every change is recorded with who, when and from which file. If the
+budget is still exhausted, the task is refused with BudgetExhaustedError
+(exit 3) and no call starts.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			store, path, err := openStoreHere(cmd.Context(), db)
@@ -289,7 +300,16 @@ and no call starts.`,
 			}
 			defer s.interrupt(nil)
 			stopView := s.view.Start()
-			o, err := s.engine.Resume(s.ctx, task)
+			var raise *engine.BudgetRaise
+			if budgetFile != "" {
+				cfg, err := config.LoadBudget(budgetFile)
+				if err != nil {
+					return badInput(err)
+				}
+				abs, _ := filepath.Abs(budgetFile)
+				raise = &engine.BudgetRaise{Budget: cfg, Source: abs, By: whoami()}
+			}
+			o, err := s.engine.Resume(s.ctx, task, raise)
 			stopView()
 			if err != nil {
 				return requestError(err)
@@ -302,5 +322,16 @@ and no call starts.`,
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "", "database path (default: $PURSER_DB, else .purser/purser.db beside purser.yaml)")
+	cmd.Flags().StringVar(&budgetFile, "budget", "", "a new budget for the task (a budget file outside its workspace); the change is recorded")
 	return cmd
+}
+
+// whoami names the user for records of their acts: user@host.
+func whoami() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return name + "@" + host
 }
