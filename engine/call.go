@@ -28,7 +28,7 @@ func (t *taskRun) call(ctx context.Context, kind purser.CallKind) (string, error
 			t.log.Warn("retrying after transient error", "call", kind, "attempt", attempt, "backoff", backoff, "error", lastErr)
 			select {
 			case <-ctx.Done():
-				return "", fmt.Errorf("%w: %v", ErrInterrupted, context.Cause(ctx))
+				return "", interrupted(ctx)
 			case <-time.After(backoff):
 			}
 		}
@@ -229,7 +229,7 @@ func (t *taskRun) outcome(ctx, callCtx context.Context, pc *preparedCall, ledger
 		return hardErr
 	case ctx.Err() != nil:
 		pc.rec.Outcome = purser.CallCancelled
-		return fmt.Errorf("%w: %v", ErrInterrupted, context.Cause(ctx))
+		return interrupted(ctx)
 	case errors.Is(context.Cause(callCtx), errCallTimeout):
 		// A hung call: cancelled, and worth a retry through the budget.
 		pc.rec.Outcome = purser.CallTransient

@@ -296,3 +296,35 @@ func TestHeartbeatSavesWallTimeMidCall(t *testing.T) {
 		t.Fatalf("the wall time was saved only after the call ended: %+v", calls)
 	}
 }
+
+// A signal may land at any step — a store write, a call, a validator — and
+// the task is always left resumable (PENDING), never FAILED by it. The test
+// cancels at each event in turn.
+func TestInterruptAtAnyStepLeavesTheTaskResumable(t *testing.T) {
+	const script = "steps:\n  - usage: {inputTokens: 100, costUsd: 0.01}\n    delayMs: 5\n  - usage: {inputTokens: 100}\n    files: {src/fixed: yes}\n"
+	for at := 1; ; at++ {
+		f := newFixture(t, script)
+		f.task.Planning, f.task.SelfReview = true, true
+		ctx, cancel := context.WithCancel(context.Background())
+		var n int
+		f.observe = func(purser.Event) {
+			if n++; n == at {
+				cancel()
+			}
+		}
+		err := f.engine().RunTask(ctx, f.task, nil, "run-1")
+		cancel()
+		if err == nil {
+			if at == 1 {
+				t.Fatal("the task ran to DONE without a single event")
+			}
+			return // every step up to DONE was tried
+		}
+		if !errors.Is(err, engine.ErrInterrupted) {
+			t.Fatalf("cancelled at event %d: %v, want interrupted", at, err)
+		}
+		if s := f.state().State; s != purser.StatePending {
+			t.Fatalf("cancelled at event %d: task %s, want PENDING", at, s)
+		}
+	}
+}

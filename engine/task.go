@@ -45,9 +45,12 @@ func (e *Engine) RunTask(ctx context.Context, task purser.Task, run *budget.Mana
 		degradeSeen: map[purser.DegradeAction]bool{}}
 	if err := t.start(ctx, run); err != nil {
 		var claimed *purser.TaskClaimedError
-		if errors.As(err, &claimed) {
+		switch {
+		case errors.As(err, &claimed):
 			// Another process runs it: nothing here was recorded or changed.
 			return &StopError{TaskID: task.ID, State: purser.StateRunning, Err: err}
+		case ctx.Err() != nil:
+			return &StopError{TaskID: task.ID, State: purser.StatePending, Err: interrupted(ctx)}
 		}
 		return &StopError{TaskID: task.ID, State: purser.StateFailed, Err: err}
 	}
@@ -80,8 +83,17 @@ func (e *Engine) RunTask(ctx context.Context, task purser.Task, run *budget.Mana
 		return t.finish(ctx, purser.StateBlocked, err)
 	case errors.Is(err, ErrInterrupted):
 		return t.finish(ctx, purser.StatePending, err)
+	case ctx.Err() != nil:
+		// A signal, whatever step it cut (a store write, a validator): the
+		// task stays resumable, never FAILED by its own interruption.
+		return t.finish(ctx, purser.StatePending, fmt.Errorf("%w (%v)", interrupted(ctx), err))
 	}
 	return t.finish(ctx, purser.StateFailed, err)
+}
+
+// interrupted is the cause of a stop by ctx.
+func interrupted(ctx context.Context) error {
+	return fmt.Errorf("%w: %v", ErrInterrupted, context.Cause(ctx))
 }
 
 // start restores what the task spent before (a resume), builds its budget
@@ -178,7 +190,7 @@ func (t *taskRun) setInFlight(cancel context.CancelCauseFunc) {
 func (t *taskRun) loop(ctx context.Context) error {
 	for {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("%w: %v", ErrInterrupted, context.Cause(ctx))
+			return interrupted(ctx)
 		}
 		// No runaway loops: at the hard cap the iteration does not start.
 		if err := t.budget.Check(); err != nil {
@@ -208,7 +220,7 @@ func (t *taskRun) runIteration(ctx context.Context) (done bool, err error) {
 	}
 	results := t.runValidators(ctx)
 	if ctx.Err() != nil {
-		return false, t.stopIteration(ctx, it, fmt.Errorf("%w: %v", ErrInterrupted, context.Cause(ctx)))
+		return false, t.stopIteration(ctx, it, interrupted(ctx))
 	}
 	return t.endIteration(ctx, it, results)
 }

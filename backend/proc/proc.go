@@ -73,6 +73,8 @@ func Run(ctx context.Context, c Command, onLine func([]byte)) (Outcome, error) {
 	}
 	pgid := cmd.Process.Pid
 	tracker := newDescendants(pgid)
+	running.add(pgid, tracker)
+	defer running.remove(pgid)
 	watchDone := make(chan struct{})
 	go tracker.watch(watchDone)
 	sig := c.Interrupt
@@ -149,6 +151,40 @@ func Run(ctx context.Context, c Command, onLine func([]byte)) (Outcome, error) {
 	defer mu.Unlock()
 	out.WaitErr, out.Stderr = waitErr, stderr.String()
 	return out, nil
+}
+
+// groups are the process groups of the children running now, with their
+// descendants, so that Purser can kill them all when it must quit at once.
+type groups struct {
+	mu sync.Mutex
+	m  map[int]*descendants
+}
+
+var running = &groups{m: map[int]*descendants{}}
+
+func (g *groups) add(pgid int, d *descendants) {
+	g.mu.Lock()
+	g.m[pgid] = d
+	g.mu.Unlock()
+}
+
+func (g *groups) remove(pgid int) {
+	g.mu.Lock()
+	delete(g.m, pgid)
+	g.mu.Unlock()
+}
+
+// KillAll kills every child Run has running, with its group and every
+// descendant seen, at once. Purser calls it when it must quit without the
+// graceful stop (a second signal), so that no agent outlives it.
+func KillAll() {
+	running.mu.Lock()
+	defer running.mu.Unlock()
+	for pgid, d := range running.m {
+		d.scan()
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		d.killAll()
+	}
 }
 
 // ReadLine reads one line of any length; a line longer than MaxLine comes

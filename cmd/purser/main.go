@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/purser-dev/purser/backend/proc"
 )
 
 // errSignal is the cause of a context cancelled by SIGINT or SIGTERM.
@@ -17,13 +19,23 @@ var errSignal = errors.New("stopped by a signal")
 func main() {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	// SIGHUP too: a closed terminal or a lost SSH session stops the run the
+	// same graceful way, rather than killing Purser with its agents left.
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
 		s := <-sigs
 		fmt.Fprintf(os.Stderr, "purser: %s: stopping; calls in flight are cancelled and tasks left resumable (again to quit at once)\n", s)
 		cancel(fmt.Errorf("%w (%s)", errSignal, s))
 		<-sigs
-		os.Exit(exitInterrupted)
+		quitNow()
 	}()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// quitNow ends Purser at once (a second signal, a second Ctrl+C): every
+// agent it runs is killed with its process group first, so none outlives it.
+// The tasks stay resumable: their usage so far is in the ledger.
+func quitNow() {
+	proc.KillAll()
+	os.Exit(exitInterrupted)
 }

@@ -92,7 +92,7 @@ type session struct {
 func newSession(cmd *cobra.Command, store *sqlite.Store, prices *pricing.Catalogue, tasks []purser.Task, runBudget *budget.Config) (*session, error) {
 	ctx, interrupt := context.WithCancelCause(cmd.Context())
 	view := tui.NewLive(cmd.OutOrStdout(), tui.LiveOptions{Tasks: tasks, RunBudget: runBudget,
-		Interrupt: func() { interrupt(errSignal) }, Quit: func() { os.Exit(exitInterrupted) }})
+		Interrupt: func() { interrupt(errSignal) }, Quit: quitNow})
 	e, err := newEngine(store, prices, view.Observe)
 	if err != nil {
 		interrupt(nil)
