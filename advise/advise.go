@@ -21,6 +21,11 @@ const (
 	HardQuantile    = 0.95
 )
 
+// MinRuns is how many runs a group needs for any proposal: with one, the
+// quantiles are one and the same figure (optimal = warning = hard), which
+// is no advice.
+const MinRuns = 2
+
 // MinSolved is how many solved runs a group needs for the proposal to be
 // read from solved runs alone; below it, all runs are used.
 const MinSolved = 5
@@ -45,9 +50,12 @@ type Candidate struct {
 type Group struct {
 	System, Model string
 	Runs, Solved  int
-	UpperBound    bool   // totals only: savings are upper bounds
-	Basis         string // "solved runs" or "all runs (too few solved)"
-	Proposals     []Proposal
+	// TooFew is set when the group has fewer than MinRuns runs: it gets no
+	// proposal.
+	TooFew     bool
+	UpperBound bool   // totals only: savings are upper bounds
+	Basis      string // "solved runs" or "all runs (too few solved)"
+	Proposals  []Proposal
 	// TradeOff is for the first proposal's metric (money when known).
 	TradeOff []Candidate
 	// Values are each run's recorded value of the first proposal's metric,
@@ -108,6 +116,15 @@ func Advise(prices *pricing.Catalogue, runs []replay.Run) ([]Group, error) {
 
 func adviseGroup(prices *pricing.Catalogue, system, model string, runs []replay.Run) (Group, error) {
 	g := Group{System: system, Model: model, Runs: len(runs), Basis: "solved runs"}
+	if len(runs) < MinRuns {
+		g.TooFew = true
+		for _, r := range runs {
+			if r.Resolved != nil && *r.Resolved {
+				g.Solved++
+			}
+		}
+		return g, nil
+	}
 	figs := make([]runFigures, len(runs))
 	allUSD := true
 	for i, r := range runs {

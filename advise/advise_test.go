@@ -111,3 +111,25 @@ func TestAdviseOutputs(t *testing.T) {
 		}
 	}
 }
+
+// One run is no history: the quantiles would all be its own figure, so no
+// proposal is made, and the text says why.
+func TestAdviseSaysWhenThereIsNotEnoughHistory(t *testing.T) {
+	runs := load(t)
+	for n := 1; n < advise.MinRuns; n++ {
+		groups, err := advise.Advise(pricing.Builtin(), runs[:n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(groups) != 1 || !groups[0].TooFew || len(groups[0].Proposals) != 0 {
+			t.Fatalf("%d run(s): %+v, want no proposal", n, groups)
+		}
+		var text bytes.Buffer
+		if err := advise.WriteText(&text, groups[0]); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(text.String(), "not enough history") || strings.Contains(text.String(), "optimal") {
+			t.Fatalf("%d run(s):\n%s", n, text.String())
+		}
+	}
+}

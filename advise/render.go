@@ -19,6 +19,10 @@ func WriteText(w io.Writer, g Group) error {
 		fmt.Fprint(w, " (totals only: savings are upper bounds)")
 	}
 	fmt.Fprintln(w)
+	if g.TooFew {
+		_, err := fmt.Fprintf(w, "  not enough history to advise from: %d run(s), at least %d needed; run more tasks and advise again\n", g.Runs, MinRuns)
+		return err
+	}
 	if len(g.Proposals) == 0 {
 		_, err := fmt.Fprintln(w, "  no usage to advise from")
 		return err

@@ -18,10 +18,6 @@ import (
 // ProjectFileName is the project file found by walking up from a task file.
 const ProjectFileName = "purser.yaml"
 
-// DefaultDatabase is where the database lives, relative to the project file
-// (or to the task file when there is no project file).
-const DefaultDatabase = ".purser/purser.db"
-
 // degradeFile is the written form of a degrade policy.
 type degradeFile struct {
 	Actions       []any `yaml:"actions"`
@@ -77,7 +73,9 @@ type Project struct {
 	Degrade   *purser.DegradePolicy
 	ModelTier string
 	Database  string // absolute
-	Prices    *pricing.Catalogue
+	// DatabaseSet is true when purser.yaml names the database (database:).
+	DatabaseSet bool
+	Prices      *pricing.Catalogue
 }
 
 // FindProject walks up from dir to the nearest purser.yaml and loads it. With
@@ -96,7 +94,7 @@ func FindProject(dir string) (*Project, error) {
 			break
 		}
 	}
-	return &Project{Dir: abs, Backends: map[string]purser.BackendSpec{}, Database: filepath.Join(abs, DefaultDatabase), Prices: pricing.Builtin()}, nil
+	return &Project{Dir: abs, Backends: map[string]purser.BackendSpec{}, Database: DefaultDatabase(abs), Prices: pricing.Builtin()}, nil
 }
 
 // LoadProject reads a purser.yaml.
@@ -139,8 +137,9 @@ func LoadProject(path string) (*Project, error) {
 		spec.Name = name
 		p.Backends[name] = spec
 	}
-	p.Database = filepath.Join(dir, DefaultDatabase)
+	p.Database = DefaultDatabase(dir)
 	if pf.Database != "" {
+		p.DatabaseSet = true
 		p.Database = resolvePath(dir, pf.Database)
 	}
 	if pf.Pricing != "" {

@@ -118,3 +118,26 @@ func ReferencedFiles(workspace, text string) []string {
 	}
 	return out
 }
+
+// Contains reports whether path lies inside dir (or is dir), with links
+// resolved where the paths exist: what an agent working in dir could reach.
+func Contains(dir, path string) bool {
+	if path == "" || dir == "" {
+		return false
+	}
+	resolve := func(p string) string {
+		if abs, err := filepath.Abs(p); err == nil {
+			p = abs
+		}
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		// A path that does not exist yet: resolve its nearest existing parent.
+		if r, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+			return filepath.Join(r, filepath.Base(p))
+		}
+		return filepath.Clean(p)
+	}
+	rel, err := filepath.Rel(resolve(dir), resolve(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}

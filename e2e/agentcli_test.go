@@ -117,7 +117,7 @@ func runScenario(t *testing.T, sc scenario) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, purserBin, "run", "task.yaml")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), sc.env...)
+	cmd.Env = append(append(os.Environ(), sc.env...), "PURSER_DB="+filepath.Join(dir, "purser.db"))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -174,7 +174,7 @@ func runScenario(t *testing.T, sc scenario) {
 	if left := processesIn(ws); len(left) > 0 {
 		t.Errorf("processes still running in the workspace a second after purser exited: %v", left)
 	}
-	st, err := exec.Command(purserBin, "status", sc.name, "--json", "--db", filepath.Join(dir, ".purser", "purser.db")).Output()
+	st, err := exec.Command(purserBin, "status", sc.name, "--json", "--db", filepath.Join(dir, "purser.db")).Output()
 	if err != nil {
 		t.Fatal(err)
 	}

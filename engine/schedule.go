@@ -8,14 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"regexp"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/contextbuild"
 )
 
 // RequestError is a run or resume the engine refused before anything ran or
@@ -276,10 +275,10 @@ func (e *Engine) checkBudgetChange(ctx context.Context, rec purser.TaskRecord, t
 	change := purser.BudgetChange{TaskID: task.ID, At: e.cfg.Clock.Now(), Source: task.File, From: rec.Budget, To: task.Budget}
 	if raise != nil {
 		change.Source, change.By = raise.Source, raise.By
-		if inside(raise.Source, task.Workspace) {
+		if contextbuild.Contains(task.Workspace, raise.Source) {
 			return refused("budget file %s lies inside task %s's workspace, where the agent can write: give a file outside it", raise.Source, task.ID)
 		}
-	} else if inside(task.File, task.Workspace) {
+	} else if contextbuild.Contains(task.Workspace, task.File) {
 		return refused("task %s: its budget in %s changed since it was recorded (%s, now %s), and that file lies inside the task's workspace, where the agent can write; the change is refused. To change the budget, resume with --budget FILE (a file outside the workspace)",
 			task.ID, task.File, describeBudget(&rec.Budget), describeBudget(&task.Budget))
 	}
@@ -288,24 +287,6 @@ func (e *Engine) checkBudgetChange(ctx context.Context, rec purser.TaskRecord, t
 	}
 	e.cfg.Logger.Warn("budget changed by the user", "task", task.ID, "from", describeBudget(&rec.Budget), "to", describeBudget(&task.Budget), "source", change.Source, "by", change.By)
 	return nil
-}
-
-// inside reports whether path lies in dir (links resolved where they exist).
-func inside(path, dir string) bool {
-	if path == "" || dir == "" {
-		return false
-	}
-	resolve := func(p string) string {
-		if abs, err := filepath.Abs(p); err == nil {
-			p = abs
-		}
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return r
-		}
-		return filepath.Clean(p)
-	}
-	rel, err := filepath.Rel(resolve(dir), resolve(path))
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // runBudget is the run's budget with what all its tasks have spent already,

@@ -33,6 +33,20 @@ type Store struct {
 
 var _ purser.Store = (*Store)(nil)
 
+// OpenExisting opens the database at path, which must exist: commands that
+// only read never create a database. A missing one is an error matching
+// os.ErrNotExist.
+func OpenExisting(ctx context.Context, path string) (*Store, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("open database %s: not a regular file", path)
+	}
+	return Open(ctx, path)
+}
+
 // Open opens (creating if needed) the database at path and migrates it. The
 // directory and the file are made readable by their owner only: the ledger
 // says what a user's agents did.

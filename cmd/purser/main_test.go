@@ -24,6 +24,8 @@ func TestScripts(t *testing.T) {
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("EXAMPLES", mustAbs("../../examples"))
+			// Default databases land in the script's own state directory.
+			env.Setenv("XDG_STATE_HOME", env.WorkDir+"/.state")
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){

@@ -19,7 +19,7 @@ func loadCorpus(ctx context.Context, args []string, fromDB bool, db string) ([]r
 	case fromDB && len(args) > 0:
 		return nil, badInput(fmt.Errorf("give a corpus file or --from-db, not both"))
 	case fromDB:
-		store, _, err := openStoreHere(ctx, db)
+		store, _, err := openDatabaseHere(ctx, db)
 		if err != nil {
 			return nil, err
 		}

@@ -88,10 +88,12 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short:         "Run AI coding agents on tasks under a three-tier budget",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newBudgetCmd(), newRunCmd(), newResumeCmd(), newStatusCmd(), newReplayCmd(), newAdviseCmd())
+	root.AddCommand(newVersionCmd(), newBudgetCmd(), newRunCmd(), newResumeCmd(), newStatusCmd(), newReplayCmd(), newAdviseCmd())
 	markRunErrors(root)
 	return root
 }

@@ -28,37 +28,62 @@ import (
 // are left resumable.
 const exitInterrupted = 130
 
-// dbPath picks the database: --db, then PURSER_DB, then the project's.
-func dbPath(flag string, proj *config.Project) string {
-	if flag != "" {
-		return flag
-	}
-	if env := os.Getenv("PURSER_DB"); env != "" {
-		return env
-	}
-	return proj.Database
+// database is the database a command uses, and the rule that chose it.
+type database struct {
+	Path string
+	From string // which rule: --db, PURSER_DB, purser.yaml's database:, or the default
 }
 
-// projectHere finds the project from the working directory, for commands
-// that are not given a task file.
-func projectHere() (*config.Project, error) {
+func (d database) String() string { return d.Path + " (" + d.From + ")" }
+
+// dbFlagHelp is the --db flag's help: the one rule that finds the database.
+const dbFlagHelp = "database path (default: $PURSER_DB, else purser.yaml's database:, else the project's folder in $XDG_STATE_HOME/purser)"
+
+// locateDatabase applies the one rule that finds the database: --db, then
+// PURSER_DB, then purser.yaml's database:, then the project's default (in
+// the user's state directory, outside every workspace).
+func locateDatabase(flag string, proj *config.Project) database {
+	switch {
+	case flag != "":
+		return database{Path: flag, From: "--db"}
+	case os.Getenv("PURSER_DB") != "":
+		return database{Path: os.Getenv("PURSER_DB"), From: "PURSER_DB"}
+	case proj.DatabaseSet:
+		return database{Path: proj.Database, From: "database: in " + proj.File}
+	}
+	return database{Path: proj.Database, From: "the default for the project in " + proj.Dir}
+}
+
+// openDatabaseHere opens the database of the working directory's project
+// (or the one --db or PURSER_DB names). Reading commands never create one:
+// a missing database is an error that says which was looked for.
+func openDatabaseHere(ctx context.Context, dbFlag string) (*sqlite.Store, database, error) {
 	wd, err := os.Getwd()
 	if err != nil {
-		return nil, err
+		return nil, database{}, err
 	}
-	return config.FindProject(wd)
+	proj, err := config.FindProject(wd)
+	if err != nil {
+		return nil, database{}, badInput(err)
+	}
+	db := locateDatabase(dbFlag, proj)
+	store, err := sqlite.OpenExisting(ctx, db.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, db, badInput(fmt.Errorf("no database at %s: nothing has run here yet (give --db or PURSER_DB to read another)", db))
+	}
+	return store, db, err
 }
 
-// openStoreHere opens the database of the working directory's project (or
-// the one --db or PURSER_DB names) and returns it with its path.
-func openStoreHere(ctx context.Context, dbFlag string) (*sqlite.Store, string, error) {
-	proj, err := projectHere()
-	if err != nil {
-		return nil, "", err
+// refuseDatabaseInWorkspace refuses tasks whose workspace holds the
+// database: an agent working there could read or rewrite the ledger that
+// enforces its budget.
+func refuseDatabaseInWorkspace(db database, tasks []purser.Task) error {
+	for _, t := range tasks {
+		if contextbuild.Contains(t.Workspace, db.Path) {
+			return badInput(fmt.Errorf("task %s: its workspace %s holds the database in use, %s; an agent working there could rewrite the ledger that enforces its budget. Keep the database outside every workspace (--db, PURSER_DB or database: in purser.yaml)", t.ID, t.Workspace, db))
+		}
 	}
-	path := dbPath(dbFlag, proj)
-	store, err := sqlite.Open(ctx, path)
-	return store, path, err
+	return nil
 }
 
 // newEngine wires the engine: the store, the backends, the validators, the
@@ -113,7 +138,12 @@ budget stops it (BLOCKED) or it fails (FAILED).
 Exit codes: 0 every task is DONE; 3 a task is BLOCKED by its budget; 1 a task
 failed; 2 bad input (nothing was run); 130 interrupted (tasks are resumable;
 tasks that had not started are left untouched).`,
-		Args: cobra.MinimumNArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("run needs at least one task file\n\nUsage:\n  purser %s", cmd.Use)
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if parallel < 1 {
 				return badInput(fmt.Errorf("--parallel: want at least 1, got %d", parallel))
@@ -130,7 +160,11 @@ tasks that had not started are left untouched).`,
 				}
 				runCfg = &cfg
 			}
-			store, err := sqlite.Open(cmd.Context(), dbPath(db, proj))
+			where := locateDatabase(db, proj)
+			if err := refuseDatabaseInWorkspace(where, tasks); err != nil {
+				return err
+			}
+			store, err := sqlite.Open(cmd.Context(), where.Path)
 			if err != nil {
 				return err
 			}
@@ -149,7 +183,7 @@ tasks that had not started are left untouched).`,
 			return outcome(cmd.OutOrStdout(), cmd.ErrOrStderr(), outcomes)
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", "", "database path (default: $PURSER_DB, else .purser/purser.db beside purser.yaml)")
+	cmd.Flags().StringVar(&db, "db", "", dbFlagHelp)
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "how many tasks run at once")
 	cmd.Flags().StringVar(&runBudget, "run-budget", "", "a budget file (YAML or JSON) shared by all the tasks of this run")
 	cmd.Flags().StringVar(&runName, "run", "", "name the run, so that other purser processes on the same database can join it and share its budget")
@@ -271,14 +305,14 @@ budget is still exhausted, the task is refused with BudgetExhaustedError
 (exit 3) and no call starts.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store, path, err := openStoreHere(cmd.Context(), db)
+			store, where, err := openDatabaseHere(cmd.Context(), db)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
 			rec, err := store.Task(cmd.Context(), args[0])
 			if errors.Is(err, purser.ErrNotFound) {
-				return badInput(fmt.Errorf("no task %q in %s", args[0], path))
+				return badInput(fmt.Errorf("no task %q in %s", args[0], where))
 			}
 			if err != nil {
 				return err
@@ -293,6 +327,9 @@ budget is still exhausted, the task is refused with BudgetExhaustedError
 			}
 			if task.ID != rec.ID {
 				return badInput(fmt.Errorf("%s now has id %q, not %q", rec.File, task.ID, rec.ID))
+			}
+			if err := refuseDatabaseInWorkspace(where, []purser.Task{task}); err != nil {
+				return err
 			}
 			s, err := newSession(cmd, store, proj.Prices, []purser.Task{task}, shownRunBudget(cmd.Context(), store, rec.RunID, nil))
 			if err != nil {
@@ -321,7 +358,7 @@ budget is still exhausted, the task is refused with BudgetExhaustedError
 			return outcome(cmd.OutOrStdout(), cmd.ErrOrStderr(), []engine.TaskOutcome{o})
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", "", "database path (default: $PURSER_DB, else .purser/purser.db beside purser.yaml)")
+	cmd.Flags().StringVar(&db, "db", "", dbFlagHelp)
 	cmd.Flags().StringVar(&budgetFile, "budget", "", "a new budget for the task (a budget file outside its workspace); the change is recorded")
 	return cmd
 }

@@ -35,7 +35,7 @@ func newStatusCmd() *cobra.Command {
 		Short: "Show tasks, their state and their budget",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store, path, err := openStoreHere(cmd.Context(), db)
+			store, where, err := openDatabaseHere(cmd.Context(), db)
 			if err != nil {
 				return err
 			}
@@ -44,7 +44,7 @@ func newStatusCmd() *cobra.Command {
 			if len(args) == 1 {
 				rec, err := store.Task(cmd.Context(), args[0])
 				if errors.Is(err, purser.ErrNotFound) {
-					return badInput(fmt.Errorf("no task %q in %s", args[0], path))
+					return badInput(fmt.Errorf("no task %q in %s", args[0], where))
 				}
 				if err != nil {
 					return err
@@ -54,8 +54,9 @@ func newStatusCmd() *cobra.Command {
 				return err
 			}
 			out := struct {
-				Tasks []taskStatusJSON `json:"tasks"`
-			}{Tasks: []taskStatusJSON{}}
+				Database string           `json:"database"`
+				Tasks    []taskStatusJSON `json:"tasks"`
+			}{Database: where.Path, Tasks: []taskStatusJSON{}}
 			for _, rec := range recs {
 				totals, err := store.UsageTotals(cmd.Context(), rec.ID)
 				if err != nil {
@@ -79,6 +80,7 @@ func newStatusCmd() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(out)
 			}
+			fmt.Fprintf(cmd.OutOrStdout(), "database: %s\n", where)
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "TASK\tSTATE\tBUDGET\tWHY")
 			for _, t := range out.Tasks {
@@ -91,7 +93,7 @@ func newStatusCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", "", "database path (default: $PURSER_DB, else .purser/purser.db beside purser.yaml)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print {\"tasks\": [...]} as JSON")
+	cmd.Flags().StringVar(&db, "db", "", dbFlagHelp)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {\"database\": PATH, \"tasks\": [...]} as JSON")
 	return cmd
 }

@@ -6,21 +6,26 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
+# The binary lives in a cache folder, not in each copy: go build relinks it
+# only when the sources changed, and each copy stays a few kilobytes.
+bin="${XDG_CACHE_HOME:-$HOME/.cache}/purser-demo"
+mkdir -p "$bin"
+(cd "$root" && go build -o "$bin/purser" ./cmd/purser)
 work="$(mktemp -d "${TMPDIR:-/tmp}/purser-demo.XXXXXX")"
 cp -R "$here/." "$work/"
 rm -f "$work/run.sh"
-(cd "$root" && go build -o "$work/purser" ./cmd/purser)
 cd "$work"
+export PATH="$bin:$PATH"
 
 echo "== purser run (in $work)"
 set +e
-./purser run fix-trailing-commas.yaml runaway.yaml
+purser run fix-trailing-commas.yaml runaway.yaml
 code=$?
 set -e
 echo "== exit code $code (3: a task was BLOCKED by its budget, as this demo intends)"
 echo
 echo "== purser status"
-./purser status
+purser status
 echo
 echo "== runaway/STATUS.md"
 cat runaway/STATUS.md
@@ -29,4 +34,4 @@ echo "== fix-trailing-commas/BUDGET.md"
 cat parser/BUDGET.md
 [ "$code" -eq 3 ] || { echo "demo: expected exit code 3, got $code" >&2; exit 1; }
 echo
-echo "demo: as intended (files kept in $work)"
+echo "demo: as intended (files kept in $work, $(du -sh "$work" | cut -f1); the binary is $bin/purser)"
