@@ -181,8 +181,8 @@ type Agent struct {
 	out     io.Writer
 	flush   func()
 	stderr  io.Writer
-	abort   func()   // ends the output abruptly (a truncated run)
-	hugePad string   // what starts the huge line, so the transport carries it
+	abort   func() // ends the output abruptly (a truncated run)
+	hugePad string // what starts the huge line, so the transport carries it
 	ctx     context.Context
 	mu      sync.Mutex
 	told    toldRecord
