@@ -193,6 +193,9 @@ type Agent struct {
 // Hi as soon as it starts, so a reader killed mid-write saw between them.
 type toldRecord struct {
 	Lo, Hi Usage
+	// UnreadOnCancel: a reader that cancels may drop what was written but
+	// not read yet (an HTTP client), so Lo does not bind after a cancel.
+	UnreadOnCancel bool
 }
 
 const toldFile = "told.json"
@@ -405,7 +408,9 @@ func AgentCommand(t testing.TB, s Script) (path string, env map[string]string) {
 	if err := os.WriteFile(file, JSON(s), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return exe, map[string]string{envScript: file}
+	// The race detector's 1 s pause at a clean exit would slow every call.
+	race := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+	return exe, map[string]string{envScript: file, "GORACE": race}
 }
 
 // Main runs the package's tests; but when the test binary was started by a
@@ -493,7 +498,7 @@ func withoutScript(env []string) []string {
 // (Server-Sent Events, say); a truncated run drops the connection.
 func ServeHTTP(w http.ResponseWriter, r *http.Request, s Script, d Dialect) {
 	flusher, _ := w.(http.Flusher)
-	a := &Agent{Script: s, out: w, ctx: r.Context(), hugePad: ": ",
+	a := &Agent{Script: s, out: w, ctx: r.Context(), hugePad: ": ", told: toldRecord{UnreadOnCancel: true},
 		flush: func() {
 			if flusher != nil {
 				flusher.Flush()
