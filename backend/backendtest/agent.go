@@ -109,6 +109,9 @@ type Script struct {
 	// Secret is written in the answer, on stderr and in a failure's
 	// message.
 	Secret string
+	// Replay, if set, is a file of captured output the agent prints line
+	// by line instead of a scripted run (Usage and End do not apply).
+	Replay string
 	// State is a directory for the agent's records (its process ids, the
 	// usage it told); the suite sets it.
 	State string
@@ -350,6 +353,10 @@ func (a *Agent) play(d Dialect) {
 	if s.Secret != "" {
 		a.Stderr("warning: retrying with key " + s.Secret)
 	}
+	if s.Replay != "" {
+		a.replay()
+		return
+	}
 	d.Begin(a)
 	var total Usage
 	for i := range s.Replies {
@@ -385,6 +392,21 @@ func (a *Agent) play(d Dialect) {
 		a.wait()
 		if in, ok := d.(Interrupter); ok && a.ctx.Err() != nil {
 			in.Interrupted(a, total)
+		}
+	}
+}
+
+// replay prints the captured output of a real run.
+func (a *Agent) replay() {
+	data, err := os.ReadFile(a.Script.Replay)
+	if err != nil {
+		a.Stderr(err.Error())
+		a.ExitCode = 90
+		return
+	}
+	for _, line := range strings.SplitAfter(string(data), "\n") {
+		if line = strings.TrimSuffix(line, "\n"); line != "" {
+			a.Print([]byte(line), Usage{})
 		}
 	}
 }

@@ -62,6 +62,21 @@ type Harness struct {
 	// Unsupported names the capabilities the backend does not have, each
 	// with the reason why.
 	Unsupported map[Capability]string
+	// Replays are captured runs of the real agent, for its scripted agent
+	// to replay: each must land whole.
+	Replays []Replay
+}
+
+// Replay is a captured run of a real agent and the usage it reported.
+type Replay struct {
+	// File holds what the agent wrote to stdout; an absolute path.
+	File string
+	// Want is the run's usage as its own totals say (USD: the dollars it
+	// reported, if it reports any).
+	Want Usage
+	// Failed: the run ended in failure, so the call must fail (its usage
+	// still lands whole).
+	Failed bool
 }
 
 // Bound is how long a backend may take to return once its call's context is
@@ -347,6 +362,17 @@ func testUsage(t *testing.T, h Harness) {
 		}
 		requireToldOnce(t, c)
 	})
+	for _, r := range h.Replays {
+		t.Run("a captured run lands whole: "+filepath.Base(r.File), func(t *testing.T) {
+			c := h.do(t, Script{Replay: r.File}, context.Background(), nil, false)
+			if (c.err != nil) != r.Failed {
+				t.Errorf("Call returned %v; the captured run failed: %v", c.err, r.Failed)
+			}
+			if got := c.usage.sum(); got != r.Want {
+				t.Errorf("the backend reported %s in all; the captured run reported %s", got, r.Want)
+			}
+		})
+	}
 }
 
 func testCancel(t *testing.T, h Harness) {

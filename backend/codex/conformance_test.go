@@ -23,6 +23,10 @@ func TestConformance(t *testing.T) {
 			}
 			return buildConformance(t, purser.BackendSpec{Type: "codex", Dir: s.State, Options: map[string]any{"command": path, "env": envOpt}})
 		},
+		Replays: []backendtest.Replay{
+			// Two model calls, one turn: 11000 in (8500 cached), 65 out (20 of them reasoning).
+			{File: testdata(t, "tool.workspace-write.jsonl.stdout.jsonl"), Want: backendtest.Usage{Input: 11_000, CacheRead: 8_500, Output: 65}},
+		},
 		Unsupported: map[backendtest.Capability]string{
 			backendtest.OutputCap:  "codex exec takes no cap on a call's output: the engine's hard cap bounds it",
 			backendtest.USDFence:   "Codex has no spending fence of its own: the engine's hard cap stops it",
@@ -88,4 +92,13 @@ func (codexAgent) Fail(a *backendtest.Agent, msg string, total backendtest.Usage
 	a.Print(backendtest.JSON(map[string]any{"type": "error", "message": msg}), backendtest.Usage{})
 	a.Print(backendtest.JSON(map[string]any{"type": "turn.failed", "error": map[string]any{"message": msg}}), backendtest.Usage{})
 	a.ExitCode = 1
+}
+
+// testdata returns a fixture's absolute path: the agent runs elsewhere.
+func testdata(t *testing.T, name string) string {
+	p, err := filepath.Abs(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

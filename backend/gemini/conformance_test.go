@@ -23,6 +23,10 @@ func TestConformance(t *testing.T) {
 			}
 			return buildConformance(t, purser.BackendSpec{Type: "gemini", Dir: s.State, Options: map[string]any{"command": path, "env": envOpt}})
 		},
+		Replays: []backendtest.Replay{
+			// The router (50 in, 3 out) and two agent calls (11000 in, 8500 cached, 65 out, 20 thoughts).
+			{File: testdata(t, "tool.yolo-shell.stream-json.stdout.jsonl"), Want: backendtest.Usage{Input: 11_050, CacheRead: 8_500, Output: 88}},
+		},
 		Unsupported: map[backendtest.Capability]string{
 			backendtest.OutputCap:  "gemini -p takes no cap on a call's output: the engine's hard cap bounds it",
 			backendtest.USDFence:   "Gemini CLI has no spending fence of its own: the engine's hard cap stops it",
@@ -90,4 +94,13 @@ func (geminiAgent) End(a *backendtest.Agent, total backendtest.Usage) {
 func (geminiAgent) Fail(a *backendtest.Agent, msg string, total backendtest.Usage) {
 	a.Print(geminiResult(a, total, "error", map[string]any{"type": "api", "message": "[API Error: " + msg + "]"}), told(total))
 	a.ExitCode = 1
+}
+
+// testdata returns a fixture's absolute path: the agent runs elsewhere.
+func testdata(t *testing.T, name string) string {
+	p, err := filepath.Abs(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
