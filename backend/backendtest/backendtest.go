@@ -91,9 +91,9 @@ const callLimit = 90 * time.Second
 // Model is the model the suite asks for.
 const Model = "conformance-model"
 
-// SecretEnv is an environment variable the suite plants a secret in for the
+// secretEnv is an environment variable the suite plants a secret in for the
 // secrets subtests: its value must never come back from a backend.
-const SecretEnv = "BACKENDTEST_PLANTED_TOKEN"
+const secretEnv = "BACKENDTEST_PLANTED_TOKEN"
 
 // The secrets planted: one known by its environment variable, one by its
 // shape (an Anthropic key).
@@ -219,8 +219,8 @@ func request(t *testing.T, s Script) purser.CallRequest {
 }
 
 // do runs the call: with cancelAtFirstUsage, ctx is cancelled once usage
-// was reported or told mid-stream. A call that does not return in time fails the test
-// (its goroutine is left behind).
+// was reported or told mid-stream. A call that does not return in time
+// fails the test (its goroutine is left behind).
 func (h Harness) do(t *testing.T, s Script, ctx context.Context, edit func(*purser.CallRequest), cancelAtFirstUsage bool) call {
 	t.Helper()
 	b, s := h.setup(t, s)
@@ -377,7 +377,7 @@ func testUsage(t *testing.T, h Harness) {
 
 func testCancel(t *testing.T, h Harness) {
 	t.Run("a call cancelled mid-stream returns with the context's error", func(t *testing.T) {
-		s := Script{Usage: Usage{Input: 40_000, CacheRead: 20_000, Output: 4_000}, Replies: 40, Pace: 150 * time.Millisecond, Children: true}
+		s := Script{Usage: Usage{Input: 40_000, CacheRead: 20_000, Output: 4_000}, Replies: 40, Pace: 150 * time.Millisecond}
 		c := h.do(t, s, context.Background(), nil, true)
 		if !errors.Is(c.err, context.Canceled) {
 			t.Errorf("Call returned %v; want the context's error (context.Canceled)", c.err)
@@ -412,7 +412,7 @@ func testStop(t *testing.T, h Harness) {
 	t.Run("helpers an agent leaves running go with it", func(t *testing.T) {
 		// The pause lets the backend see the helper that left the group
 		// while the agent still runs: after, it belongs to nobody.
-		s := Script{Usage: Usage{Input: 1_000, Output: 100}, Replies: 1, Pace: 500 * time.Millisecond, Children: true}
+		s := Script{Usage: Usage{Input: 1_000, Output: 100}, Replies: 1, Pace: time.Second, Children: true}
 		c := h.do(t, s, context.Background(), nil, false)
 		if c.err != nil {
 			t.Errorf("Call: %v", c.err)
@@ -529,7 +529,7 @@ func testLimits(t *testing.T, h Harness) {
 
 func testSecrets(t *testing.T, h Harness) {
 	h.require(t, AgentOutput)
-	t.Setenv(SecretEnv, envSecret)
+	t.Setenv(secretEnv, envSecret)
 	secret := shapeSecret + " " + envSecret
 	for _, tt := range []struct {
 		name string
