@@ -19,6 +19,7 @@ import (
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/pricing"
+	"github.com/purser-dev/purser/redact"
 )
 
 // StopGrace is how long Claude Code has, after SIGINT, to print its final
@@ -158,17 +159,19 @@ func (b *Backend) outcome(p *Parser, out proc.Outcome, parseErr error) error {
 		}
 		return errors.New(msg)
 	}
+	// The result's text is the agent's: it may quote a key.
+	text := redact.String(r.Result)
 	switch {
 	case r.Subtype == "error_max_budget_usd":
-		return fmt.Errorf("claude stopped at its --max-budget-usd fence (%s): %w", strings.Join(r.Errors, "; "), budget.ErrInsufficientBudget)
+		return fmt.Errorf("claude stopped at its --max-budget-usd fence (%s): %w", redact.String(strings.Join(r.Errors, "; ")), budget.ErrInsufficientBudget)
 	case r.Subtype == "error_max_turns":
 		return nil // the turns are spent; the validators say whether it worked
 	case r.IsError && r.APIErrorStatus != nil && transientStatus[*r.APIErrorStatus]:
-		return fmt.Errorf("claude: API error %d: %s: %w", *r.APIErrorStatus, r.Result, purser.ErrTransient)
+		return fmt.Errorf("claude: API error %d: %s: %w", *r.APIErrorStatus, text, purser.ErrTransient)
 	case r.IsError && strings.Contains(r.Result, "Connection to the API was lost"):
-		return fmt.Errorf("claude: %s: %w", r.Result, purser.ErrTransient)
+		return fmt.Errorf("claude: %s: %w", text, purser.ErrTransient)
 	case r.IsError:
-		return fmt.Errorf("claude: %s (%s)", r.Result, r.Subtype)
+		return fmt.Errorf("claude: %s (%s)", text, r.Subtype)
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/pricing"
+	"github.com/purser-dev/purser/redact"
 )
 
 // StopGrace is how long Codex has after SIGINT before its group is killed.
@@ -301,7 +302,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	case out.Stopped:
 		return res, context.Cause(ctx)
 	case failed != "":
-		msg := "codex: turn failed: " + failed
+		msg := "codex: turn failed: " + redact.String(failed)
 		if isTransient(failed) {
 			return res, fmt.Errorf("%s: %w", msg, purser.ErrTransient)
 		}

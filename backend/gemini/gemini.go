@@ -22,6 +22,7 @@ import (
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/pricing"
+	"github.com/purser-dev/purser/redact"
 )
 
 // StopGrace is how long Gemini CLI has after SIGTERM before its group is
@@ -313,7 +314,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	case failed != "":
 		// The exit code is the HTTP status mod 256, and a total failure may
 		// exit 0: the result line is what counts.
-		msg := "gemini: " + failed
+		msg := "gemini: " + redact.String(failed)
 		if isTransient(failed) {
 			return res, fmt.Errorf("%s: %w", msg, purser.ErrTransient)
 		}

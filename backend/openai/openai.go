@@ -21,6 +21,7 @@ import (
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/pricing"
+	"github.com/purser-dev/purser/redact"
 )
 
 // Protocol is the system message that tells the model how to edit files.
@@ -118,7 +119,9 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	stream := b.client.Chat.Completions.NewStreaming(ctx, params)
 	var text strings.Builder
 	var usage *oa.CompletionUsage
+	chunks := 0
 	for stream.Next() {
+		chunks++
 		chunk := stream.Current()
 		for _, c := range chunk.Choices {
 			text.WriteString(c.Delta.Content)
@@ -131,6 +134,10 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	err := stream.Close()
 	if serr := stream.Err(); serr != nil {
 		err = serr
+	}
+	if err == nil && chunks == 0 {
+		// An empty or unreadable body is no answer, whatever its status.
+		err = errors.New("the server's stream held no completion chunk")
 	}
 	if usage != nil {
 		report(b.event(req.Model, *usage))
@@ -175,22 +182,31 @@ func (b *Backend) event(model string, u oa.CompletionUsage) budget.UsageEvent {
 }
 
 // classify marks rate limits, overloads and network errors as transient.
+// The server's words are kept, secrets masked: an error may quote the key.
 func classify(err error) error {
 	var apiErr *oa.Error
 	if errors.As(err, &apiErr) {
+		msg := redact.String(apiErr.Message)
 		switch code := apiErr.StatusCode; {
 		case code == 408 || code == 429 || code >= 500:
-			return fmt.Errorf("openai: HTTP %d: %w", code, purser.ErrTransient)
+			return fmt.Errorf("openai: HTTP %d: %s: %w", code, msg, purser.ErrTransient)
 		default:
-			return fmt.Errorf("openai: HTTP %d: %s", code, apiErr.Message)
+			return fmt.Errorf("openai: HTTP %d: %s", code, msg)
 		}
 	}
 	var netErr net.Error
 	if errors.As(err, &netErr) || errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "connection reset") || strings.Contains(err.Error(), "EOF") {
-		return fmt.Errorf("openai: %v: %w", err, purser.ErrTransient)
+		return fmt.Errorf("openai: %s: %w", redact.String(err.Error()), purser.ErrTransient)
 	}
-	return fmt.Errorf("openai: %w", err)
+	return fmt.Errorf("openai: %w", redactedError{err})
 }
+
+// redactedError masks the secrets in an error's message and still matches
+// what it wraps.
+type redactedError struct{ err error }
+
+func (e redactedError) Error() string { return redact.String(e.err.Error()) }
+func (e redactedError) Unwrap() error { return e.err }
 
 // Apply writes the answer's file blocks into the workspace and returns how
 // many were applied, and what could not be, with why.

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/purser-dev/purser/redact"
 )
 
 // MaxLine is the longest output line passed on; a longer one is dropped as
@@ -227,13 +229,14 @@ func (t *tail) String() string {
 	return string(t.buf)
 }
 
-// LastLines returns the last n lines of s on one line.
+// LastLines returns the last n lines of s on one line, secrets masked: it
+// is how an agent's stderr gets into an error.
 func LastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
-	return strings.Join(lines, " | ")
+	return redact.String(strings.Join(lines, " | "))
 }
 
 // waitGone waits until no live process is left in the group, or for at
