@@ -507,11 +507,17 @@ func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int
 	var seq int
 	var seqMu sync.Mutex
 	var ledgerErr error
-	report := func(ev budget.UsageEvent) {
+	// The one place a call's usage is priced: backends report tokens and
+	// only a cost their provider reported; Claude Code settles its reported
+	// total against this same function (CallRequest.Price).
+	price := func(ev budget.UsageEvent) budget.UsageEvent {
 		if ev.Model == "" {
 			ev.Model = model
 		}
-		ev = e.Prices.Estimate(ev)
+		return e.Prices.Estimate(ev)
+	}
+	report := func(ev budget.UsageEvent) {
+		ev = price(ev)
 		seqMu.Lock()
 		seq++
 		key := fmt.Sprintf("%s/%d", callID, seq)
@@ -536,7 +542,7 @@ func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int
 		maxUSD = avail.USD + want.USD // what is left, this call's own reservation included
 	}
 	result, callErr := t.backend.Call(callCtx, purser.CallRequest{TaskID: t.task.ID, Kind: kind, Iteration: t.iteration, Attempt: attempt,
-		Model: model, Prompt: text, ContextTokens: cctx.Tokens, MaxOutputTokens: maxOut, MaxUSD: maxUSD, Workspace: t.task.Workspace}, report)
+		Model: model, Prompt: text, ContextTokens: cctx.Tokens, MaxOutputTokens: maxOut, MaxUSD: maxUSD, Workspace: t.task.Workspace, Price: price}, report)
 	rec.EndedAt = e.Clock.Now()
 	rec.Note = result.Note
 	if kind == purser.CallMain {

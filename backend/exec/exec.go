@@ -10,7 +10,8 @@
 //     `purser budget eval` events file: inputTokens, outputTokens,
 //     cacheReadTokens, cacheWriteTokens, costUsd, model. Purser reads the file
 //     as it grows, so a hard cap crossed mid-call stops the command at once.
-//     An event without costUsd is priced from the catalogue, or unknown.
+//     An event without costUsd is priced by the engine from the catalogue, or
+//     unknown.
 //   - With no report at all, only time and iterations count and the call's
 //     dollars are unknown (never $0): BUDGET.md says so.
 //   - Exit 0: the call succeeded. Exit 75 (EX_TEMPFAIL): a transient failure
@@ -35,7 +36,6 @@ import (
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
-	"github.com/purser-dev/purser/pricing"
 )
 
 // ExitTransient is the exit code that asks for a retry (sysexits EX_TEMPFAIL).
@@ -49,17 +49,16 @@ const pollEvery = 20 * time.Millisecond
 
 // Backend runs a command.
 type Backend struct {
-	argv   []string
-	env    map[string]string
-	prices *pricing.Catalogue
+	argv []string
+	env  map[string]string
 }
 
 var _ purser.Backend = (*Backend)(nil)
 
 // New reads the options: command (a list: the program and its arguments,
 // run without a shell) and env.
-func New(spec purser.BackendSpec, prices *pricing.Catalogue) (*Backend, error) {
-	b := &Backend{prices: prices, env: map[string]string{}}
+func New(spec purser.BackendSpec) (*Backend, error) {
+	b := &Backend{env: map[string]string{}}
 	for k, v := range spec.Options {
 		switch k {
 		case "command":
@@ -121,7 +120,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		"PURSER_CALL_KIND="+string(req.Kind), fmt.Sprintf("PURSER_ITERATION=%d", req.Iteration),
 		fmt.Sprintf("PURSER_MAX_OUTPUT_TOKENS=%d", req.MaxOutputTokens))
 
-	t := &tailer{path: usageFile, prices: b.prices, model: req.Model, report: report}
+	t := &tailer{path: usageFile, model: req.Model, report: report}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -178,7 +177,6 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 // tailer reads the usage file as it grows, whole lines only.
 type tailer struct {
 	path    string
-	prices  *pricing.Catalogue
 	model   string
 	report  purser.UsageFunc
 	offset  int64
@@ -222,9 +220,6 @@ func (t *tailer) poll() {
 		}
 		if ev.Model == "" {
 			ev.Model = t.model
-		}
-		if t.prices != nil {
-			ev = t.prices.Estimate(ev)
 		}
 		t.events++
 		t.report(ev)

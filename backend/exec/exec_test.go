@@ -22,7 +22,7 @@ func agent(t *testing.T, script string) (*pexec.Backend, string) {
 	if err := os.WriteFile(filepath.Join(dir, "agent.sh"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b, err := pexec.New(purser.BackendSpec{Type: "exec", Dir: dir, Options: map[string]any{"command": []any{"sh", filepath.Join(dir, "agent.sh")}}}, pricing.Builtin())
+	b, err := pexec.New(purser.BackendSpec{Type: "exec", Dir: dir, Options: map[string]any{"command": []any{"sh", filepath.Join(dir, "agent.sh")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,12 +42,19 @@ func (c *collector) report(ev budget.UsageEvent) {
 	c.mu.Unlock()
 }
 
+var prices = pricing.Builtin()
+
+// totals adds up the reported usage priced as the engine records it: the
+// backend reports tokens and reported costs, and never estimates.
 func (c *collector) totals() budget.Totals {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var t budget.Totals
 	for _, ev := range c.evs {
-		t.Add(ev)
+		if ev.CostSource == budget.CostEstimated {
+			panic("the exec backend estimated a cost itself; pricing is the engine's")
+		}
+		t.Add(prices.Estimate(ev))
 	}
 	return t
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/purser-dev/purser/backend/codex"
 	"github.com/purser-dev/purser/backend/gemini"
 	"github.com/purser-dev/purser/budget"
-	"github.com/purser-dev/purser/pricing"
 )
 
 // Hostile and broken output from an agent CLI: every case ends with an
@@ -34,11 +33,11 @@ func TestHostileCLIOutput(t *testing.T) {
 		headUsage bool
 	}
 	backends := []backendCase{
-		{"claude", func(s purser.BackendSpec) (purser.Backend, error) { return claude.New(s, pricing.Builtin()) },
+		{"claude", func(s purser.BackendSpec) (purser.Backend, error) { return claude.New(s) },
 			fixture("claude/testdata/tool.stream-json-partial.stdout.jsonl"), 8, true},
-		{"codex", func(s purser.BackendSpec) (purser.Backend, error) { return codex.New(s, pricing.Builtin()) },
+		{"codex", func(s purser.BackendSpec) (purser.Backend, error) { return codex.New(s) },
 			fixture("codex/testdata/tool.workspace-write.jsonl.stdout.jsonl"), 5, false},
-		{"gemini", func(s purser.BackendSpec) (purser.Backend, error) { return gemini.New(s, pricing.Builtin()) },
+		{"gemini", func(s purser.BackendSpec) (purser.Backend, error) { return gemini.New(s) },
 			fixture("gemini/testdata/tool.yolo-shell.stream-json.stdout.jsonl"), 5, false},
 	}
 	cases := []struct {

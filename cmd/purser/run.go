@@ -71,7 +71,7 @@ func newEngine(store purser.Store, prices *pricing.Catalogue, view *liveView) (*
 	}
 	e := &engine.Engine{
 		Store:      store,
-		Backends:   backends(prices),
+		Backends:   backends(),
 		Validators: validate.Runner{},
 		Context:    cb,
 		Prices:     prices,
