@@ -55,6 +55,42 @@ func TestValidatorTimeoutKillsProcessGroup(t *testing.T) {
 	}
 }
 
+// A validator that passes but leaves a process behind — even one that left
+// its process group with setsid — does not leave it running.
+func TestValidatorLeftoversEndWithIt(t *testing.T) {
+	ws := t.TempDir()
+	res := validate.Runner{}.RunValidator(context.Background(), ws, purser.Validator{
+		Name: "leaves", Run: "sleep 60 >/dev/null 2>&1 & echo $! > stray.pid; setsid sleep 60 >/dev/null 2>&1 & echo $! > escaped.pid; sleep 0.2; echo done"})
+	if !res.Passed {
+		t.Fatalf("res = %+v", res)
+	}
+	for _, f := range []string{"stray.pid", "escaped.pid"} {
+		b, err := os.ReadFile(filepath.Join(ws, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		deadline := time.Now().Add(2 * time.Second)
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				t.Fatalf("%s (%d) outlived its validator", f, pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// alive: the process exists and is not a zombie waiting to be reaped.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
+}
+
 func TestValidatorOutputTrimmedFromTheMiddle(t *testing.T) {
 	res := validate.Runner{}.RunValidator(context.Background(), t.TempDir(), purser.Validator{
 		Name: "noisy", Run: "echo FIRST; yes noise | head -c 1000000; echo; echo LAST; exit 1"})

@@ -254,8 +254,8 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			}
 			return m[0]
 		},
-		OnLine: func(l []byte) {
-			for _, ev := range p.FeedRollout(l) {
+		OnLine: func(l proc.Line) {
+			for _, ev := range p.FeedRollout(l.Text) {
 				report(ev)
 				recovered++
 			}

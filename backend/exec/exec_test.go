@@ -126,6 +126,20 @@ func TestBadUsageLinesAreNotedNotFatal(t *testing.T) {
 	}
 }
 
+// Line numbers in the note count every line of the file, blank ones too; a
+// line too long to be an event is noted and skipped, and the rest count.
+func TestOverlongAndBlankUsageLines(t *testing.T) {
+	b, ws := agent(t, `u="$PURSER_USAGE_FILE"; echo >> "$u"; head -c 2000000 /dev/zero | tr '\0' x >> "$u"; echo >> "$u"; echo '{"inputTokens": 7}' >> "$u"; echo '{"bad": 1}' >> "$u"`)
+	var c collector
+	res, err := b.Call(context.Background(), purser.CallRequest{Workspace: ws, Model: "m"}, c.report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.totals().Tokens != 7 || !strings.Contains(res.Note, "PURSER_USAGE_FILE line 2: longer than") {
+		t.Fatalf("tokens %d, note %q", c.totals().Tokens, res.Note)
+	}
+}
+
 // Usage streams while the command runs, so a stop mid-call keeps what was
 // reported and ends the command at once.
 func TestStopMidCall(t *testing.T) {

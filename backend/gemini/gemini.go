@@ -245,8 +245,8 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	env := b.cli.Environ("GEMINI_CLI_NO_RELAUNCH=true")
 	p := NewParser()
 	recovered := 0
-	follow := &proc.Follower{Find: func() string { return b.chatFile(p) }, OnLine: func(l []byte) {
-		for _, ev := range p.FeedChat(l) {
+	follow := &proc.Follower{Find: func() string { return b.chatFile(p) }, OnLine: func(l proc.Line) {
+		for _, ev := range p.FeedChat(l.Text) {
 			report(ev)
 			recovered++
 		}
