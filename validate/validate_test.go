@@ -2,15 +2,12 @@ package validate_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/internal/proctest"
 	"github.com/purser-dev/purser/validate"
 )
 
@@ -31,7 +28,6 @@ func TestValidatorPassAndFail(t *testing.T) {
 // grandchildren it started included.
 func TestValidatorTimeoutKillsProcessGroup(t *testing.T) {
 	ws := t.TempDir()
-	pidFile := filepath.Join(ws, "child.pid")
 	start := time.Now()
 	res := validate.Runner{}.RunValidator(context.Background(), ws, purser.Validator{
 		Name: "hang", Run: "sleep 60 & echo $! > child.pid; trap '' TERM; wait", Timeout: 300 * time.Millisecond})
@@ -41,18 +37,7 @@ func TestValidatorTimeoutKillsProcessGroup(t *testing.T) {
 	if took := time.Since(start); took > validate.KillGrace+5*time.Second {
 		t.Fatalf("took %s to give up", took)
 	}
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	deadline := time.Now().Add(2 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("grandchild %d still alive after the timeout", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	proctest.RequireGone(t, ws, "child.pid", 2*time.Second)
 }
 
 // A validator that passes but leaves a process behind — even one that left
@@ -65,30 +50,8 @@ func TestValidatorLeftoversEndWithIt(t *testing.T) {
 		t.Fatalf("res = %+v", res)
 	}
 	for _, f := range []string{"stray.pid", "escaped.pid"} {
-		b, err := os.ReadFile(filepath.Join(ws, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-		deadline := time.Now().Add(2 * time.Second)
-		for alive(pid) {
-			if time.Now().After(deadline) {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-				t.Fatalf("%s (%d) outlived its validator", f, pid)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		proctest.RequireGone(t, ws, f, 2*time.Second)
 	}
-}
-
-// alive: the process exists and is not a zombie waiting to be reaped.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(f) > 0 && f[0] != "Z"
 }
 
 func TestValidatorOutputTrimmedFromTheMiddle(t *testing.T) {

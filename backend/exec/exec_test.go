@@ -114,29 +114,28 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
+// A bad usage line is noted on the call, by its number in the file (blank
+// lines count), and skipped; the good lines still count.
 func TestBadUsageLinesAreNotedNotFatal(t *testing.T) {
-	b, ws := agent(t, `echo 'not json' >> "$PURSER_USAGE_FILE"; echo '{"tokens": 5}' >> "$PURSER_USAGE_FILE"; echo '{"inputTokens": 7}' >> "$PURSER_USAGE_FILE"`)
-	var c collector
-	res, err := b.Call(context.Background(), purser.CallRequest{Workspace: ws, Model: "m"}, c.report)
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name, script, note string
+	}{
+		{"not an event", `echo 'not json' >> "$u"; echo '{"tokens": 5}' >> "$u"; echo '{"inputTokens": 7}' >> "$u"`, "PURSER_USAGE_FILE line 1"},
+		{"too long to be an event, after a blank line", `echo >> "$u"; head -c 2000000 /dev/zero | tr '\0' x >> "$u"; echo >> "$u"; echo '{"inputTokens": 7}' >> "$u"; echo '{"bad": 1}' >> "$u"`,
+			"PURSER_USAGE_FILE line 2: longer than"},
 	}
-	if c.totals().Tokens != 7 || !strings.Contains(res.Note, "PURSER_USAGE_FILE line 1") {
-		t.Fatalf("tokens %d, note %q", c.totals().Tokens, res.Note)
-	}
-}
-
-// Line numbers in the note count every line of the file, blank ones too; a
-// line too long to be an event is noted and skipped, and the rest count.
-func TestOverlongAndBlankUsageLines(t *testing.T) {
-	b, ws := agent(t, `u="$PURSER_USAGE_FILE"; echo >> "$u"; head -c 2000000 /dev/zero | tr '\0' x >> "$u"; echo >> "$u"; echo '{"inputTokens": 7}' >> "$u"; echo '{"bad": 1}' >> "$u"`)
-	var c collector
-	res, err := b.Call(context.Background(), purser.CallRequest{Workspace: ws, Model: "m"}, c.report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.totals().Tokens != 7 || !strings.Contains(res.Note, "PURSER_USAGE_FILE line 2: longer than") {
-		t.Fatalf("tokens %d, note %q", c.totals().Tokens, res.Note)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, ws := agent(t, `u="$PURSER_USAGE_FILE"; `+tt.script)
+			var c collector
+			res, err := b.Call(context.Background(), purser.CallRequest{Workspace: ws, Model: "m"}, c.report)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.totals().Tokens != 7 || !strings.Contains(res.Note, tt.note) {
+				t.Fatalf("tokens %d, note %q", c.totals().Tokens, res.Note)
+			}
+		})
 	}
 }
 

@@ -95,7 +95,7 @@ func groupAlive(pgid int) bool {
 		if err != nil {
 			continue
 		}
-		if f := statFields(pid); len(f) > 3 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+		if p, ok := Stat(pid); ok && p.State != "Z" && p.PGID == pgid {
 			return true
 		}
 	}
@@ -141,9 +141,8 @@ func (d *descendants) scan() {
 		if err != nil {
 			continue
 		}
-		ppid, st, ok := stat(pid)
-		if ok {
-			parent[pid], start[pid] = ppid, st
+		if p, ok := Stat(pid); ok {
+			parent[pid], start[pid] = p.PPID, p.Start
 		}
 	}
 	d.mu.Lock()
@@ -158,29 +157,38 @@ func (d *descendants) scan() {
 	}
 }
 
-// statFields returns the fields of /proc/pid/stat after the command name:
-// state, ppid, pgrp, …; nil when the process is gone.
-func statFields(pid int) []string {
+// Process is what /proc/pid/stat says of a process.
+type Process struct {
+	State string // R, S, D, Z (a zombie: exited, not yet reaped), …
+	PPID  int
+	PGID  int
+	// Start is when it started, in clock ticks since boot: with the pid, it
+	// names one process, never a later one that reused the pid.
+	Start string
+}
+
+// Stat reads /proc/pid/stat; ok is false when the process is gone or its
+// stat cannot be read.
+func Stat(pid int) (p Process, ok bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return nil
+		return Process{}, false
 	}
 	// The command name is in parentheses and may hold spaces: parse after it.
 	i := strings.LastIndexByte(string(b), ')')
 	if i < 0 {
-		return nil
+		return Process{}, false
 	}
-	return strings.Fields(string(b[i+1:]))
-}
-
-// stat reads a process's parent and start time from /proc/pid/stat.
-func stat(pid int) (ppid int, start string, ok bool) {
-	f := statFields(pid)
+	f := strings.Fields(string(b[i+1:])) // state, ppid, pgrp, …, starttime (the 20th)
 	if len(f) < 20 {
-		return 0, "", false
+		return Process{}, false
 	}
-	ppid, err := strconv.Atoi(f[1])
-	return ppid, f[19], err == nil
+	ppid, err1 := strconv.Atoi(f[1])
+	pgid, err2 := strconv.Atoi(f[2])
+	if err1 != nil || err2 != nil {
+		return Process{}, false
+	}
+	return Process{State: f[0], PPID: ppid, PGID: pgid, Start: f[19]}, true
 }
 
 // killAll kills every recorded descendant that is still the same process.
@@ -188,7 +196,7 @@ func (d *descendants) killAll() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for pid, st := range d.seen {
-		if _, now, ok := stat(pid); ok && now == st {
+		if p, ok := Stat(pid); ok && p.Start == st {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}

@@ -2,6 +2,7 @@ package procgroup_test
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -37,4 +38,24 @@ func TestStopKillsALeaderThatIgnoresTheSignal(t *testing.T) {
 	}
 	g.End()
 	g.End()
+}
+
+// Stat reads a live process's parent, group and start; a process that is
+// gone has none.
+func TestStatReadsAProcess(t *testing.T) {
+	p, ok := procgroup.Stat(os.Getpid())
+	if !ok || p.PPID != os.Getppid() || p.PGID != syscall.Getpgrp() || p.State == "Z" || p.Start == "" {
+		t.Fatalf("Stat(self) = %+v, %v; want ppid %d, pgid %d", p, ok, os.Getppid(), syscall.Getpgrp())
+	}
+	again, _ := procgroup.Stat(os.Getpid())
+	if again.Start != p.Start {
+		t.Fatalf("start changed: %s then %s", p.Start, again.Start)
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := procgroup.Stat(cmd.Process.Pid); ok {
+		t.Fatalf("a reaped process still has a stat: %+v", p)
+	}
 }
