@@ -179,6 +179,13 @@ type CallRequest struct {
 	// their own (Claude Code's --max-budget-usd) set it to this.
 	MaxUSD    budget.USD
 	Workspace string
+	// Price is how the engine prices the usage the backend reports (nil:
+	// it is recorded unpriced). Pricing happens in one place, where usage
+	// is recorded; backends report tokens, the model, and a cost only when
+	// their provider reported one. A backend whose provider reports its cost
+	// only at the end (Claude Code) uses Price to settle that report against
+	// exactly what its streamed usage was recorded at.
+	Price func(budget.UsageEvent) budget.UsageEvent
 }
 
 // CallResult is what a call produced besides its usage.

@@ -395,3 +395,27 @@ func TestOnChangeFiresOncePerTransition(t *testing.T) {
 		t.Fatalf("cancelled listener called %d times", calls)
 	}
 }
+
+// Money is shown with where it came from, and money nobody knows is never
+// shown as $0.
+func TestFormatUSDSaysWhereTheFigureCameFrom(t *testing.T) {
+	tests := []struct {
+		amount budget.USD
+		source budget.USDSource
+		want   string
+	}{
+		{budget.Dollars(1) + budget.Dollars(1)/5, budget.SourceReported, "$1.20 (reported)"},
+		{budget.USD(420_000_000), budget.SourceEstimated, "$0.42 (estimated)"},
+		{budget.USD(1_029_500_000), budget.SourcePartial, "≥ $1.0295 (partial: some unknown)"},
+		{0, budget.SourceUnknown, "unknown"},
+		{budget.Dollars(3), budget.SourceUnknown, "unknown"},
+		{0, budget.SourcePartial, "≥ $0.00 (partial: some unknown)"},
+		{0, budget.SourceReported, "$0.00"},
+		{0, budget.SourceEstimated, "$0.00 (estimated)"},
+	}
+	for _, tt := range tests {
+		if got := budget.FormatUSD(tt.amount, tt.source); got != tt.want {
+			t.Errorf("FormatUSD(%d, %s) = %q, want %q", tt.amount, tt.source, got, tt.want)
+		}
+	}
+}

@@ -110,47 +110,59 @@ func (c Config) Validate() error {
 	add := func(field, format string, args ...any) {
 		errs = append(errs, &ValidationError{Field: field, Msg: fmt.Sprintf(format, args...)})
 	}
-	tiers := []struct {
-		name string
-		l    Limits
-	}{{"optimal", c.Optimal}, {"warning", c.Warning}, {"hard", c.Hard.Limits()}}
 	for _, t := range tiers {
-		if t.l.USD != nil && *t.l.USD <= 0 {
-			add(t.name+".usd", "must be greater than 0, got %s", t.l.USD.Decimal())
-		}
-		if t.l.Tokens != nil && *t.l.Tokens <= 0 {
-			add(t.name+".tokens", "must be greater than 0, got %d", *t.l.Tokens)
-		}
-		if t.l.TimeMinutes != nil && *t.l.TimeMinutes <= 0 {
-			add(t.name+".timeMinutes", "must be greater than 0, got %s", minutesText(*t.l.TimeMinutes))
+		for _, m := range thresholdMetrics {
+			if th := c.limits(m).at(t); th.set && th.v <= 0 {
+				add(fieldName(t, m), "must be greater than 0, got %s", m.configText(th.v))
+			}
 		}
 	}
 	switch {
 	case c.Hard.MaxIterations == nil:
-		add("hard.maxIterations", "is required: an integer of at least 1")
+		add(fieldName(Hard, Iterations), "is required: an integer of at least 1")
 	case *c.Hard.MaxIterations < 1:
-		add("hard.maxIterations", "must be an integer of at least 1, got %d", *c.Hard.MaxIterations)
+		add(fieldName(Hard, Iterations), "must be an integer of at least 1, got %d", *c.Hard.MaxIterations)
 	}
-	for _, m := range []Metric{Money, Tokens, Time} {
-		vals := []struct {
-			tier string
-			v    *int64
-		}{
-			{"optimal", c.Optimal.value(m)},
-			{"warning", c.Warning.value(m)},
-			{"hard", c.Hard.Limits().value(m)},
-		}
-		for i := 0; i < len(vals); i++ {
-			for j := i + 1; j < len(vals); j++ {
-				a, b := vals[i], vals[j]
-				if a.v != nil && b.v != nil && *a.v > *b.v && *a.v > 0 && *b.v > 0 {
-					add(b.tier+"."+m.configKey(), "must be at least %s.%s (%s), got %s",
-						a.tier, m.configKey(), m.Format(*a.v), m.Format(*b.v))
+	for _, m := range thresholdMetrics {
+		l := c.limits(m)
+		for i, lower := range tiers {
+			for _, upper := range tiers[i+1:] {
+				a, b := l.at(lower), l.at(upper)
+				if a.set && b.set && a.v > b.v && a.v > 0 && b.v > 0 {
+					add(fieldName(upper, m), "must be at least %s (%s), got %s", fieldName(lower, m), m.Format(a.v), m.Format(b.v))
 				}
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// tiers are the tiers in order; thresholdMetrics the metrics configured
+// with a threshold per tier (iterations have only a hard cap).
+var (
+	tiers            = []Tier{Optimal, Warning, Hard}
+	thresholdMetrics = []Metric{Money, Tokens, Time}
+)
+
+// fieldName is a threshold's dotted path in a config, e.g. "hard.usd".
+func fieldName(t Tier, m Metric) string { return t.String() + "." + m.configKey() }
+
+// Field is a numeric field of a budget config.
+type Field struct {
+	Path  string // dotted, e.g. "hard.usd"
+	Whole bool   // only whole numbers (tokens, iterations)
+}
+
+// Fields lists the numeric fields of a Config, for a reader that checks
+// their syntax before decoding (and can say where a bad one is).
+func Fields() []Field {
+	var out []Field
+	for _, t := range tiers {
+		for _, m := range thresholdMetrics {
+			out = append(out, Field{Path: fieldName(t, m), Whole: m == Tokens})
+		}
+	}
+	return append(out, Field{Path: fieldName(Hard, Iterations), Whole: true})
 }
 
 // value returns the threshold of metric m as an int64 in the metric's unit
@@ -173,47 +185,105 @@ func (l Limits) value(m Metric) *int64 {
 	return nil
 }
 
+// configText writes a threshold as it is written in a config: dollars and
+// minutes as plain numbers.
+func (m Metric) configText(v int64) string {
+	switch m {
+	case Money:
+		return USD(v).Decimal()
+	case Time:
+		return minutesText(Minutes(v))
+	}
+	return fmt.Sprint(v)
+}
+
 func minutesText(m Minutes) string {
 	b, _ := m.MarshalJSON()
 	return strings.TrimRight(strings.TrimRight(string(b), "0"), ".")
 }
 
-// Threshold returns the threshold of a metric at a tier in the metric's unit
-// (nano-USD, tokens, nanoseconds, iterations), and whether it is configured.
-// Iterations have only a hard threshold.
-func (c Config) Threshold(t Tier, m Metric) (int64, bool) {
-	var v *int64
-	switch {
-	case m == Iterations && t == Hard && c.Hard.MaxIterations != nil:
-		n := int64(*c.Hard.MaxIterations)
-		v = &n
-	case m == Iterations:
-	case t == Optimal:
-		v = c.Optimal.value(m)
-	case t == Warning:
-		v = c.Warning.value(m)
-	case t == Hard:
-		v = c.Hard.Limits().value(m)
-	}
-	if v == nil {
-		return 0, false
-	}
-	return *v, true
+// threshold is one configured limit, in its metric's unit; unset is not
+// enforced, which is different from zero.
+type threshold struct {
+	v   int64
+	set bool
 }
 
-// MetricTier is the tier of one metric at a given use, by the spec's rule:
-// HARD from the hard threshold, WARNING from optimal (or warning when
-// optimal is absent), else OPTIMAL.
-func (c Config) MetricTier(m Metric, used int64) Tier {
-	if h, ok := c.Threshold(Hard, m); ok && used >= h {
+func thresholdOf(v *int64) threshold {
+	if v == nil {
+		return threshold{}
+	}
+	return threshold{v: *v, set: true}
+}
+
+// metricLimits are one metric's thresholds. The spec's per-metric rules are
+// written here, once: the Manager enforces them, and Config answers with
+// them.
+type metricLimits struct{ optimal, warning, hard threshold }
+
+// limits returns a metric's thresholds. Iterations have only a hard one.
+func (c Config) limits(m Metric) metricLimits {
+	if m == Iterations {
+		if c.Hard.MaxIterations == nil {
+			return metricLimits{}
+		}
+		return metricLimits{hard: threshold{v: int64(*c.Hard.MaxIterations), set: true}}
+	}
+	return metricLimits{optimal: thresholdOf(c.Optimal.value(m)), warning: thresholdOf(c.Warning.value(m)),
+		hard: thresholdOf(c.Hard.Limits().value(m))}
+}
+
+func (l metricLimits) at(t Tier) threshold {
+	switch t {
+	case Optimal:
+		return l.optimal
+	case Warning:
+		return l.warning
+	case Hard:
+		return l.hard
+	}
+	return threshold{}
+}
+
+// tier is the spec's per-metric rule: HARD from the hard threshold, WARNING
+// from optimal (or from warning when optimal is absent), else OPTIMAL.
+func (l metricLimits) tier(used int64) Tier {
+	if l.hard.set && used >= l.hard.v {
 		return Hard
 	}
-	start, ok := c.Threshold(Optimal, m)
-	if !ok {
-		start, ok = c.Threshold(Warning, m)
-	}
-	if ok && used >= start {
+	if start := l.warningStart(); start.set && used >= start.v {
 		return Warning
 	}
 	return Optimal
 }
+
+func (l metricLimits) warningStart() threshold {
+	if l.optimal.set {
+		return l.optimal
+	}
+	return l.warning
+}
+
+// pastWarningLine: staged degrade actions apply from the warning threshold
+// (or, with none, the optimal one).
+func (l metricLimits) pastWarningLine(used int64) bool {
+	line := l.warning
+	if !line.set {
+		line = l.optimal
+	}
+	return line.set && used >= line.v
+}
+
+func (l metricLimits) configured() bool { return l.optimal.set || l.warning.set || l.hard.set }
+
+// Threshold returns the threshold of a metric at a tier in the metric's unit
+// (nano-USD, tokens, nanoseconds, iterations), and whether it is configured.
+// Iterations have only a hard threshold.
+func (c Config) Threshold(t Tier, m Metric) (int64, bool) {
+	th := c.limits(m).at(t)
+	return th.v, th.set
+}
+
+// MetricTier is the tier of one metric at a given use, by the spec's rule
+// (see metricLimits.tier).
+func (c Config) MetricTier(m Metric, used int64) Tier { return c.limits(m).tier(used) }

@@ -3,6 +3,7 @@ package budget_test
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +138,30 @@ func TestBudgetExhaustedErrorMessage(t *testing.T) {
 	const want = "budget exhausted: task hard cap on money reached ($3.00 used of $3.00)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("err = %v, want %q", err, want)
+	}
+}
+
+// Fields names every numeric field a Config holds, by the path its JSON and
+// YAML keys give it, and marks the whole-number ones: readers of budget
+// files check numbers against this list, so it must not drift from the
+// struct.
+func TestFieldsMatchTheConfigStruct(t *testing.T) {
+	want := map[string]bool{} // path → whole
+	ct := reflect.TypeOf(budget.Config{})
+	for i := range ct.NumField() {
+		tier := ct.Field(i)
+		for j := range tier.Type.NumField() {
+			f := tier.Type.Field(j)
+			kind := f.Type.Elem().Kind()
+			want[strings.Split(tier.Tag.Get("json"), ",")[0]+"."+strings.Split(f.Tag.Get("json"), ",")[0]] =
+				(kind == reflect.Int || kind == reflect.Int64) && f.Type.Elem().PkgPath() == ""
+		}
+	}
+	got := map[string]bool{}
+	for _, f := range budget.Fields() {
+		got[f.Path] = f.Whole
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Fields() = %v\nthe Config struct has %v", got, want)
 	}
 }

@@ -96,49 +96,6 @@ type Options struct {
 	Initial Totals
 }
 
-type threshold struct {
-	v   int64
-	set bool
-}
-
-func thresholdOf(v *int64) threshold {
-	if v == nil {
-		return threshold{}
-	}
-	return threshold{v: *v, set: true}
-}
-
-type metricLimits struct{ optimal, warning, hard threshold }
-
-// tier is the spec's per-metric rule. WARNING starts at optimal, or at
-// warning when optimal is absent.
-func (l metricLimits) tier(used int64) Tier {
-	if l.hard.set && used >= l.hard.v {
-		return Hard
-	}
-	if start := l.warningStart(); start.set && used >= start.v {
-		return Warning
-	}
-	return Optimal
-}
-
-func (l metricLimits) warningStart() threshold {
-	if l.optimal.set {
-		return l.optimal
-	}
-	return l.warning
-}
-
-func (l metricLimits) pastWarningLine(used int64) bool {
-	line := l.warning
-	if !line.set {
-		line = l.optimal
-	}
-	return line.set && used >= line.v
-}
-
-func (l metricLimits) configured() bool { return l.optimal.set || l.warning.set || l.hard.set }
-
 type listener struct {
 	id int
 	fn func(Change)
@@ -172,15 +129,9 @@ func NewManager(cfg Config, opts Options) (*Manager, error) {
 	if m.clock == nil {
 		m.clock = SystemClock
 	}
-	for _, metric := range []Metric{Money, Tokens, Time} {
-		m.limits[metric] = metricLimits{
-			optimal: thresholdOf(cfg.Optimal.value(metric)),
-			warning: thresholdOf(cfg.Warning.value(metric)),
-			hard:    thresholdOf(cfg.Hard.Limits().value(metric)),
-		}
+	for _, metric := range Metrics {
+		m.limits[metric] = cfg.limits(metric)
 	}
-	iters := int64(*cfg.Hard.MaxIterations)
-	m.limits[Iterations] = metricLimits{hard: threshold{v: iters, set: true}}
 	m.tier, _ = m.tierLocked(m.clock.Now())
 	return m, nil
 }

@@ -104,6 +104,23 @@ func (u USD) String() string {
 	return s
 }
 
+// FormatUSD renders a dollar figure with where it came from, the way Purser
+// shows money to people everywhere: "$1.20 (reported)", "$0.42 (estimated)",
+// "≥ $1.03 (partial: some unknown)" for a lower bound, and "unknown" for
+// money nobody knows — never $0. Nothing spent (zero, with nothing unknown)
+// is "$0.00".
+func FormatUSD(amount USD, source USDSource) string {
+	switch {
+	case source == SourceUnknown:
+		return "unknown"
+	case source == SourcePartial:
+		return "≥ " + amount.String() + " (partial: some unknown)"
+	case amount == 0 && source == SourceReported:
+		return amount.String()
+	}
+	return amount.String() + " (" + source.String() + ")"
+}
+
 // MarshalJSON writes the amount as an exact JSON number of dollars.
 func (u USD) MarshalJSON() ([]byte, error) { return []byte(u.Decimal()), nil }
 

@@ -7,6 +7,8 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
+
+	"github.com/purser-dev/purser/budget"
 )
 
 // numberKind is what a numeric field accepts.
@@ -17,13 +19,15 @@ const (
 	wholeNumber                   // tokens, iterations
 )
 
-// budgetNumbers are the numeric fields of a budget, by path.
+// budgetNumbers are the numeric fields of a budget, by path, as the budget
+// package defines them.
 var budgetNumbers = func() map[string]numberKind {
-	m := map[string]numberKind{"hard.maxIterations": wholeNumber}
-	for _, tier := range []string{"optimal", "warning", "hard"} {
-		m[tier+".usd"] = anyNumber
-		m[tier+".timeMinutes"] = anyNumber
-		m[tier+".tokens"] = wholeNumber
+	m := map[string]numberKind{}
+	for _, f := range budget.Fields() {
+		m[f.Path] = anyNumber
+		if f.Whole {
+			m[f.Path] = wholeNumber
+		}
 	}
 	return m
 }()

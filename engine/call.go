@@ -176,7 +176,7 @@ func (t *taskRun) makeCall(ctx context.Context, pc *preparedCall, res *budget.Re
 	}
 	result, callErr := t.backend.Call(callCtx, purser.CallRequest{TaskID: t.task.ID, Kind: pc.kind, Iteration: t.iteration, Attempt: pc.rec.Attempt,
 		Model: pc.model, Prompt: pc.prompt, ContextTokens: pc.ctx.Tokens, MaxOutputTokens: pc.rec.MaxOutputTokens, MaxUSD: maxUSD,
-		Workspace: t.task.Workspace}, usage.report)
+		Workspace: t.task.Workspace, Price: usage.price}, usage.report)
 	pc.rec.EndedAt = e.cfg.Clock.Now()
 	if pc.kind == purser.CallMain {
 		t.feedback = redact.String(result.Feedback)
@@ -260,12 +260,19 @@ type usageSink struct {
 	ledgerErr error
 }
 
-func (u *usageSink) report(ev budget.UsageEvent) {
-	t := u.t
+// price is the one place a call's usage is priced: backends report tokens
+// and only a cost their provider reported; Claude Code settles its reported
+// total against this same function (CallRequest.Price).
+func (u *usageSink) price(ev budget.UsageEvent) budget.UsageEvent {
 	if ev.Model == "" {
 		ev.Model = u.pc.model
 	}
-	ev = t.e.cfg.Prices.Estimate(ev)
+	return u.t.e.cfg.Prices.Estimate(ev)
+}
+
+func (u *usageSink) report(ev budget.UsageEvent) {
+	t := u.t
+	ev = u.price(ev)
 	u.mu.Lock()
 	u.seq++
 	key := fmt.Sprintf("%s/%d", u.pc.rec.ID, u.seq)

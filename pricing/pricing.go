@@ -176,8 +176,9 @@ func (c *Catalogue) Lookup(model string) (Entry, bool) {
 // Estimate prices an event's tokens. It returns the event with USD and
 // CostSource set: estimated when the model is priced, unknown when it is not
 // and the event has tokens, and unchanged when the event already carries a
-// reported or estimated cost (a backend that priced its own stream is not
-// priced twice) or has no tokens.
+// reported or estimated cost or has no tokens, so pricing an event twice
+// changes nothing. The engine calls it on every usage event it records;
+// backends never do.
 func (c *Catalogue) Estimate(ev budget.UsageEvent) budget.UsageEvent {
 	if ev.CostSource == budget.CostReported || ev.CostSource == budget.CostEstimated {
 		return ev

@@ -74,6 +74,8 @@ type Result struct {
 	// NaiveSpentUSD is what a check-then-spend rule (stop once spend has
 	// reached the cap, checked before each call) would have spent.
 	NaiveSpentUSD budget.USD `json:"naiveSpentUsd"`
+
+	recorded budget.Totals // the run's recorded usage, whose provenance a Summary adds up
 }
 
 // Summary adds results up.
@@ -92,6 +94,11 @@ type Summary struct {
 	// NaiveOvershootUSD is how far past the hard cap the check-then-spend
 	// rule would have gone, summed over runs. Purser's is zero.
 	NaiveOvershootUSD budget.USD `json:"naiveOvershootUsd"`
+	// USDSource says where the recorded dollar figures came from, over every
+	// call of every run: a total with unknown parts is a lower bound.
+	USDSource budget.USDSource `json:"usdSource"`
+
+	recorded budget.Totals // provenance counts of every recorded call
 }
 
 // Report is a replay of a corpus.
@@ -141,7 +148,7 @@ func ReplayRun(cfg budget.Config, prices *pricing.Catalogue, r Run) (Result, err
 		events[i] = ev
 		recorded.Add(ev)
 	}
-	res.RecordedUSD = recorded.USD
+	res.RecordedUSD, res.recorded = recorded.USD, recorded
 	res.NaiveSpentUSD = naiveSpend(cfg, events)
 
 	for i, ev := range events {
@@ -271,6 +278,10 @@ func (s *Summary) add(cfg budget.Config, r Result) {
 		s.UpperBounds++
 	}
 	s.RecordedUSD += r.RecordedUSD
+	s.recorded.ReportedEvents += r.recorded.ReportedEvents
+	s.recorded.EstimatedEvents += r.recorded.EstimatedEvents
+	s.recorded.UnknownEvents += r.recorded.UnknownEvents
+	s.USDSource = s.recorded.USDSource()
 	s.SpentUSD += r.SpentUSD
 	s.SavedUSD += r.SavedUSD
 	if cfg.Hard.USD != nil && r.NaiveSpentUSD > *cfg.Hard.USD {

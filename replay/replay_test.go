@@ -172,3 +172,34 @@ func TestSharedCorpus(t *testing.T) {
 		t.Fatalf("admission: %d stopped, %d solved cut; want 25, 12", rep.Summary.Stopped, rep.Summary.SolvedCut)
 	}
 }
+
+// A summary says where its dollar figures came from, over every call of
+// every run: a run whose calls have no cost and no price makes the total a
+// lower bound (partial), and a corpus of such runs is unknown, never $0.
+func TestSummaryUSDSource(t *testing.T) {
+	cost := usd("0.30")
+	priced := replay.Run{InstanceID: "priced", Calls: []replay.Call{{InputTokens: 100, OutputTokens: 10, CostUSD: &cost}}}
+	estimated := replay.Run{InstanceID: "estimated", Calls: []replay.Call{{InputTokens: 1000, OutputTokens: 10, Model: "claude-sonnet-4-5"}}}
+	unpriced := replay.Run{InstanceID: "unpriced", Calls: []replay.Call{{InputTokens: 100, OutputTokens: 10, Model: "no-such-model"}}}
+	tests := []struct {
+		name string
+		runs []replay.Run
+		want budget.USDSource
+	}{
+		{"all reported", []replay.Run{priced}, budget.SourceReported},
+		{"some estimated", []replay.Run{priced, estimated}, budget.SourceEstimated},
+		{"some unknown", []replay.Run{priced, estimated, unpriced}, budget.SourcePartial},
+		{"all unknown", []replay.Run{unpriced}, budget.SourceUnknown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep, err := replay.Replay(capAt("10", ""), pricing.Builtin(), tt.runs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Summary.USDSource != tt.want || rep.Groups[0].USDSource != tt.want {
+				t.Fatalf("summary %s, group %s; want %s", rep.Summary.USDSource, rep.Groups[0].USDSource, tt.want)
+			}
+		})
+	}
+}

@@ -47,21 +47,6 @@ func Load(ctx context.Context, s purser.Store, taskID string) (Report, error) {
 	return r, nil
 }
 
-// MoneyText renders a sum of money with where it came from; an unknown sum
-// is never shown as $0.
-func MoneyText(t budget.Totals) string {
-	switch t.USDSource() {
-	case budget.SourceUnknown:
-		return "unknown"
-	case budget.SourcePartial:
-		return "≥ " + t.USD.String() + " (partial: some unknown)"
-	}
-	if t.ReportedEvents+t.EstimatedEvents == 0 {
-		return "$0.00"
-	}
-	return t.USD.String() + " (" + t.USDSource().String() + ")"
-}
-
 type group struct {
 	key    string
 	calls  map[string]bool
@@ -101,7 +86,7 @@ func BudgetMD(r Report) []byte {
 	if r.Status.Tier != budget.Optimal {
 		fmt.Fprintf(&b, " (by %s)", r.Status.Cause)
 	}
-	fmt.Fprintf(&b, ". Money: %s.\n", MoneyLabel(r.Status))
+	fmt.Fprintf(&b, ". Money: %s.\n", budget.FormatUSD(r.Status.UsedUSD, r.Status.USDSource))
 	if r.Status.USDSource == budget.SourceUnknown || r.Status.USDSource == budget.SourcePartial {
 		b.WriteString("\nSome usage has no dollar figure: its backend reported none and its model has no known price. " +
 			"Unknown is not $0; tokens, time and iterations were enforced regardless.\n")
@@ -123,7 +108,7 @@ func BudgetMD(r Report) []byte {
 	}{{"Per iteration", "iteration", byIteration}, {"Per call kind", "kind", byKind}, {"Per model", "model", byModel}} {
 		fmt.Fprintf(&b, "\n## %s\n\n| %s | calls | tokens | of which cached | USD |\n|---|---:|---:|---:|---|\n", s.title, s.col)
 		for _, g := range s.groups {
-			fmt.Fprintf(&b, "| %s | %d | %d | %d | %s |\n", g.key, len(g.calls), g.totals.Tokens, g.cached, MoneyText(g.totals))
+			fmt.Fprintf(&b, "| %s | %d | %d | %d | %s |\n", g.key, len(g.calls), g.totals.Tokens, g.cached, budget.FormatUSD(g.totals.USD, g.totals.USDSource()))
 		}
 		if len(s.groups) == 0 {
 			b.WriteString("| (no calls) | 0 | 0 | 0 | $0.00 |\n")
@@ -155,7 +140,7 @@ func BudgetMD(r Report) []byte {
 			reserved += ", " + c.Reserved.USD.String()
 		}
 		fmt.Fprintf(&b, "| %d | %d | %s | %d | %s | %s | %d | %s | %s | %s |\n", i+1, c.Iteration, c.Kind, c.Attempt, c.Model, c.Outcome,
-			t.Tokens, MoneyText(*t), reserved, oneLine(strings.Trim(c.Error+"; "+c.Note, "; ")))
+			t.Tokens, budget.FormatUSD(t.USD, t.USDSource()), reserved, oneLine(strings.Trim(c.Error+"; "+c.Note, "; ")))
 	}
 	if len(r.Calls) == 0 {
 		b.WriteString("| - | - | - | - | - | - | 0 | $0.00 | - | no call was made |\n")
@@ -180,12 +165,8 @@ func BudgetMD(r Report) []byte {
 func metricTable(b *bytes.Buffer, cfg budget.Config, st budget.Status) {
 	b.WriteString("| metric | used | optimal | warning | hard | |\n|---|---|---|---|---|---|\n")
 	for _, m := range budget.Metrics {
-		used := m.Format(st.Used(m))
-		if m == budget.Money {
-			used = MoneyLabel(st)
-		}
 		thresholds, bar := metricRow(cfg, st, m)
-		row := append(append([]string{m.String(), used}, thresholds...), "`"+bar+"`")
+		row := append(append([]string{m.String(), usedText(st, m)}, thresholds...), "`"+bar+"`")
 		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 	}
 }
@@ -222,7 +203,7 @@ func StatusMD(r Report) []byte {
 		fmt.Fprintf(&b, "\nWhy: %s\n", r.Cause)
 	}
 	fmt.Fprintf(&b, "\nGoal: %s\n\nBudget: tier %s; money %s; %d tokens; %s; %d iteration(s). Details in BUDGET.md.\n",
-		strings.TrimSpace(r.Task.Goal), strings.ToUpper(r.Status.Tier.String()), MoneyLabel(r.Status), r.Status.UsedTokens,
+		strings.TrimSpace(r.Task.Goal), strings.ToUpper(r.Status.Tier.String()), budget.FormatUSD(r.Status.UsedUSD, r.Status.USDSource), r.Status.UsedTokens,
 		r.Status.UsedTime.Round(time.Millisecond), r.Status.UsedIterations)
 
 	b.WriteString("\n## Validators\n\n")

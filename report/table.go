@@ -37,15 +37,13 @@ func BarFor(cfg budget.Config, st budget.Status, m budget.Metric) (bar string, o
 	return "", false
 }
 
-// MoneyLabel says what the money total is and how far it can be trusted.
-func MoneyLabel(st budget.Status) string {
-	switch st.USDSource {
-	case budget.SourceUnknown:
-		return "unknown (no backend reported or priced its usage)"
-	case budget.SourcePartial:
-		return fmt.Sprintf("at least %s (partial: some usage has no known price)", st.UsedUSD)
+// usedText is how much of a metric was used, for people; money says where
+// its figure came from.
+func usedText(st budget.Status, m budget.Metric) string {
+	if m == budget.Money {
+		return budget.FormatUSD(st.UsedUSD, st.USDSource)
 	}
-	return fmt.Sprintf("%s (%s)", st.UsedUSD, st.USDSource)
+	return m.Format(st.Used(m))
 }
 
 // metricRow returns a metric's thresholds (optimal, warning, hard; "-"
@@ -75,17 +73,13 @@ func StatusTable(w io.Writer, cfg budget.Config, st budget.Status) error {
 	if st.Tier != budget.Optimal {
 		fmt.Fprintf(w, " (by %s)", st.Cause)
 	}
-	fmt.Fprintf(w, "    money: %s\n\n", MoneyLabel(st))
+	fmt.Fprintf(w, "    money: %s\n\n", budget.FormatUSD(st.UsedUSD, st.USDSource))
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "metric\tused\toptimal\twarning\thard\t")
 	for _, m := range budget.Metrics {
-		used := m.Format(st.Used(m))
-		if m == budget.Money && st.USDSource == budget.SourceUnknown {
-			used = "unknown" // never $0.00
-		}
 		thresholds, bar := metricRow(cfg, st, m)
-		fmt.Fprintln(tw, strings.Join(append(append([]string{m.String(), used}, thresholds...), bar), "\t"))
+		fmt.Fprintln(tw, strings.Join(append(append([]string{m.String(), usedText(st, m)}, thresholds...), bar), "\t"))
 	}
 	return tw.Flush()
 }

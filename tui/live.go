@@ -121,16 +121,7 @@ func (v *Live) Observe(ev purser.Event) {
 // Summary is a budget status in one short line.
 func Summary(st budget.Status) string {
 	parts := []string{strings.ToUpper(st.Tier.String())}
-	money := st.UsedUSD.String()
-	switch st.USDSource {
-	case budget.SourceUnknown:
-		money = "unknown"
-	case budget.SourcePartial:
-		money = "≥" + money
-	case budget.SourceEstimated:
-		money += " est."
-	}
-	parts = append(parts, money, fmt.Sprintf("%d tok", st.UsedTokens), st.UsedTime.Round(time.Second/10).String(),
+	parts = append(parts, budget.FormatUSD(st.UsedUSD, st.USDSource), fmt.Sprintf("%d tok", st.UsedTokens), st.UsedTime.Round(time.Second/10).String(),
 		fmt.Sprintf("%d iter", st.UsedIterations))
 	return strings.Join(parts, " · ")
 }

@@ -157,8 +157,8 @@ func (m *Model) block(head, last string, cfg budget.Config, st budget.Status) st
 		switch {
 		case metric == budget.Money && st.USDSource == budget.SourceUnknown:
 			used, bar = "unknown", "not enforced: no dollar figure is known"
-		case metric == budget.Money && st.USDSource != budget.SourceReported:
-			used += " (" + st.USDSource.String() + ")"
+		case metric == budget.Money:
+			used = budget.FormatUSD(st.UsedUSD, st.USDSource)
 		case metric == budget.Time:
 			used = st.UsedTime.Round(100 * time.Millisecond).String()
 		}

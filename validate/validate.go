@@ -1,5 +1,6 @@
 // Package validate runs a task's validators: shell commands in the
-// workspace, each in its own process group, killed whole on timeout.
+// workspace, each in its own process group, killed whole on timeout; what a
+// validator leaves running is ended when it ends.
 package validate
 
 import (
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/internal/procgroup"
 	"github.com/purser-dev/purser/redact"
 )
 
@@ -44,22 +46,27 @@ func (Runner) RunValidator(ctx context.Context, workspace string, v purser.Valid
 	cmd := exec.Command("sh", "-c", v.Run)
 	cmd.Dir = workspace
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
 	res := purser.ValidatorResult{Name: v.Name, ExitCode: -1}
-	if err := cmd.Start(); err != nil {
+	group, err := procgroup.Start(cmd)
+	if err != nil {
 		res.Output = "could not start: " + err.Error()
 		return res
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
+	exited := make(chan struct{})
+	go func() {
+		err = cmd.Wait()
+		close(exited)
+	}()
 	select {
-	case err = <-done:
+	case <-exited:
 	case <-ctx.Done():
 		res.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
-		err = KillGroup(cmd.Process.Pid, done, KillGrace)
+		group.Stop(syscall.SIGTERM, KillGrace, exited)
+		<-exited
 	}
+	// What the validator left running goes with it.
+	group.End()
 	res.Duration = time.Since(start)
 	// Secrets a validator prints never reach a prompt, the database or a report.
 	res.Output = redact.String(out.String())
@@ -78,21 +85,6 @@ func (Runner) RunValidator(ctx context.Context, workspace string, v purser.Valid
 		res.Passed = false
 	}
 	return res
-}
-
-// KillGroup ends the process group led by pid: SIGTERM, then SIGKILL after
-// grace if the leader has not exited. It waits for done (the leader's Wait)
-// and returns its result.
-func KillGroup(pid int, done <-chan error, grace time.Duration) error {
-	_ = syscall.Kill(-pid, syscall.SIGTERM)
-	select {
-	case err := <-done:
-		_ = syscall.Kill(-pid, syscall.SIGKILL) // stragglers that ignored SIGTERM
-		return err
-	case <-time.After(grace):
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		return <-done
-	}
 }
 
 // headTail keeps the first and last max/2 bytes written to it.

@@ -2,15 +2,12 @@ package validate_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/internal/proctest"
 	"github.com/purser-dev/purser/validate"
 )
 
@@ -31,7 +28,6 @@ func TestValidatorPassAndFail(t *testing.T) {
 // grandchildren it started included.
 func TestValidatorTimeoutKillsProcessGroup(t *testing.T) {
 	ws := t.TempDir()
-	pidFile := filepath.Join(ws, "child.pid")
 	start := time.Now()
 	res := validate.Runner{}.RunValidator(context.Background(), ws, purser.Validator{
 		Name: "hang", Run: "sleep 60 & echo $! > child.pid; trap '' TERM; wait", Timeout: 300 * time.Millisecond})
@@ -41,17 +37,20 @@ func TestValidatorTimeoutKillsProcessGroup(t *testing.T) {
 	if took := time.Since(start); took > validate.KillGrace+5*time.Second {
 		t.Fatalf("took %s to give up", took)
 	}
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
+	proctest.RequireGone(t, ws, "child.pid", 2*time.Second)
+}
+
+// A validator that passes but leaves a process behind — even one that left
+// its process group with setsid — does not leave it running.
+func TestValidatorLeftoversEndWithIt(t *testing.T) {
+	ws := t.TempDir()
+	res := validate.Runner{}.RunValidator(context.Background(), ws, purser.Validator{
+		Name: "leaves", Run: "sleep 60 >/dev/null 2>&1 & echo $! > stray.pid; setsid sleep 60 >/dev/null 2>&1 & echo $! > escaped.pid; sleep 0.2; echo done"})
+	if !res.Passed {
+		t.Fatalf("res = %+v", res)
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	deadline := time.Now().Add(2 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("grandchild %d still alive after the timeout", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
+	for _, f := range []string{"stray.pid", "escaped.pid"} {
+		proctest.RequireGone(t, ws, f, 2*time.Second)
 	}
 }
 

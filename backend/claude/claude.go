@@ -18,7 +18,6 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
-	"github.com/purser-dev/purser/pricing"
 	"github.com/purser-dev/purser/redact"
 )
 
@@ -37,15 +36,14 @@ type Options struct {
 
 // Backend runs Claude Code.
 type Backend struct {
-	cli    proc.CLIOptions
-	opts   Options
-	prices *pricing.Catalogue
+	cli  proc.CLIOptions
+	opts Options
 }
 
 var _ purser.Backend = (*Backend)(nil)
 
 // New reads a backend spec's options.
-func New(spec purser.BackendSpec, prices *pricing.Catalogue) (*Backend, error) {
+func New(spec purser.BackendSpec) (*Backend, error) {
 	cli, rest, err := proc.SplitCLIOptions("claude", spec, "claude")
 	if err != nil {
 		return nil, err
@@ -71,7 +69,7 @@ func New(spec purser.BackendSpec, prices *pricing.Catalogue) (*Backend, error) {
 			return nil, fmt.Errorf("claude backend: option %s has the wrong type (%T)", k, v)
 		}
 	}
-	return &Backend{cli: cli, opts: o, prices: prices}, nil
+	return &Backend{cli: cli, opts: o}, nil
 }
 
 func (b *Backend) args(req purser.CallRequest) []string {
@@ -110,7 +108,7 @@ var transientStatus = map[int]bool{408: true, 429: true, 500: true, 502: true, 5
 // interrupted (SIGINT, which still yields a result with the cost so far),
 // and its process group is killed after StopGrace.
 func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
-	p := NewParser(b.prices)
+	p := NewParser()
 	var parseErr error
 	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: b.args(req), Dir: req.Workspace, Env: b.env(),
 		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace}, func(line []byte) {
@@ -127,7 +125,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	}
 	res := purser.CallResult{}
 	if p.Result() != nil {
-		adj, note := p.Reconcile()
+		adj, note := p.Reconcile(req.Price)
 		for _, ev := range adj {
 			report(ev)
 		}

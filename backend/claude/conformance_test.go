@@ -44,7 +44,7 @@ func TestConformance(t *testing.T) {
 // buildConformance is the one place the suite builds a claude backend.
 func buildConformance(t *testing.T, spec purser.BackendSpec) purser.Backend {
 	t.Helper()
-	b, err := claude.New(spec, nil)
+	b, err := claude.New(spec)
 	if err != nil {
 		t.Fatal(err)
 	}

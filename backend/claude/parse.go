@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/purser-dev/purser/backend/internal/usagedelta"
 	"github.com/purser-dev/purser/budget"
-	"github.com/purser-dev/purser/pricing"
 )
 
 // anthropicUsage is a message's usage as Anthropic reports it: input
@@ -75,13 +75,14 @@ type streamEvent struct {
 // into usage events as it goes. Usage is tracked per API message, and only
 // what a message has not reported before is emitted, so every token is
 // counted once however many snapshots (message_start, assistant events,
-// message_delta, the session transcript) repeat it.
+// message_delta, the session transcript) repeat it. The events carry tokens
+// and the model, never an estimate: whoever records them prices them (the
+// engine), and Reconcile settles against that pricing.
 type Parser struct {
-	prices *pricing.Catalogue
-
 	emitted map[string]budget.UsageEvent // per message id: what was emitted
 	order   []string
-	current string // the message being streamed
+	events  []budget.UsageEvent // every event emitted, as emitted
+	current string              // the message being streamed
 	model   string
 
 	session string
@@ -89,9 +90,9 @@ type Parser struct {
 	retries int
 }
 
-// NewParser returns a parser that prices events with prices (nil: unpriced).
-func NewParser(prices *pricing.Catalogue) *Parser {
-	return &Parser{prices: prices, emitted: map[string]budget.UsageEvent{}}
+// NewParser returns a parser.
+func NewParser() *Parser {
+	return &Parser{emitted: map[string]budget.UsageEvent{}}
 }
 
 // Session returns the session id, once the init line was read.
@@ -151,55 +152,38 @@ func (p *Parser) Feed(b []byte) ([]budget.UsageEvent, error) {
 
 // observe takes a usage snapshot of a message and emits what is new in it.
 func (p *Parser) observe(id, model string, u anthropicUsage) []budget.UsageEvent {
-	target := u.event(model)
 	prev, seen := p.emitted[id]
 	if !seen {
 		p.order = append(p.order, id)
 	}
-	delta := budget.UsageEvent{
-		InputTokens:      max(target.InputTokens-prev.InputTokens, 0),
-		CacheReadTokens:  max(target.CacheReadTokens-prev.CacheReadTokens, 0),
-		CacheWriteTokens: max(target.CacheWriteTokens-prev.CacheWriteTokens, 0),
-		OutputTokens:     max(target.OutputTokens-prev.OutputTokens, 0),
-		Model:            model,
-	}
-	p.emitted[id] = budget.UsageEvent{
-		InputTokens:      max(target.InputTokens, prev.InputTokens),
-		CacheReadTokens:  max(target.CacheReadTokens, prev.CacheReadTokens),
-		CacheWriteTokens: max(target.CacheWriteTokens, prev.CacheWriteTokens),
-		OutputTokens:     max(target.OutputTokens, prev.OutputTokens),
-		Model:            model,
-	}
-	// Cache parts may grow in a later snapshot while the total does not.
-	delta.CacheReadTokens = min(delta.CacheReadTokens, delta.InputTokens)
-	delta.CacheWriteTokens = min(delta.CacheWriteTokens, delta.InputTokens-delta.CacheReadTokens)
+	delta, next := usagedelta.Grow(prev, u.event(model))
+	p.emitted[id] = next
 	if delta.Tokens() == 0 {
 		return nil
 	}
-	return []budget.UsageEvent{p.price(delta)}
-}
-
-func (p *Parser) price(ev budget.UsageEvent) budget.UsageEvent {
-	if p.prices == nil {
-		return ev
-	}
-	return p.prices.Estimate(ev)
-}
-
-// Emitted returns the sum of what was emitted so far.
-func (p *Parser) Emitted() budget.Totals {
-	var t budget.Totals
-	for _, id := range p.order {
-		t.Add(p.price(p.emitted[id]))
-	}
-	return t
+	p.events = append(p.events, delta)
+	return []budget.UsageEvent{delta}
 }
 
 // Reconcile compares the result's totals with what was emitted, and returns
 // the events that bring the ledger to the reported figures: tokens the
-// stream missed, and the reported cost less what was estimated (as a
-// reported amount). note says how the estimate compared with the report.
-func (p *Parser) Reconcile() (events []budget.UsageEvent, note string) {
+// stream missed, and the reported cost less what the streamed events were
+// priced at (as a reported amount). note says how the estimate compared with
+// the report.
+//
+// price must be the pricing the emitted events are recorded with (the
+// engine's, purser.CallRequest.Price); nil means they are recorded unpriced.
+// Claude Code reports its cost only once, at the end, while the budget needs
+// dollars as the call streams: so the streamed tokens are estimated where
+// they are recorded, and the reconciliation here is a reported adjustment
+// against that very estimate. Re-pricing each emitted event with the same
+// function gives exactly what the ledger holds, so the reported total lands
+// to the nano-dollar and no dollar is counted twice — rather than a reported
+// total that "replaces" estimates, which an append-only ledger of
+// non-negative events cannot express. Unknown stays unknown: a streamed event
+// with no price keeps its unknown label, and the reported dollars land in
+// the adjustment.
+func (p *Parser) Reconcile(price func(budget.UsageEvent) budget.UsageEvent) (events []budget.UsageEvent, note string) {
 	r := p.result
 	if r == nil {
 		return nil, ""
@@ -218,28 +202,14 @@ func (p *Parser) Reconcile() (events []budget.UsageEvent, note string) {
 	if len(models) > 0 {
 		model = models[0]
 	}
-	got := p.Emitted()
 	var sum budget.UsageEvent
 	for _, id := range p.order {
-		e := p.emitted[id]
-		sum.InputTokens += e.InputTokens
-		sum.CacheReadTokens += e.CacheReadTokens
-		sum.CacheWriteTokens += e.CacheWriteTokens
-		sum.OutputTokens += e.OutputTokens
+		sum = usagedelta.Add(sum, p.emitted[id])
 	}
-	want := reported.event(model)
-	adj := budget.UsageEvent{
-		InputTokens:      max(want.InputTokens-sum.InputTokens, 0),
-		CacheReadTokens:  max(want.CacheReadTokens-sum.CacheReadTokens, 0),
-		CacheWriteTokens: max(want.CacheWriteTokens-sum.CacheWriteTokens, 0),
-		OutputTokens:     max(want.OutputTokens-sum.OutputTokens, 0),
-		Model:            model,
-	}
-	adj.CacheReadTokens = min(adj.CacheReadTokens, adj.InputTokens)
-	adj.CacheWriteTokens = min(adj.CacheWriteTokens, adj.InputTokens-adj.CacheReadTokens)
+	adj, _ := usagedelta.Grow(sum, reported.event(model))
 	if r.TotalCostUSD == nil {
 		if adj.Tokens() > 0 {
-			events = append(events, p.price(adj))
+			events = append(events, adj) // priced where it is recorded, like the stream
 		}
 		return events, ""
 	}
@@ -247,10 +217,19 @@ func (p *Parser) Reconcile() (events []budget.UsageEvent, note string) {
 	if err != nil || total < 0 {
 		return nil, "claude reported an unreadable total_cost_usd"
 	}
-	known := got.USD
+	var streamed budget.Totals
+	for _, ev := range p.events {
+		if price != nil {
+			ev = price(ev)
+		}
+		streamed.Add(ev)
+	}
+	known := streamed.USD
 	diff := total - known
 	switch {
-	case got.USDSource() == budget.SourceReported && known == 0:
+	case streamed.EstimatedEvents == 0 && streamed.UnknownEvents > 0:
+		note = fmt.Sprintf("reported %s; the streamed usage had no known price", total)
+	case streamed.EstimatedEvents == 0:
 		note = fmt.Sprintf("reported %s", total)
 	case diff >= 0:
 		note = fmt.Sprintf("reported %s, estimated %s while streaming (difference %s)", total, known, diff)

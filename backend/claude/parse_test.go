@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/purser-dev/purser/backend/claude"
@@ -18,8 +19,8 @@ func feed(t *testing.T, p *claude.Parser, name string) budget.Totals {
 }
 
 // Every token and dollar of the real captured runs lands in the ledger
-// exactly once: what streams, plus what reconciliation adds, equals the
-// result's reported totals.
+// exactly once: what streams (priced as the engine records it), plus what
+// reconciliation adds, equals the result's reported totals.
 func TestParserGoldenFixtures(t *testing.T) {
 	tests := []struct {
 		fixture        string
@@ -42,10 +43,9 @@ func TestParserGoldenFixtures(t *testing.T) {
 		// 529 twice then success: the retries cost nothing.
 		{"err.529x2-then-ok.stream-json.stdout.jsonl", 5905, "0.0095", 5901, "success", 2},
 	}
-	prices := pricing.Builtin()
 	for _, tt := range tests {
 		t.Run(tt.fixture, func(t *testing.T) {
-			p := claude.NewParser(prices)
+			p := claude.NewParser()
 			streamed := feed(t, p, tt.fixture)
 			if streamed.Tokens != tt.streamedTokens {
 				t.Errorf("streamed %d tokens, want %d", streamed.Tokens, tt.streamedTokens)
@@ -57,20 +57,20 @@ func TestParserGoldenFixtures(t *testing.T) {
 			if p.Retries() != tt.retries {
 				t.Errorf("retries %d, want %d", p.Retries(), tt.retries)
 			}
-			adj, note := p.Reconcile()
+			adj, note := p.Reconcile(fixturetest.Price)
 			total := streamed
 			for _, ev := range adj {
 				if err := ev.Validate(); err != nil {
 					t.Fatalf("invalid adjustment %+v: %v", ev, err)
 				}
-				total.Add(ev)
+				total.Add(fixturetest.Price(ev))
 			}
 			want, _ := budget.ParseUSD(tt.usd)
 			if total.Tokens != tt.tokens || total.USD != want {
 				t.Fatalf("ledger has %d tokens and %s; the result reports %d and %s (note %q)", total.Tokens, total.USD, tt.tokens, want, note)
 			}
 			// Feeding the result again must not count anything twice.
-			again, _ := p.Reconcile()
+			again, _ := p.Reconcile(fixturetest.Price)
 			var t2 budget.Totals
 			for _, ev := range again {
 				t2.Add(ev)
@@ -85,7 +85,7 @@ func TestParserGoldenFixtures(t *testing.T) {
 // SIGTERM loses the result line; the session transcript keeps each message's
 // final usage, and what the stream missed is recovered from it, once.
 func TestTranscriptRecoversKilledRun(t *testing.T) {
-	p := claude.NewParser(pricing.Builtin())
+	p := claude.NewParser()
 	streamed := feed(t, p, "sigterm.after-tool-turn.stream-json.stdout.jsonl")
 	if p.Result() != nil {
 		t.Fatal("a SIGTERM run has no result line")
@@ -97,7 +97,7 @@ func TestTranscriptRecoversKilledRun(t *testing.T) {
 	total := streamed
 	for _, l := range bytes.Split(data, []byte("\n")) {
 		for _, ev := range p.FeedTranscript(l) {
-			total.Add(ev)
+			total.Add(fixturetest.Price(ev))
 		}
 	}
 	// The tool-call message: 1200 + 300 + 4000 in, 60 out = 5560 tokens, $0.011375 at opus-4-8 prices.
@@ -114,7 +114,7 @@ func TestTranscriptRecoversKilledRun(t *testing.T) {
 }
 
 func TestParserRefusesGarbage(t *testing.T) {
-	p := claude.NewParser(nil)
+	p := claude.NewParser()
 	if _, err := p.Feed([]byte("not json")); err == nil {
 		t.Fatal("garbage accepted")
 	}
@@ -131,11 +131,11 @@ func FuzzParser(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		p := claude.NewParser(pricing.Builtin())
+		p := claude.NewParser()
 		for range 2 {
 			evs, _ := p.Feed(line)
 			evs = append(evs, p.FeedTranscript(line)...)
-			adj, _ := p.Reconcile()
+			adj, _ := p.Reconcile(fixturetest.Price)
 			for _, ev := range append(evs, adj...) {
 				if ev.Tokens() < 0 || ev.USD < 0 {
 					t.Fatalf("negative usage from %q: %+v", line, ev)
@@ -143,4 +143,61 @@ func FuzzParser(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Reconciliation settles the reported total against the pricing the stream
+// was recorded with, whatever that pricing is: the ledger ends at the report
+// to the nano-dollar when the estimate was lower, keeps the estimate when it
+// was higher (no negative money), and when the stream had no price at all
+// the reported dollars still land, labelled partial, never $0.
+func TestReconcileAgainstTheRecordersPricing(t *testing.T) {
+	const fixture = "tool.stream-json-partial.stdout.jsonl"
+	reported, _ := budget.ParseUSD("0.020875")
+	opus, ok := pricing.Builtin().Lookup("claude-opus-4-8")
+	if !ok {
+		t.Fatal("claude-opus-4-8 has no built-in price")
+	}
+	scaled := func(num, den int64) *pricing.Catalogue {
+		p := opus.Price
+		c := pricing.New()
+		c.Set(pricing.Entry{Model: "claude-opus-4-8", Price: pricing.Price{Input: p.Input * pricing.PicoUSD(num) / pricing.PicoUSD(den),
+			Output: p.Output * pricing.PicoUSD(num) / pricing.PicoUSD(den), CacheRead: p.CacheRead * pricing.PicoUSD(num) / pricing.PicoUSD(den),
+			CacheWrite: p.CacheWrite * pricing.PicoUSD(num) / pricing.PicoUSD(den)}})
+		return c
+	}
+	tests := []struct {
+		name      string
+		prices    *pricing.Catalogue
+		wantUSD   func(streamed budget.USD) budget.USD
+		source    budget.USDSource
+		noteHas   string
+		adjusting bool
+	}{
+		{"a lower estimate is topped up to the report", scaled(1, 3), func(budget.USD) budget.USD { return reported }, budget.SourceEstimated, "difference", true},
+		{"a higher estimate is kept", scaled(3, 1), func(s budget.USD) budget.USD { return s }, budget.SourceEstimated, "the estimate is kept", false},
+		{"an unpriced stream gets the reported dollars", pricing.New(), func(budget.USD) budget.USD { return reported }, budget.SourcePartial, "no known price", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := claude.NewParser()
+			var streamed budget.Totals
+			for _, ev := range fixturetest.Events(t, fixture, p.Feed) {
+				streamed.Add(tt.prices.Estimate(ev))
+			}
+			adj, note := p.Reconcile(tt.prices.Estimate)
+			total := streamed
+			for _, ev := range adj {
+				total.Add(tt.prices.Estimate(ev))
+			}
+			if want := tt.wantUSD(streamed.USD); total.USD != want || total.USDSource() != tt.source {
+				t.Fatalf("ledger %s (%s), want %s (%s); streamed %s; note %q", total.USD, total.USDSource(), want, tt.source, streamed.USD, note)
+			}
+			if total.Tokens != 11465 || !strings.Contains(note, tt.noteHas) {
+				t.Fatalf("%d tokens, note %q", total.Tokens, note)
+			}
+			if got := len(adj) > 0 && adj[0].USD > 0; got != tt.adjusting {
+				t.Fatalf("adjustment %+v", adj)
+			}
+		})
+	}
 }

@@ -1,6 +1,6 @@
 // Package codex runs the OpenAI Codex CLI (`codex exec --json`) as a Purser
-// backend. Codex reports tokens, never dollars: dollars are estimated from
-// the catalogue, or unknown. Usage a killed run never printed is recovered
+// backend. Codex reports tokens, never dollars: the engine estimates them
+// from the catalogue, or records them as unknown. Usage a killed run never printed is recovered
 // from its rollout file under $CODEX_HOME/sessions.
 package codex
 
@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend/internal/usagedelta"
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
-	"github.com/purser-dev/purser/pricing"
 	"github.com/purser-dev/purser/redact"
 )
 
@@ -63,12 +63,11 @@ type line struct {
 // so far and emits only what is new, so each token lands once whichever
 // source reports it first. It is safe for concurrent use.
 type Parser struct {
-	prices *pricing.Catalogue
-	model  string
+	model string
 
 	mu        sync.Mutex
-	emitted   Usage // the thread's total so far, from whichever source said it first
-	turnsBase Usage // the sum of the turns completed before this one
+	emitted   budget.UsageEvent // the thread's total so far, from whichever source said it first
+	turnsBase Usage             // the sum of the turns completed before this one
 	Thread    string
 	Failed    string // turn.failed's message
 	Done      bool   // a turn completed
@@ -76,10 +75,10 @@ type Parser struct {
 	Retries   int    // "Reconnecting..." announcements
 }
 
-// NewParser returns a parser pricing usage of model with prices (nil:
-// unpriced).
-func NewParser(prices *pricing.Catalogue, model string) *Parser {
-	return &Parser{prices: prices, model: model}
+// NewParser returns a parser of a call to model. Its events carry tokens and
+// the model; the engine prices them.
+func NewParser(model string) *Parser {
+	return &Parser{model: model}
 }
 
 // Feed reads one line of stdout and returns the usage it adds.
@@ -124,20 +123,12 @@ func plus(a, b Usage) Usage {
 // observeLocked takes a thread total and emits what it adds to what was
 // emitted.
 func (p *Parser) observeLocked(total Usage) []budget.UsageEvent {
-	d := Usage{Input: max(total.Input-p.emitted.Input, 0), Cached: max(total.Cached-p.emitted.Cached, 0),
-		CacheWrite: max(total.CacheWrite-p.emitted.CacheWrite, 0), Output: max(total.Output-p.emitted.Output, 0),
-		Reasoning: max(total.Reasoning-p.emitted.Reasoning, 0)}
-	p.emitted = Usage{Input: max(total.Input, p.emitted.Input), Cached: max(total.Cached, p.emitted.Cached),
-		CacheWrite: max(total.CacheWrite, p.emitted.CacheWrite), Output: max(total.Output, p.emitted.Output),
-		Reasoning: max(total.Reasoning, p.emitted.Reasoning)}
-	ev := d.event(p.model)
-	if ev.Tokens() == 0 {
+	var delta budget.UsageEvent
+	delta, p.emitted = usagedelta.Grow(p.emitted, total.event(p.model))
+	if delta.Tokens() == 0 {
 		return nil
 	}
-	if p.prices != nil {
-		ev = p.prices.Estimate(ev)
-	}
-	return []budget.UsageEvent{ev}
+	return []budget.UsageEvent{delta}
 }
 
 // rolloutTotal reads a rollout line's running total, if it has one.
@@ -195,15 +186,14 @@ type Options struct {
 
 // Backend runs Codex.
 type Backend struct {
-	cli    proc.CLIOptions
-	opts   Options
-	prices *pricing.Catalogue
+	cli  proc.CLIOptions
+	opts Options
 }
 
 var _ purser.Backend = (*Backend)(nil)
 
 // New reads a backend spec's options.
-func New(spec purser.BackendSpec, prices *pricing.Catalogue) (*Backend, error) {
+func New(spec purser.BackendSpec) (*Backend, error) {
 	cli, rest, err := proc.SplitCLIOptions("codex", spec, "codex")
 	if err != nil {
 		return nil, err
@@ -223,7 +213,7 @@ func New(spec purser.BackendSpec, prices *pricing.Catalogue) (*Backend, error) {
 			return nil, fmt.Errorf("codex backend: option %s has the wrong type (%T)", k, v)
 		}
 	}
-	return &Backend{cli: cli, opts: o, prices: prices}, nil
+	return &Backend{cli: cli, opts: o}, nil
 }
 
 func (b *Backend) codexHome() string {
@@ -251,7 +241,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		args = append(args, "--model", req.Model)
 	}
 	args = append(append(args, b.opts.Args...), "-")
-	p := NewParser(b.prices, req.Model)
+	p := NewParser(req.Model)
 	recovered := 0
 	follow := &proc.Follower{
 		Find: func() string {
@@ -265,8 +255,8 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			}
 			return m[0]
 		},
-		OnLine: func(l []byte) {
-			for _, ev := range p.FeedRollout(l) {
+		OnLine: func(l proc.Line) {
+			for _, ev := range p.FeedRollout(l.Text) {
 				report(ev)
 				recovered++
 			}

@@ -8,7 +8,6 @@ import (
 	"github.com/purser-dev/purser/backend/codex"
 	"github.com/purser-dev/purser/backend/internal/fixturetest"
 	"github.com/purser-dev/purser/budget"
-	"github.com/purser-dev/purser/pricing"
 )
 
 func feed(t *testing.T, p *codex.Parser, name string) budget.Totals {
@@ -38,7 +37,7 @@ func TestParserGoldenFixtures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.fixture, func(t *testing.T) {
-			p := codex.NewParser(pricing.Builtin(), "gpt-5.5")
+			p := codex.NewParser("gpt-5.5")
 			tot := feed(t, p, tt.fixture)
 			want, _ := budget.ParseUSD(tt.usd)
 			if tot.Tokens != tt.tokens || tot.USD != want {
@@ -53,7 +52,7 @@ func TestParserGoldenFixtures(t *testing.T) {
 		})
 	}
 	// An unpriced model: tokens counted, dollars unknown, never $0.
-	p := codex.NewParser(pricing.Builtin(), "my-local-model")
+	p := codex.NewParser("my-local-model")
 	if tot := feed(t, p, "text.jsonl.stdout.jsonl"); tot.USDSource() != budget.SourceUnknown || tot.Tokens != 5805 {
 		t.Fatalf("unpriced: %+v", tot)
 	}
@@ -61,7 +60,7 @@ func TestParserGoldenFixtures(t *testing.T) {
 
 // SIGTERM: no turn.completed; the rollout file kept the per-call totals.
 func TestRolloutRecoversKilledRun(t *testing.T) {
-	p := codex.NewParser(pricing.Builtin(), "gpt-5.5")
+	p := codex.NewParser("gpt-5.5")
 	if tot := feed(t, p, "sigterm.after-tool-turn.jsonl.stdout.jsonl"); tot.Tokens != 0 || p.Done {
 		t.Fatalf("a killed run printed usage: %+v", tot)
 	}
@@ -87,7 +86,7 @@ func FuzzParser(f *testing.F) {
 		f.Add(l)
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		p := codex.NewParser(pricing.Builtin(), "gpt-5.5")
+		p := codex.NewParser("gpt-5.5")
 		evs, _ := p.Feed(line)
 		evs = append(evs, p.Recover(line)...)
 		for _, ev := range evs {
@@ -106,7 +105,7 @@ func TestRolloutThenTurnCompletedCountsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, order := range []string{"rollout first", "stdout first"} {
-		p := codex.NewParser(pricing.Builtin(), "gpt-5.5")
+		p := codex.NewParser("gpt-5.5")
 		var tot budget.Totals
 		add := func(evs []budget.UsageEvent) {
 			for _, ev := range evs {

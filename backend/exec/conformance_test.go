@@ -33,7 +33,7 @@ func TestConformance(t *testing.T) {
 // buildConformance is the one place the suite builds an exec backend.
 func buildConformance(t *testing.T, spec purser.BackendSpec) purser.Backend {
 	t.Helper()
-	b, err := pexec.New(spec, nil)
+	b, err := pexec.New(spec)
 	if err != nil {
 		t.Fatal(err)
 	}

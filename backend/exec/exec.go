@@ -10,7 +10,8 @@
 //     `purser budget eval` events file: inputTokens, outputTokens,
 //     cacheReadTokens, cacheWriteTokens, costUsd, model. Purser reads the file
 //     as it grows, so a hard cap crossed mid-call stops the command at once.
-//     An event without costUsd is priced from the catalogue, or unknown.
+//     An event without costUsd is priced by the engine from the catalogue, or
+//     unknown.
 //   - With no report at all, only time and iterations count and the call's
 //     dollars are unknown (never $0): BUDGET.md says so.
 //   - Exit 0: the call succeeded. Exit 75 (EX_TEMPFAIL): a transient failure
@@ -18,16 +19,14 @@
 package exec
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -35,7 +34,6 @@ import (
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
-	"github.com/purser-dev/purser/pricing"
 )
 
 // ExitTransient is the exit code that asks for a retry (sysexits EX_TEMPFAIL).
@@ -49,17 +47,16 @@ const pollEvery = 20 * time.Millisecond
 
 // Backend runs a command.
 type Backend struct {
-	argv   []string
-	env    map[string]string
-	prices *pricing.Catalogue
+	argv []string
+	env  map[string]string
 }
 
 var _ purser.Backend = (*Backend)(nil)
 
 // New reads the options: command (a list: the program and its arguments,
 // run without a shell) and env.
-func New(spec purser.BackendSpec, prices *pricing.Catalogue) (*Backend, error) {
-	b := &Backend{prices: prices, env: map[string]string{}}
+func New(spec purser.BackendSpec) (*Backend, error) {
+	b := &Backend{env: map[string]string{}}
 	for k, v := range spec.Options {
 		switch k {
 		case "command":
@@ -121,23 +118,9 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		"PURSER_CALL_KIND="+string(req.Kind), fmt.Sprintf("PURSER_ITERATION=%d", req.Iteration),
 		fmt.Sprintf("PURSER_MAX_OUTPUT_TOKENS=%d", req.MaxOutputTokens))
 
-	t := &tailer{path: usageFile, prices: b.prices, model: req.Model, report: report}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(pollEvery)
-		defer tick.Stop()
-		for {
-			t.poll()
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
+	usage := &usageLines{model: req.Model, report: report}
+	follow := &proc.Follower{Find: func() string { return usageFile }, MaxLine: config.MaxEventLine, OnLine: usage.read}
+	stopFollowing := follow.Every(pollEvery)
 	var output strings.Builder
 	out, err := proc.Run(ctx, proc.Command{Path: b.argv[0], Args: b.argv[1:], Dir: req.Workspace, Env: env,
 		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGTERM, Grace: StopGrace}, func(l []byte) {
@@ -146,18 +129,17 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			output.WriteByte('\n')
 		}
 	})
-	close(stop)
-	wg.Wait()
-	t.poll() // what was written last
-	t.flush()
+	// The command has exited: the last poll reads what it wrote last, its
+	// final line too if it did not end it with a newline.
+	stopFollowing()
 	if err != nil {
 		return purser.CallResult{}, fmt.Errorf("exec: %w", err)
 	}
 	res := purser.CallResult{Text: output.String()}
-	if t.err != nil {
-		res.Note = t.err.Error()
+	if usage.err != nil {
+		res.Note = usage.err.Error()
 	}
-	if t.events == 0 {
+	if usage.events == 0 {
 		// No report: money is unknown for this call, never $0.
 		report(budget.UsageEvent{Model: req.Model, CostSource: budget.CostUnknown})
 		res.Note = strings.TrimPrefix(res.Note+"; the command reported no usage: only time and iterations count, its dollars are unknown", "; ")
@@ -175,75 +157,37 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	return res, fmt.Errorf("exec: %s: %v: %s", b.argv[0], out.WaitErr, proc.LastLines(out.Stderr, 5))
 }
 
-// tailer reads the usage file as it grows, whole lines only.
-type tailer struct {
-	path    string
-	prices  *pricing.Catalogue
-	model   string
-	report  purser.UsageFunc
-	offset  int64
-	partial []byte
-	line    int
-	events  int
-	err     error // the first bad line, reported in the call's note
+// usageLines reads the lines of the usage file as the follower passes them.
+type usageLines struct {
+	model  string
+	report purser.UsageFunc
+	events int
+	err    error // the first bad line, reported in the call's note
 }
 
-func (t *tailer) poll() {
-	f, err := os.Open(t.path)
+func (u *usageLines) read(l proc.Line) {
+	if l.TooLong {
+		u.fail(fmt.Errorf("PURSER_USAGE_FILE line %d: longer than %d bytes, ignored", l.N, config.MaxEventLine))
+		return
+	}
+	text := bytes.TrimSpace(l.Text)
+	if len(text) == 0 {
+		return
+	}
+	ev, err := config.ParseEventLine(text, nil)
 	if err != nil {
+		u.fail(fmt.Errorf("PURSER_USAGE_FILE line %d: %v (ignored)", l.N, err))
 		return
 	}
-	defer f.Close()
-	if _, err := f.Seek(t.offset, io.SeekStart); err != nil {
-		return
+	if ev.Model == "" {
+		ev.Model = u.model
 	}
-	r := bufio.NewReader(f)
-	for {
-		chunk, err := r.ReadBytes('\n')
-		t.offset += int64(len(chunk))
-		if err != nil {
-			t.partial = append(t.partial, chunk...) // an unfinished line waits
-			return
-		}
-		line := append(t.partial, chunk...)
-		t.partial = nil
-		t.line++
-		if len(strings.TrimSpace(string(line))) == 0 {
-			continue
-		}
-		if len(line) > config.MaxEventLine {
-			t.fail(fmt.Errorf("PURSER_USAGE_FILE line %d: longer than %d bytes, ignored", t.line, config.MaxEventLine))
-			continue
-		}
-		ev, err := config.ParseEventLine([]byte(strings.TrimSpace(string(line))), nil)
-		if err != nil {
-			t.fail(fmt.Errorf("PURSER_USAGE_FILE line %d: %v (ignored)", t.line, err))
-			continue
-		}
-		if ev.Model == "" {
-			ev.Model = t.model
-		}
-		if t.prices != nil {
-			ev = t.prices.Estimate(ev)
-		}
-		t.events++
-		t.report(ev)
-	}
+	u.events++
+	u.report(ev)
 }
 
-// flush reads a last line the command did not end with a newline.
-func (t *tailer) flush() {
-	if len(strings.TrimSpace(string(t.partial))) == 0 {
-		return
-	}
-	if err := os.WriteFile(t.path, append(t.partial, '\n'), 0o600); err == nil {
-		t.offset, t.partial, t.line = 0, nil, t.line-1
-		t.poll()
-	}
-}
-
-func (t *tailer) fail(err error) {
-	if t.err == nil {
-		t.err = err
+func (u *usageLines) fail(err error) {
+	if u.err == nil {
+		u.err = err
 	}
 }

@@ -21,7 +21,7 @@ func agent(t *testing.T, script string) (*pexec.Backend, string) {
 	if err := os.WriteFile(filepath.Join(dir, "agent.sh"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b, err := pexec.New(purser.BackendSpec{Type: "exec", Dir: dir, Options: map[string]any{"command": []any{"sh", filepath.Join(dir, "agent.sh")}}}, pricing.Builtin())
+	b, err := pexec.New(purser.BackendSpec{Type: "exec", Dir: dir, Options: map[string]any{"command": []any{"sh", filepath.Join(dir, "agent.sh")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,12 +41,19 @@ func (c *collector) report(ev budget.UsageEvent) {
 	c.mu.Unlock()
 }
 
+var prices = pricing.Builtin()
+
+// totals adds up the reported usage priced as the engine records it: the
+// backend reports tokens and reported costs, and never estimates.
 func (c *collector) totals() budget.Totals {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var t budget.Totals
 	for _, ev := range c.evs {
-		t.Add(ev)
+		if ev.CostSource == budget.CostEstimated {
+			panic("the exec backend estimated a cost itself; pricing is the engine's")
+		}
+		t.Add(prices.Estimate(ev))
 	}
 	return t
 }
@@ -106,14 +113,27 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
+// A bad usage line is noted on the call, by its number in the file (blank
+// lines count), and skipped; the good lines still count.
 func TestBadUsageLinesAreNotedNotFatal(t *testing.T) {
-	b, ws := agent(t, `echo 'not json' >> "$PURSER_USAGE_FILE"; echo '{"tokens": 5}' >> "$PURSER_USAGE_FILE"; echo '{"inputTokens": 7}' >> "$PURSER_USAGE_FILE"`)
-	var c collector
-	res, err := b.Call(context.Background(), purser.CallRequest{Workspace: ws, Model: "m"}, c.report)
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name, script, note string
+	}{
+		{"not an event", `echo 'not json' >> "$u"; echo '{"tokens": 5}' >> "$u"; echo '{"inputTokens": 7}' >> "$u"`, "PURSER_USAGE_FILE line 1"},
+		{"too long to be an event, after a blank line", `echo >> "$u"; head -c 2000000 /dev/zero | tr '\0' x >> "$u"; echo >> "$u"; echo '{"inputTokens": 7}' >> "$u"; echo '{"bad": 1}' >> "$u"`,
+			"PURSER_USAGE_FILE line 2: longer than"},
 	}
-	if c.totals().Tokens != 7 || !strings.Contains(res.Note, "PURSER_USAGE_FILE line 1") {
-		t.Fatalf("tokens %d, note %q", c.totals().Tokens, res.Note)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, ws := agent(t, `u="$PURSER_USAGE_FILE"; `+tt.script)
+			var c collector
+			res, err := b.Call(context.Background(), purser.CallRequest{Workspace: ws, Model: "m"}, c.report)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.totals().Tokens != 7 || !strings.Contains(res.Note, tt.note) {
+				t.Fatalf("tokens %d, note %q", c.totals().Tokens, res.Note)
+			}
+		})
 	}
 }

@@ -38,7 +38,7 @@ func TestConformance(t *testing.T) {
 // buildConformance is the one place the suite builds a gemini backend.
 func buildConformance(t *testing.T, spec purser.BackendSpec) purser.Backend {
 	t.Helper()
-	b, err := gemini.New(spec, nil)
+	b, err := gemini.New(spec)
 	if err != nil {
 		t.Fatal(err)
 	}

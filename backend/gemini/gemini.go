@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend/internal/usagedelta"
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
-	"github.com/purser-dev/purser/pricing"
 	"github.com/purser-dev/purser/redact"
 )
 
@@ -69,10 +69,9 @@ type line struct {
 // file gets each model message's tokens as it happens; the final result
 // gives each model's totals (the router's calls included). The parser keeps
 // what it emitted per message and per model and emits only what is new, so
-// each token lands once. It is safe for concurrent use.
+// each token lands once. Its events carry tokens and the model; the engine
+// prices them. It is safe for concurrent use.
 type Parser struct {
-	prices *pricing.Catalogue
-
 	mu      sync.Mutex
 	session string
 	done    bool   // a result line was read
@@ -85,9 +84,9 @@ type Parser struct {
 	final map[string]budget.UsageEvent
 }
 
-// NewParser returns a parser that prices with prices (nil: unpriced).
-func NewParser(prices *pricing.Catalogue) *Parser {
-	return &Parser{prices: prices, byID: map[string]budget.UsageEvent{}, byModel: map[string]budget.UsageEvent{},
+// NewParser returns a parser.
+func NewParser() *Parser {
+	return &Parser{byID: map[string]budget.UsageEvent{}, byModel: map[string]budget.UsageEvent{},
 		final: map[string]budget.UsageEvent{}}
 }
 
@@ -99,31 +98,9 @@ func (p *Parser) State() (session string, done bool, failed, text string) {
 	return p.session, p.done, p.failed, p.text.String()
 }
 
-// grow returns what want adds to have, field by field, and the new have.
-func grow(have, want budget.UsageEvent) (delta, next budget.UsageEvent) {
-	delta = budget.UsageEvent{
-		InputTokens:     max(want.InputTokens-have.InputTokens, 0),
-		CacheReadTokens: max(want.CacheReadTokens-have.CacheReadTokens, 0),
-		OutputTokens:    max(want.OutputTokens-have.OutputTokens, 0),
-		ReasoningTokens: max(want.ReasoningTokens-have.ReasoningTokens, 0),
-		Model:           want.Model,
-	}
-	delta.CacheReadTokens = min(delta.CacheReadTokens, delta.InputTokens)
-	delta.ReasoningTokens = min(delta.ReasoningTokens, delta.OutputTokens)
-	next = have
-	next.InputTokens += delta.InputTokens
-	next.CacheReadTokens += delta.CacheReadTokens
-	next.OutputTokens += delta.OutputTokens
-	next.ReasoningTokens += delta.ReasoningTokens
-	return delta, next
-}
-
-func (p *Parser) emitLocked(delta budget.UsageEvent) []budget.UsageEvent {
+func emit(delta budget.UsageEvent) []budget.UsageEvent {
 	if delta.Tokens() == 0 {
 		return nil
-	}
-	if p.prices != nil {
-		delta = p.prices.Estimate(delta)
 	}
 	return []budget.UsageEvent{delta}
 }
@@ -163,9 +140,9 @@ func (p *Parser) Feed(b []byte) ([]budget.UsageEvent, error) {
 		for _, m := range models {
 			total := l.Stats.Models[m].event(m)
 			p.final[m] = total
-			delta, next := grow(p.byModel[m], total)
+			delta, next := usagedelta.Grow(p.byModel[m], total)
 			p.byModel[m] = next
-			evs = append(evs, p.emitLocked(delta)...)
+			evs = append(evs, emit(delta)...)
 		}
 		return evs, nil
 	}
@@ -197,25 +174,16 @@ func (p *Parser) FeedChat(b []byte) []budget.UsageEvent {
 		OutputTokens: max(t.Output, 0) + max(t.Thoughts, 0), ReasoningTokens: max(t.Thoughts, 0), Model: l.Model}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delta, next := grow(p.byID[l.ID], want)
+	delta, next := usagedelta.Grow(p.byID[l.ID], want)
 	p.byID[l.ID] = next
 	if total, ok := p.final[l.Model]; ok {
 		// The result already counted this model: only room left under its
 		// totals can be added.
-		room, _ := grow(p.byModel[l.Model], total)
-		delta = budget.UsageEvent{InputTokens: min(delta.InputTokens, room.InputTokens), CacheReadTokens: min(delta.CacheReadTokens, room.CacheReadTokens),
-			OutputTokens: min(delta.OutputTokens, room.OutputTokens), ReasoningTokens: min(delta.ReasoningTokens, room.ReasoningTokens), Model: l.Model}
+		room, _ := usagedelta.Grow(p.byModel[l.Model], total)
+		delta = usagedelta.Min(delta, room)
 	}
-	p.byModel[l.Model] = addTo(p.byModel[l.Model], delta)
-	return p.emitLocked(delta)
-}
-
-func addTo(a, d budget.UsageEvent) budget.UsageEvent {
-	a.InputTokens += d.InputTokens
-	a.CacheReadTokens += d.CacheReadTokens
-	a.OutputTokens += d.OutputTokens
-	a.ReasoningTokens += d.ReasoningTokens
-	return a
+	p.byModel[l.Model] = usagedelta.Add(p.byModel[l.Model], delta)
+	return emit(delta)
 }
 
 // Recover reads a whole chat file and returns what was not counted yet.
@@ -235,15 +203,14 @@ type Options struct {
 
 // Backend runs Gemini CLI.
 type Backend struct {
-	cli    proc.CLIOptions
-	opts   Options
-	prices *pricing.Catalogue
+	cli  proc.CLIOptions
+	opts Options
 }
 
 var _ purser.Backend = (*Backend)(nil)
 
 // New reads a backend spec's options.
-func New(spec purser.BackendSpec, prices *pricing.Catalogue) (*Backend, error) {
+func New(spec purser.BackendSpec) (*Backend, error) {
 	cli, rest, err := proc.SplitCLIOptions("gemini", spec, "gemini")
 	if err != nil {
 		return nil, err
@@ -259,7 +226,7 @@ func New(spec purser.BackendSpec, prices *pricing.Catalogue) (*Backend, error) {
 		}
 		o.ApprovalMode = s
 	}
-	return &Backend{cli: cli, opts: o, prices: prices}, nil
+	return &Backend{cli: cli, opts: o}, nil
 }
 
 // Call runs one `gemini -p`.
@@ -277,10 +244,10 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	// The launcher would re-spawn itself and ignore signals; no relaunch
 	// means a signal to the group stops the CLI itself.
 	env := b.cli.Environ("GEMINI_CLI_NO_RELAUNCH=true")
-	p := NewParser(b.prices)
+	p := NewParser()
 	recovered := 0
-	follow := &proc.Follower{Find: func() string { return b.chatFile(p) }, OnLine: func(l []byte) {
-		for _, ev := range p.FeedChat(l) {
+	follow := &proc.Follower{Find: func() string { return b.chatFile(p) }, OnLine: func(l proc.Line) {
+		for _, ev := range p.FeedChat(l.Text) {
 			report(ev)
 			recovered++
 		}

@@ -8,7 +8,6 @@ import (
 	"github.com/purser-dev/purser/backend/gemini"
 	"github.com/purser-dev/purser/backend/internal/fixturetest"
 	"github.com/purser-dev/purser/budget"
-	"github.com/purser-dev/purser/pricing"
 )
 
 func feed(t *testing.T, p *gemini.Parser, name string) budget.Totals {
@@ -33,7 +32,7 @@ func TestParserGoldenFixtures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.fixture, func(t *testing.T) {
-			p := gemini.NewParser(pricing.Builtin())
+			p := gemini.NewParser()
 			tot := feed(t, p, tt.fixture)
 			_, done, failed, _ := p.State()
 			if tot.Tokens != tt.tokens || !done || (failed != "") != tt.failed {
@@ -49,7 +48,7 @@ func TestParserGoldenFixtures(t *testing.T) {
 // A killed run prints no result; the chat file keeps each message's tokens
 // (a message id may appear twice), and they are counted once.
 func TestChatFileRecoversKilledRun(t *testing.T) {
-	p := gemini.NewParser(pricing.Builtin())
+	p := gemini.NewParser()
 	if tot := feed(t, p, "sigterm.after-tool-turn.no-relaunch.stream-json.stdout.jsonl"); tot.Tokens != 0 {
 		t.Fatalf("a killed run printed usage")
 	}
@@ -75,7 +74,7 @@ func FuzzParser(f *testing.F) {
 		f.Add(l)
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		p := gemini.NewParser(pricing.Builtin())
+		p := gemini.NewParser()
 		evs, _ := p.Feed(line)
 		evs = append(evs, p.Recover(line)...)
 		for _, ev := range evs {
@@ -93,7 +92,7 @@ func TestChatThenResultCountsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := gemini.NewParser(pricing.Builtin())
+	p := gemini.NewParser()
 	var tot budget.Totals
 	for _, ev := range p.Recover(chat) { // the tool-call message: 5,280 tokens of gemini-3.8-flash
 		tot.Add(ev)
@@ -107,7 +106,7 @@ func TestChatThenResultCountsOnce(t *testing.T) {
 // Gemini writes its last chat message after the result: the result's
 // totals are the authority, and the late message adds nothing.
 func TestResultThenLateChatCountsOnce(t *testing.T) {
-	p := gemini.NewParser(pricing.Builtin())
+	p := gemini.NewParser()
 	res := feed(t, p, "tool.yolo-shell.stream-json.stdout.jsonl")
 	late := []byte(`{"id": "late-1", "type": "gemini", "model": "gemini-3.8-flash", "tokens": {"input": 5800, "output": 5, "cached": 4500, "thoughts": 0, "total": 5805}}`)
 	if evs := p.FeedChat(late); len(evs) != 0 || res.Tokens != 11138 {

@@ -43,7 +43,7 @@ func TestConformance(t *testing.T) {
 // buildConformance is the one place the suite builds an openai backend.
 func buildConformance(t *testing.T, spec purser.BackendSpec) purser.Backend {
 	t.Helper()
-	b, err := openai.New(spec, nil)
+	b, err := openai.New(spec)
 	if err != nil {
 		t.Fatal(err)
 	}

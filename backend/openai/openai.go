@@ -20,7 +20,6 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/contextbuild"
-	"github.com/purser-dev/purser/pricing"
 	"github.com/purser-dev/purser/redact"
 )
 
@@ -44,14 +43,13 @@ type Options struct {
 type Backend struct {
 	opts    Options
 	client  oa.Client
-	prices  *pricing.Catalogue
 	counter contextbuild.Counter
 }
 
 var _ purser.Backend = (*Backend)(nil)
 
 // New reads a backend spec's options.
-func New(spec purser.BackendSpec, prices *pricing.Catalogue) (*Backend, error) {
+func New(spec purser.BackendSpec) (*Backend, error) {
 	o := Options{BaseURL: "https://api.openai.com/v1", APIKeyEnv: "OPENAI_API_KEY", MaxTokensField: "max_tokens"}
 	for k, v := range spec.Options {
 		s, ok := v.(string)
@@ -81,7 +79,7 @@ func New(spec purser.BackendSpec, prices *pricing.Catalogue) (*Backend, error) {
 		return nil, err
 	}
 	client := oa.NewClient(option.WithBaseURL(o.BaseURL), option.WithAPIKey(key), option.WithMaxRetries(0))
-	return &Backend{opts: o, client: client, prices: prices, counter: counter}, nil
+	return &Backend{opts: o, client: client, counter: counter}, nil
 }
 
 // messageOverhead is what a chat message costs beyond its text, per
@@ -140,7 +138,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		err = errors.New("the server's stream held no completion chunk")
 	}
 	if usage != nil {
-		report(b.event(req.Model, *usage))
+		report(event(req.Model, *usage))
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -163,8 +161,9 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 }
 
 // event turns the server's usage into a usage event. OpenRouter's
-// usage.cost is taken as reported; otherwise dollars are estimated.
-func (b *Backend) event(model string, u oa.CompletionUsage) budget.UsageEvent {
+// usage.cost is taken as reported; otherwise the event carries tokens only,
+// and the engine estimates its dollars.
+func event(model string, u oa.CompletionUsage) budget.UsageEvent {
 	ev := budget.UsageEvent{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, Model: model,
 		CacheReadTokens: min(u.PromptTokensDetails.CachedTokens, u.PromptTokens),
 		ReasoningTokens: min(u.CompletionTokensDetails.ReasoningTokens, u.CompletionTokens),
@@ -172,11 +171,7 @@ func (b *Backend) event(model string, u oa.CompletionUsage) budget.UsageEvent {
 	if f, ok := u.JSON.ExtraFields["cost"]; ok && f.Raw() != "" && f.Raw() != "null" {
 		if cost, err := budget.ParseUSD(f.Raw()); err == nil && cost >= 0 {
 			ev.USD, ev.CostSource = cost, budget.CostReported
-			return ev
 		}
-	}
-	if b.prices != nil {
-		return b.prices.Estimate(ev)
 	}
 	return ev
 }

@@ -93,7 +93,7 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func newBackend(t *testing.T, url string) *openai.Backend {
 	t.Setenv("PURSER_TEST_OPENAI_KEY", "sk-test-key")
-	b, err := openai.New(purser.BackendSpec{Type: "openai", Options: map[string]any{"baseUrl": url + "/v1", "apiKeyEnv": "PURSER_TEST_OPENAI_KEY"}}, pricing.Builtin())
+	b, err := openai.New(purser.BackendSpec{Type: "openai", Options: map[string]any{"baseUrl": url + "/v1", "apiKeyEnv": "PURSER_TEST_OPENAI_KEY"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +122,22 @@ func TestCallAppliesFileBlocksInsideWorkspaceOnly(t *testing.T) {
 	}
 	// OpenRouter's usage.cost is taken as reported.
 	if len(evs) != 1 || evs[0].CostSource != budget.CostReported || evs[0].USD != budget.USD(4_200_000) || evs[0].OutputTokens != 50 {
+		t.Fatalf("usage %+v", evs)
+	}
+}
+
+// Without usage.cost the event carries tokens only: the engine, not the
+// backend, estimates its dollars.
+func TestUsageWithoutCostIsLeftToTheEngineToPrice(t *testing.T) {
+	srv := httptest.NewServer(&fakeServer{t: t, wantOutput: 50})
+	defer srv.Close()
+	var evs []budget.UsageEvent
+	_, err := newBackend(t, srv.URL).Call(context.Background(), purser.CallRequest{Model: "gpt-5.5", Prompt: "Fix it.", Workspace: t.TempDir()},
+		func(ev budget.UsageEvent) { evs = append(evs, ev) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].CostSource != budget.CostNone || evs[0].USD != 0 || evs[0].OutputTokens != 50 || evs[0].Model != "gpt-5.5" {
 		t.Fatalf("usage %+v", evs)
 	}
 }

@@ -7,10 +7,11 @@ import (
 	"strings"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/internal/procgroup"
 )
 
 // Owners identifies processes by host, pid and start time ("host pid
-// start"), read from /proc: the start time tells a live process from a later
+// start"), read from /proc by procgroup.Stat: the start time tells a live process from a later
 // one that reused its pid.
 type Owners struct{}
 
@@ -42,9 +43,9 @@ func (Owners) Gone(owner string) bool {
 
 // liveStart is a process's start time, or "" when it is gone or a zombie.
 func liveStart(pid int) string {
-	f := statFields(pid)
-	if len(f) < 20 || f[0] == "Z" {
+	p, ok := procgroup.Stat(pid)
+	if !ok || p.State == "Z" {
 		return ""
 	}
-	return f[19]
+	return p.Start
 }

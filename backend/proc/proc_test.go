@@ -2,25 +2,13 @@ package proc_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/purser-dev/purser/backend/proc"
+	"github.com/purser-dev/purser/internal/proctest"
 )
-
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(f) > 0 && f[0] != "Z"
-}
 
 // Stopping a child ends its whole group, and descendants that left the group
 // with setsid, within the grace period; output read so far is kept.
@@ -47,19 +35,7 @@ func TestStopKillsGroupAndEscapees(t *testing.T) {
 		t.Fatalf("lines %v", lines)
 	}
 	for _, f := range []string{"inner.pid", "escaped.pid"} {
-		b, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-		deadline := time.Now().Add(time.Second)
-		for alive(pid) && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if alive(pid) {
-			syscall.Kill(pid, syscall.SIGKILL)
-			t.Errorf("%s (%d) survived the stop", f, pid)
-		}
+		proctest.RequireGone(t, dir, f, time.Second)
 	}
 }
 

@@ -12,26 +12,25 @@ import (
 	"github.com/purser-dev/purser/backend/sim"
 	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/engine"
-	"github.com/purser-dev/purser/pricing"
 )
 
-// backends returns the resolver of the backends a task names, pricing with
-// prices. Only cmd/purser knows the concrete backends.
-func backends(prices *pricing.Catalogue) engine.BackendResolver {
+// backends returns the resolver of the backends a task names. Only
+// cmd/purser knows the concrete backends; the engine prices their usage.
+func backends() engine.BackendResolver {
 	return func(spec purser.BackendSpec) (purser.Backend, error) {
 		switch spec.Type {
 		case "sim":
 			return sim.New(spec)
 		case "claude":
-			return claude.New(spec, prices)
+			return claude.New(spec)
 		case "codex":
-			return codex.New(spec, prices)
+			return codex.New(spec)
 		case "exec":
-			return agentexec.New(spec, prices)
+			return agentexec.New(spec)
 		case "openai":
-			return openai.New(spec, prices)
+			return openai.New(spec)
 		case "gemini":
-			return gemini.New(spec, prices)
+			return gemini.New(spec)
 		}
 		return nil, fmt.Errorf("backend type %q is not available (available: sim, claude, codex, gemini, openai, exec)", spec.Type)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/replay"
 )
@@ -88,7 +89,8 @@ Purser's own history instead.`,
 func printReplay(w io.Writer, rep replay.Report) error {
 	s := rep.Summary
 	fmt.Fprintf(w, "%d runs replayed (%d calls): %d stopped, %d of %d solved runs cut.\n", s.Runs, s.Calls, s.Stopped, s.SolvedCut, s.Solved)
-	fmt.Fprintf(w, "Recorded spend %s; under this budget %s; saved %s.\n", s.RecordedUSD, s.SpentUSD, s.SavedUSD)
+	fmt.Fprintf(w, "Recorded spend %s; under this budget %s; saved %s.\n",
+		budget.FormatUSD(s.RecordedUSD, s.USDSource), budget.FormatUSD(s.SpentUSD, s.USDSource), budget.FormatUSD(s.SavedUSD, s.USDSource))
 	fmt.Fprintf(w, "A check-then-spend rule would have gone %s past the hard cap; admission goes nowhere past it.\n", s.NaiveOvershootUSD)
 	if s.UpperBounds > 0 {
 		fmt.Fprintf(w, "%d runs have totals only: their savings are upper bounds (total − cap) and their stop point unknown.\n", s.UpperBounds)
@@ -101,7 +103,8 @@ func printReplay(w io.Writer, rep replay.Report) error {
 		if g.UpperBounds == g.Runs {
 			note = "totals only: upper bounds"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\t%s\t%s\n", g.System, g.Model, g.Runs, g.Stopped, g.SolvedCut, g.Solved, g.RecordedUSD, g.SpentUSD, g.SavedUSD, note)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\t%s\t%s\n", g.System, g.Model, g.Runs, g.Stopped, g.SolvedCut, g.Solved,
+			budget.FormatUSD(g.RecordedUSD, g.USDSource), budget.FormatUSD(g.SpentUSD, g.USDSource), budget.FormatUSD(g.SavedUSD, g.USDSource), note)
 	}
 	return tw.Flush()
 }

@@ -95,7 +95,7 @@ func newEngine(store *sqlite.Store, prices *pricing.Catalogue, observe func(purs
 	}
 	return engine.New(engine.Config{
 		Store:      store,
-		Backends:   backends(prices),
+		Backends:   backends(),
 		Validators: validate.Runner{},
 		Context:    cb,
 		Prices:     prices,

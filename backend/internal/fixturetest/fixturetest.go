@@ -10,17 +10,25 @@ import (
 	"testing"
 
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/pricing"
 )
 
-// Feed reads testdata/name line by line into feed and totals the usage it
-// returns. A line the parser refuses, or an invalid event, fails the test.
-func Feed(t testing.TB, name string, feed func([]byte) ([]budget.UsageEvent, error)) budget.Totals {
+var builtin = pricing.Builtin()
+
+// Price prices an event the way the engine records it with the built-in
+// catalogue: parsers report tokens, and the engine estimates their dollars.
+func Price(ev budget.UsageEvent) budget.UsageEvent { return builtin.Estimate(ev) }
+
+// Events reads testdata/name line by line into feed and returns the usage
+// it reports, as reported. A line the parser refuses, an invalid event, or an
+// event a parser priced itself (pricing is the engine's) fails the test.
+func Events(t testing.TB, name string, feed func([]byte) ([]budget.UsageEvent, error)) []budget.UsageEvent {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tot budget.Totals
+	var out []budget.UsageEvent
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, 1<<24)
 	for sc.Scan() {
@@ -32,8 +40,22 @@ func Feed(t testing.TB, name string, feed func([]byte) ([]budget.UsageEvent, err
 			if err := ev.Validate(); err != nil {
 				t.Fatalf("%s: invalid event %+v: %v", name, ev, err)
 			}
-			tot.Add(ev)
+			if ev.CostSource == budget.CostEstimated {
+				t.Fatalf("%s: the parser estimated %+v itself; pricing is the engine's", name, ev)
+			}
 		}
+		out = append(out, evs...)
+	}
+	return out
+}
+
+// Feed totals the Events of testdata/name, each priced by Price as the
+// engine records it.
+func Feed(t testing.TB, name string, feed func([]byte) ([]budget.UsageEvent, error)) budget.Totals {
+	t.Helper()
+	var tot budget.Totals
+	for _, ev := range Events(t, name, feed) {
+		tot.Add(Price(ev))
 	}
 	return tot
 }

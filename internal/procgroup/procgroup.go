@@ -1,0 +1,238 @@
+// Package procgroup starts a child as the leader of its own process group
+// and ends it the one way Purser ends every child it runs — agents and
+// validators alike: a signal to the whole group, SIGKILL after a grace
+// period, and, once the leader is gone, whatever it left behind, descendants
+// that left the group (setsid) included. It knows processes only, so the
+// backends' runner and the validators both build on it.
+package procgroup
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Group is a started child leading its own process group, with its
+// descendants watched while it runs.
+type Group struct {
+	pgid      int
+	seen      *descendants
+	watchDone chan struct{}
+	endOnce   sync.Once
+}
+
+// Start starts cmd as the leader of a new process group and begins watching
+// its descendants. cmd must not be started yet; its SysProcAttr is set.
+func Start(cmd *exec.Cmd) (*Group, error) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	g := &Group{pgid: cmd.Process.Pid, seen: newDescendants(cmd.Process.Pid), watchDone: make(chan struct{})}
+	go g.seen.watch(g.watchDone)
+	running.add(g)
+	return g, nil
+}
+
+// running are the groups started and not yet ended, so that KillAll can
+// end them all when Purser must quit at once.
+var running = &registry{groups: map[*Group]bool{}}
+
+type registry struct {
+	mu     sync.Mutex
+	groups map[*Group]bool
+}
+
+func (r *registry) add(g *Group) {
+	r.mu.Lock()
+	r.groups[g] = true
+	r.mu.Unlock()
+}
+
+func (r *registry) remove(g *Group) {
+	r.mu.Lock()
+	delete(r.groups, g)
+	r.mu.Unlock()
+}
+
+// KillAll kills every group started and not yet ended, with every
+// descendant seen: for a process about to exit at once, so that nothing it
+// started outlives it.
+func KillAll() {
+	running.mu.Lock()
+	defer running.mu.Unlock()
+	for g := range running.groups {
+		g.seen.scan()
+		g.kill()
+	}
+}
+
+// Stop asks the group to end with sig, then, unless exited (closed once the
+// leader has been waited for) is closed within grace, kills the group and
+// every descendant seen. It returns when either has happened.
+func (g *Group) Stop(sig syscall.Signal, grace time.Duration, exited <-chan struct{}) {
+	_ = syscall.Kill(-g.pgid, sig)
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		g.kill()
+	case <-exited:
+	}
+}
+
+// End kills what is left of the group once its leader has been waited for —
+// the tools it left running, and descendants that left the group while it
+// ran — waits up to a second for them to be gone, and stops watching. It is
+// safe to call more than once.
+func (g *Group) End() {
+	g.endOnce.Do(func() {
+		defer running.remove(g)
+		g.seen.scan()
+		close(g.watchDone)
+		g.kill()
+		waitGone(g.pgid, time.Second)
+	})
+}
+
+func (g *Group) kill() {
+	_ = syscall.Kill(-g.pgid, syscall.SIGKILL)
+	g.seen.killAll()
+}
+
+// waitGone waits until no live process is left in the group, or for at
+// most d. Zombies do not count: they hold nothing and do nothing, and an
+// orphan's zombie waits for whoever reaps it.
+func waitGone(pgid int, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for groupAlive(pgid) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func groupAlive(pgid int) bool {
+	if syscall.Kill(-pgid, 0) != nil {
+		return false
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if p, ok := Stat(pid); ok && p.State != "Z" && p.PGID == pgid {
+			return true
+		}
+	}
+	return false
+}
+
+// descendants remembers every process seen below a root while it runs, with
+// its start time, so that one that left the process group can still be
+// killed, and a reused pid never is.
+type descendants struct {
+	root int
+	mu   sync.Mutex
+	seen map[int]string // pid → start time (field 22 of /proc/pid/stat)
+}
+
+func newDescendants(root int) *descendants { return &descendants{root: root, seen: map[int]string{}} }
+
+const watchEvery = 50 * time.Millisecond
+
+func (d *descendants) watch(done <-chan struct{}) {
+	t := time.NewTicker(watchEvery)
+	defer t.Stop()
+	for {
+		d.scan()
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// scan walks /proc once and records the root's descendants.
+func (d *descendants) scan() {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	parent := map[int]int{}
+	start := map[int]string{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if p, ok := Stat(pid); ok {
+			parent[pid], start[pid] = p.PPID, p.Start
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for pid := range parent {
+		for p, hops := parent[pid], 0; p != 0 && hops < 64; p, hops = parent[p], hops+1 {
+			if p == d.root {
+				d.seen[pid] = start[pid]
+				break
+			}
+		}
+	}
+}
+
+// Process is what /proc/pid/stat says of a process.
+type Process struct {
+	State string // R, S, D, Z (a zombie: exited, not yet reaped), …
+	PPID  int
+	PGID  int
+	// Start is when it started, in clock ticks since boot: with the pid, it
+	// names one process, never a later one that reused the pid.
+	Start string
+}
+
+// Stat reads /proc/pid/stat; ok is false when the process is gone or its
+// stat cannot be read.
+func Stat(pid int) (p Process, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return Process{}, false
+	}
+	// The command name is in parentheses and may hold spaces: parse after it.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return Process{}, false
+	}
+	f := strings.Fields(string(b[i+1:])) // state, ppid, pgrp, …, starttime (the 20th)
+	if len(f) < 20 {
+		return Process{}, false
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	pgid, err2 := strconv.Atoi(f[2])
+	if err1 != nil || err2 != nil {
+		return Process{}, false
+	}
+	return Process{State: f[0], PPID: ppid, PGID: pgid, Start: f[19]}, true
+}
+
+// killAll kills every recorded descendant that is still the same process.
+func (d *descendants) killAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for pid, st := range d.seen {
+		if p, ok := Stat(pid); ok && p.Start == st {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
