@@ -10,8 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -745,8 +743,8 @@ func (t *taskRun) writeArtifacts(ctx context.Context, state purser.TaskState, ca
 	}
 	var errs []error
 	for name, body := range map[string][]byte{"STATUS.md": report.StatusMD(r), "BUDGET.md": report.BudgetMD(r)} {
-		if err := os.WriteFile(filepath.Join(t.task.Workspace, name), body, 0o644); err != nil {
-			errs = append(errs, fmt.Errorf("write %s: %w", name, err))
+		if err := contextbuild.WriteArtifact(t.task.Workspace, name, body); err != nil {
+			errs = append(errs, err)
 		}
 		if err := e.Store.SaveArtifact(ctx, t.task.ID, name, body); err != nil {
 			errs = append(errs, err)
