@@ -58,7 +58,9 @@ func Resolve(workspace, rel string) (string, error) {
 // workspace, which need not exist yet. It refuses what CheckRelative
 // refuses, the workspace itself, a path whose deepest existing directory
 // resolves outside the workspace through a symlink, and a target that is
-// itself a symlink. Create missing directories only after it returns.
+// itself a symlink. Create missing directories only after it returns, and
+// write with ReplaceFile, never into the file: it may be hard-linked to one
+// outside the workspace.
 func Writable(workspace, rel string) (string, error) {
 	clean, err := CheckRelative(rel)
 	if err != nil {
