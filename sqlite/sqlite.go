@@ -21,6 +21,7 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/contextbuild"
 )
 
 //go:embed migrations/*.sql
@@ -42,6 +43,8 @@ func Open(ctx context.Context, path string) (*Store, error) {
 			return nil, fmt.Errorf("create database directory: %w", err)
 		}
 	}
+	// No agent's edit protocol may write or delete the ledger, wherever it is.
+	contextbuild.ProtectDatabase(path)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)

@@ -109,6 +109,7 @@ func New(spec purser.BackendSpec) (*Backend, error) {
 	b := &Backend{steps: s.Steps}
 	if tr, _ := spec.Options["transcript"].(string); tr != "" {
 		b.transcript = resolve(spec.Dir, tr)
+		contextbuild.Protect(b.transcript)
 	}
 	return b, nil
 }
