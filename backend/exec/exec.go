@@ -18,11 +18,11 @@
 package exec
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -148,7 +148,8 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	})
 	close(stop)
 	wg.Wait()
-	t.poll() // what was written last
+	for t.poll() { // what was written last, within the bounds
+	}
 	t.flush()
 	if err != nil {
 		return purser.CallResult{}, fmt.Errorf("exec: %w", err)
@@ -175,71 +176,160 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	return res, fmt.Errorf("exec: %s: %v: %s", b.argv[0], out.WaitErr, proc.LastLines(out.Stderr, 5))
 }
 
-// tailer reads the usage file as it grows, whole lines only.
-type tailer struct {
-	path    string
-	prices  *pricing.Catalogue
-	model   string
-	report  purser.UsageFunc
-	offset  int64
-	partial []byte
-	line    int
-	events  int
-	err     error // the first bad line, reported in the call's note
+// MaxUsageBytes is the most of the usage file read in one call; what
+// follows is ignored, and the call's note says so. A command reporting
+// usage writes a few hundred bytes an event.
+const MaxUsageBytes = 64 << 20
+
+// pollBytes is the most read from the usage file in one poll, so that a
+// poll always returns promptly to notice that the call is over.
+const pollBytes = 1 << 20
+
+// openUsage opens the usage file for reading without following a symlink
+// or blocking on a FIFO (O_NOFOLLOW|O_NONBLOCK), and refuses anything but a
+// regular file: the command may have replaced it with anything.
+func openUsage(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("it was replaced by a symbolic link: %w", err)
+		}
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("it was replaced by something not a regular file (%s)", fi.Mode().Type())
+	}
+	return f, nil
 }
 
-func (t *tailer) poll() {
-	f, err := os.Open(t.path)
+// tailer reads the usage file as it grows, whole lines only. A line is kept
+// only up to config.MaxEventLine bytes, and at most MaxUsageBytes are read.
+type tailer struct {
+	path     string
+	prices   *pricing.Catalogue
+	model    string
+	report   purser.UsageFunc
+	offset   int64
+	partial  []byte
+	skipping bool // in a line longer than config.MaxEventLine
+	done     bool // the file was refused or its bound reached: read no more
+	buf      []byte
+	line     int
+	events   int
+	err      error // the first problem, reported in the call's note
+}
+
+// poll reads what was appended since the last poll, at most pollBytes, and
+// reports whether there may be more to read now.
+func (t *tailer) poll() bool {
+	if t.done {
+		return false
+	}
+	f, err := openUsage(t.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
 	if err != nil {
-		return
+		t.fail(fmt.Errorf("PURSER_USAGE_FILE: %v; not read any further", err))
+		t.done = true
+		return false
 	}
 	defer f.Close()
-	if _, err := f.Seek(t.offset, io.SeekStart); err != nil {
-		return
+	if t.buf == nil {
+		t.buf = make([]byte, 64<<10)
 	}
-	r := bufio.NewReader(f)
-	for {
-		chunk, err := r.ReadBytes('\n')
-		t.offset += int64(len(chunk))
+	limit := min(int64(pollBytes), MaxUsageBytes-t.offset)
+	var read int64
+	for read < limit {
+		n, err := f.ReadAt(t.buf[:min(int64(len(t.buf)), limit-read)], t.offset)
+		t.consume(t.buf[:n])
+		t.offset += int64(n)
+		read += int64(n)
 		if err != nil {
-			t.partial = append(t.partial, chunk...) // an unfinished line waits
+			return false // EOF: an unfinished line waits in t.partial
+		}
+	}
+	if t.offset >= MaxUsageBytes {
+		t.fail(fmt.Errorf("PURSER_USAGE_FILE: more than %d bytes; the rest is ignored", MaxUsageBytes))
+		t.done = true
+		return false
+	}
+	return true
+}
+
+// consume splits data into lines, keeping at most config.MaxEventLine bytes
+// of an unfinished one.
+func (t *tailer) consume(data []byte) {
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			if !t.skipping {
+				t.partial = append(t.partial, data...)
+				t.tooLong()
+			}
 			return
 		}
-		line := append(t.partial, chunk...)
-		t.partial = nil
-		t.line++
-		if len(strings.TrimSpace(string(line))) == 0 {
-			continue
+		if t.skipping {
+			t.skipping = false
+		} else {
+			t.partial = append(t.partial, data[:i]...)
+			if !t.tooLong() {
+				t.handle(t.partial)
+			}
 		}
-		if len(line) > config.MaxEventLine {
-			t.fail(fmt.Errorf("PURSER_USAGE_FILE line %d: longer than %d bytes, ignored", t.line, config.MaxEventLine))
-			continue
-		}
-		ev, err := config.ParseEventLine([]byte(strings.TrimSpace(string(line))), nil)
-		if err != nil {
-			t.fail(fmt.Errorf("PURSER_USAGE_FILE line %d: %v (ignored)", t.line, err))
-			continue
-		}
-		if ev.Model == "" {
-			ev.Model = t.model
-		}
-		if t.prices != nil {
-			ev = t.prices.Estimate(ev)
-		}
-		t.events++
-		t.report(ev)
+		t.partial = t.partial[:0]
+		data = data[i+1:]
 	}
 }
 
-// flush reads a last line the command did not end with a newline.
-func (t *tailer) flush() {
-	if len(strings.TrimSpace(string(t.partial))) == 0 {
+// tooLong starts skipping the current line once it passes
+// config.MaxEventLine bytes.
+func (t *tailer) tooLong() bool {
+	if len(t.partial) <= config.MaxEventLine {
+		return false
+	}
+	t.line++
+	t.fail(fmt.Errorf("PURSER_USAGE_FILE line %d: longer than %d bytes, ignored", t.line, config.MaxEventLine))
+	t.partial, t.skipping = nil, true
+	return true
+}
+
+// handle reads one whole line.
+func (t *tailer) handle(line []byte) {
+	t.line++
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
 		return
 	}
-	if err := os.WriteFile(t.path, append(t.partial, '\n'), 0o600); err == nil {
-		t.offset, t.partial, t.line = 0, nil, t.line-1
-		t.poll()
+	ev, err := config.ParseEventLine(line, nil)
+	if err != nil {
+		t.fail(fmt.Errorf("PURSER_USAGE_FILE line %d: %v (ignored)", t.line, err))
+		return
 	}
+	if ev.Model == "" {
+		ev.Model = t.model
+	}
+	if t.prices != nil {
+		ev = t.prices.Estimate(ev)
+	}
+	t.events++
+	t.report(ev)
+}
+
+// flush reads a last line the command did not end with a newline, from
+// memory: nothing is ever written to the usage file's path, which the
+// command may have pointed anywhere.
+func (t *tailer) flush() {
+	if !t.skipping && len(bytes.TrimSpace(t.partial)) > 0 {
+		t.handle(t.partial)
+	}
+	t.partial, t.skipping = nil, false
 }
 
 func (t *tailer) fail(err error) {
