@@ -62,6 +62,35 @@ func USDFromFloat(f float64) (USD, error) {
 	return USD(n), nil
 }
 
+// Plus returns u+v, saturating at the largest (or smallest) USD instead of
+// wrapping.
+func (u USD) Plus(v USD) USD { return USD(SatAdd(int64(u), int64(v))) }
+
+// SatAdd returns a+b, saturating at math.MaxInt64 or math.MinInt64 instead
+// of wrapping: a usage sum that wrapped would go negative and turn a budget
+// at HARD back to OPTIMAL.
+func SatAdd(a, b int64) int64 {
+	s := a + b
+	if (s > a) != (b > 0) {
+		if b > 0 {
+			return math.MaxInt64
+		}
+		return math.MinInt64
+	}
+	return s
+}
+
+// SatSub returns a-b, saturating like SatAdd.
+func SatSub(a, b int64) int64 {
+	if b == math.MinInt64 {
+		if a >= 0 {
+			return math.MaxInt64
+		}
+		return a - b
+	}
+	return SatAdd(a, -b)
+}
+
 // Float returns the amount in dollars as a float64, for display and
 // percentages only.
 func (u USD) Float() float64 { return float64(u) / NanosPerDollar }
