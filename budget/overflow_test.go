@@ -2,6 +2,7 @@ package budget_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,5 +99,21 @@ func TestSaturatingArithmetic(t *testing.T) {
 	}
 	if got := budget.USD(math.MaxInt64 - 5).Plus(10); got != budget.UnlimitedUSD {
 		t.Errorf("Plus = %d, want saturated", got)
+	}
+}
+
+// A huge exponent is refused at once instead of computed: big.Rat would
+// spend a fifth of a second on 1e1000000, for every such line an agent
+// writes.
+func TestParseUSDRefusesHugeExponents(t *testing.T) {
+	for _, s := range []string{"1e1000000", "1E-1000000", "5e99999999999999999999"} {
+		if _, err := budget.ParseUSD(s); err == nil || !strings.Contains(err.Error(), "out of range") {
+			t.Errorf("ParseUSD(%q) = %v, want out of range", s, err)
+		}
+	}
+	for s, want := range map[string]budget.USD{"5e-05": 50_000, "2.5E2": budget.Dollars(250), "1e-9": 1} {
+		if got, err := budget.ParseUSD(s); err != nil || got != want {
+			t.Errorf("ParseUSD(%q) = %d, %v; want %d", s, got, err, want)
+		}
 	}
 }
