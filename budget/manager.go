@@ -48,19 +48,19 @@ func (t Totals) USDSource() USDSource {
 func (t *Totals) Add(ev UsageEvent) { t.add(ev, true) }
 
 func (t *Totals) add(ev UsageEvent, withElapsed bool) {
-	t.Tokens += ev.Tokens()
+	t.Tokens = SatAdd(t.Tokens, ev.Tokens())
 	if withElapsed {
-		t.Time += ev.Elapsed
+		t.Time = time.Duration(SatAdd(int64(t.Time), int64(ev.Elapsed)))
 	}
 	if ev.IterationEnd {
 		t.Iterations++
 	}
 	switch ev.CostSource {
 	case CostReported:
-		t.USD += ev.USD
+		t.USD = t.USD.Plus(ev.USD)
 		t.ReportedEvents++
 	case CostEstimated:
-		t.USD += ev.USD
+		t.USD = t.USD.Plus(ev.USD)
 		t.EstimatedEvents++
 	case CostUnknown:
 		t.UnknownEvents++
@@ -161,7 +161,7 @@ func (m *Manager) StopClock() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.running {
-		m.totals.Time += m.clock.Now().Sub(m.startedAt)
+		m.totals.Time = time.Duration(SatAdd(int64(m.totals.Time), int64(m.clock.Now().Sub(m.startedAt))))
 		m.running = false
 	}
 }
@@ -175,7 +175,7 @@ func (m *Manager) usedLocked(metric Metric, now time.Time) int64 {
 	case Time:
 		t := m.totals.Time
 		if m.running {
-			t += now.Sub(m.startedAt)
+			t = time.Duration(SatAdd(int64(t), int64(now.Sub(m.startedAt))))
 		}
 		return int64(t)
 	case Iterations:
@@ -443,10 +443,10 @@ func (m *Manager) chain() []*Manager {
 func (m *Manager) headroomLocked() Amount {
 	h := Unlimited
 	if l := m.limits[Money].hard; l.set {
-		h.USD = max(USD(l.v)-m.totals.USD-m.reserved.USD, 0)
+		h.USD = max(USD(SatSub(SatSub(l.v, int64(m.totals.USD)), int64(m.reserved.USD))), 0)
 	}
 	if l := m.limits[Tokens].hard; l.set {
-		h.Tokens = max(l.v-m.totals.Tokens-m.reserved.Tokens, 0)
+		h.Tokens = max(SatSub(SatSub(l.v, m.totals.Tokens), m.reserved.Tokens), 0)
 	}
 	return h
 }
@@ -521,8 +521,8 @@ func (m *Manager) Reserve(want Amount) (*Reservation, error) {
 		return nil, &InsufficientBudgetError{Scope: tokScope, Metric: Tokens, Want: want, Available: avail}
 	}
 	for _, c := range cs {
-		c.reserved.USD += want.USD
-		c.reserved.Tokens += want.Tokens
+		c.reserved.USD = c.reserved.USD.Plus(want.USD)
+		c.reserved.Tokens = SatAdd(c.reserved.Tokens, want.Tokens)
 	}
 	unlock()
 	return &Reservation{m: m, held: want}, nil

@@ -27,9 +27,9 @@ func Dollars(d int64) USD { return USD(d * NanosPerDollar) }
 // It refuses NaN, infinities and amounts finer than a nano-dollar would lose.
 func ParseUSD(s string) (USD, error) {
 	s = strings.TrimSpace(s)
-	r, ok := new(big.Rat).SetString(s)
-	if !ok {
-		return 0, fmt.Errorf("%q is not a number", s)
+	r, err := ParseDecimal(s)
+	if err != nil {
+		return 0, err
 	}
 	r.Mul(r, big.NewRat(NanosPerDollar, 1))
 	// Round half away from zero to the nearest nano-dollar.
@@ -48,6 +48,26 @@ func ParseUSD(s string) (USD, error) {
 	return USD(q.Int64()), nil
 }
 
+// MaxExponent bounds the decimal exponent ParseDecimal accepts: big.Rat
+// computes 10^exp exactly, and 1e1000000 alone takes a fifth of a second,
+// which a usage line an agent writes must not cost.
+const MaxExponent = 1000
+
+// ParseDecimal reads a decimal number ("0.10", "3", "5e-05") exactly. It
+// refuses what is not a number and exponents beyond ±MaxExponent.
+func ParseDecimal(s string) (*big.Rat, error) {
+	if i := strings.IndexAny(s, "eE"); i >= 0 && !strings.HasPrefix(s, "0x") && !strings.HasPrefix(s, "0X") {
+		if e, err := strconv.ParseInt(s[i+1:], 10, 64); err != nil || e > MaxExponent || e < -MaxExponent {
+			return nil, fmt.Errorf("%q is out of range", s)
+		}
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return nil, fmt.Errorf("%q is not a number", s)
+	}
+	return r, nil
+}
+
 // USDFromFloat converts a float dollar figure, as reported by a backend, to
 // USD by rounding to the nearest nano-dollar. Use it once per reported figure,
 // never to accumulate.
@@ -60,6 +80,35 @@ func USDFromFloat(f float64) (USD, error) {
 		return 0, errors.New("out of range")
 	}
 	return USD(n), nil
+}
+
+// Plus returns u+v, saturating at the largest (or smallest) USD instead of
+// wrapping.
+func (u USD) Plus(v USD) USD { return USD(SatAdd(int64(u), int64(v))) }
+
+// SatAdd returns a+b, saturating at math.MaxInt64 or math.MinInt64 instead
+// of wrapping: a usage sum that wrapped would go negative and turn a budget
+// at HARD back to OPTIMAL.
+func SatAdd(a, b int64) int64 {
+	s := a + b
+	if (s > a) != (b > 0) {
+		if b > 0 {
+			return math.MaxInt64
+		}
+		return math.MinInt64
+	}
+	return s
+}
+
+// SatSub returns a-b, saturating like SatAdd.
+func SatSub(a, b int64) int64 {
+	if b == math.MinInt64 {
+		if a >= 0 {
+			return math.MaxInt64
+		}
+		return a - b
+	}
+	return SatAdd(a, -b)
 }
 
 // Float returns the amount in dollars as a float64, for display and

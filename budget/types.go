@@ -208,7 +208,7 @@ type UsageEvent struct {
 }
 
 // Tokens is the event's contribution to the token metric.
-func (e UsageEvent) Tokens() int64 { return e.InputTokens + e.OutputTokens }
+func (e UsageEvent) Tokens() int64 { return SatAdd(e.InputTokens, e.OutputTokens) }
 
 // Validate reports an event that cannot be right: negative figures, or more
 // cache tokens than input tokens.
@@ -224,7 +224,7 @@ func (e UsageEvent) Validate() error {
 		return fmt.Errorf("cacheWriteTokens: must not be negative, got %d", e.CacheWriteTokens)
 	case e.ReasoningTokens < 0 || e.ReasoningTokens > e.OutputTokens:
 		return fmt.Errorf("reasoningTokens: must be between 0 and outputTokens (%d), got %d", e.OutputTokens, e.ReasoningTokens)
-	case e.CacheReadTokens+e.CacheWriteTokens > e.InputTokens:
+	case SatAdd(e.CacheReadTokens, e.CacheWriteTokens) > e.InputTokens:
 		return fmt.Errorf("cacheReadTokens + cacheWriteTokens (%d) must not exceed inputTokens (%d): input counts cached tokens too",
 			e.CacheReadTokens+e.CacheWriteTokens, e.InputTokens)
 	case e.USD < 0:

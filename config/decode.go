@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -57,11 +56,20 @@ type document struct {
 
 // parse reads data as YAML. JSON is YAML, so both are accepted.
 func parse(name string, data []byte) (*document, error) {
+	// A byte order mark is not part of the first key (nor visible in an
+	// error about it).
+	data = bytes.TrimPrefix(data, utf8BOM)
+	if len(data) > MaxFileBytes {
+		return nil, &Error{File: name, Msg: fmt.Sprintf("file is larger than %d bytes: not a Purser file", MaxFileBytes)}
+	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &Error{File: name, Msg: "file is empty"}
 	}
 	if bytes.IndexByte(data, 0) >= 0 {
 		return nil, &Error{File: name, Msg: "file is binary (contains a NUL byte), want YAML or JSON"}
+	}
+	if err := checkNesting(name, data); err != nil {
+		return nil, err
 	}
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
@@ -119,15 +127,6 @@ func yamlError(name string, err error) error {
 		e.Msg = e.Msg[i+2:]
 	}
 	return e
-}
-
-// readFile reads a whole file, naming it in the error.
-func readFile(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	return data, nil
 }
 
 // ParseBudget reads a budget in the spec's TaskBudgetConfig shape from YAML or

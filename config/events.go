@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,7 +71,11 @@ func ParseEvents(name string, r io.Reader, prices *pricing.Catalogue) ([]budget.
 	line := 0
 	for sc.Scan() {
 		line++
-		b := bytes.TrimSpace(sc.Bytes())
+		b := sc.Bytes()
+		if line == 1 {
+			b = bytes.TrimPrefix(b, utf8BOM)
+		}
+		b = bytes.TrimSpace(b)
 		if len(b) == 0 {
 			continue
 		}
@@ -97,10 +102,16 @@ func ParseEventLine(b []byte, prices *pricing.Catalogue) (budget.UsageEvent, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	// costUsd is read raw so that its errors can name it.
+	// costUsd and the token counts are read raw so that every JSON number
+	// form is read exactly (1e3 tokens, 5e-05 dollars), and errors name the
+	// field.
 	var w struct {
 		Usage
-		CostUSD json.RawMessage `json:"costUsd"`
+		CostUSD          json.RawMessage `json:"costUsd"`
+		InputTokens      json.RawMessage `json:"inputTokens"`
+		OutputTokens     json.RawMessage `json:"outputTokens"`
+		CacheReadTokens  json.RawMessage `json:"cacheReadTokens"`
+		CacheWriteTokens json.RawMessage `json:"cacheWriteTokens"`
 	}
 	if err := dec.Decode(&w); err != nil {
 		return budget.UsageEvent{}, jsonFieldError(err)
@@ -109,6 +120,25 @@ func ParseEventLine(b []byte, prices *pricing.Catalogue) (budget.UsageEvent, err
 		return budget.UsageEvent{}, errors.New("more than one JSON value on the line")
 	}
 	u := w.Usage
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+		dst  *int64
+	}{
+		{"inputTokens", w.InputTokens, &u.InputTokens},
+		{"outputTokens", w.OutputTokens, &u.OutputTokens},
+		{"cacheReadTokens", w.CacheReadTokens, &u.CacheReadTokens},
+		{"cacheWriteTokens", w.CacheWriteTokens, &u.CacheWriteTokens},
+	} {
+		if len(f.raw) == 0 || string(f.raw) == "null" {
+			continue
+		}
+		n, err := wholeJSONNumber(f.raw)
+		if err != nil {
+			return budget.UsageEvent{}, fmt.Errorf("%s: %w", f.name, err)
+		}
+		*f.dst = n
+	}
 	if len(w.CostUSD) > 0 && string(w.CostUSD) != "null" {
 		var usd budget.USD
 		if err := usd.UnmarshalJSON(w.CostUSD); err != nil {
@@ -117,6 +147,32 @@ func ParseEventLine(b []byte, prices *pricing.Catalogue) (budget.UsageEvent, err
 		u.CostUSD = &usd
 	}
 	return u.Event(prices)
+}
+
+// wholeJSONNumber reads a JSON value that must be a whole number in any
+// JSON number form: 1000, 1e3 and 1000.0 alike.
+func wholeJSONNumber(raw json.RawMessage) (int64, error) {
+	s := string(raw)
+	if c := s[0]; c != '-' && (c < '0' || c > '9') {
+		if c == '"' {
+			return 0, fmt.Errorf("want a whole number, got string %s", s)
+		}
+		return 0, fmt.Errorf("want a whole number, got %s", s)
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, nil
+	}
+	r, err := budget.ParseDecimal(s)
+	if err != nil {
+		return 0, err
+	}
+	if !r.IsInt() {
+		return 0, fmt.Errorf("want a whole number, got %s", s)
+	}
+	if !r.Num().IsInt64() {
+		return 0, fmt.Errorf("%q is out of range", s)
+	}
+	return r.Num().Int64(), nil
 }
 
 // jsonFieldError rewords encoding/json's errors to lead with the field.

@@ -174,23 +174,30 @@ func (b *Builder) failingSections(failing []purser.ValidatorResult) []Section {
 }
 
 // Listing lists the workspace's files, honouring its root .gitignore, one
-// path per line, at most MaxListing.
+// path per line, at most MaxListing. Purser's own files (see Protect) are
+// left out.
 func Listing(workspace string) string {
 	ign := gitignore.CompileIgnoreLines(".git/")
 	if g, err := gitignore.CompileIgnoreFileAndLines(filepath.Join(workspace, ".gitignore"), ".git/"); err == nil {
 		ign = g
 	}
+	// WalkDir follows no symlink below its root, so root joined with a
+	// walked path is that entry's real path.
+	root, err := filepath.EvalSymlinks(workspace)
+	if err != nil {
+		return ""
+	}
 	var paths []string
-	_ = filepath.WalkDir(workspace, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == workspace {
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == root {
 			return nil
 		}
-		rel, _ := filepath.Rel(workspace, p)
+		rel, _ := filepath.Rel(root, p)
 		match := rel
 		if d.IsDir() {
 			match += "/"
 		}
-		if d.Name() == ".git" || ign.MatchesPath(match) {
+		if d.Name() == ".git" || ign.MatchesPath(match) || protectedRel(rel) || protectedReal(p) {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}

@@ -57,8 +57,10 @@ func Resolve(workspace, rel string) (string, error) {
 // Writable returns where to write (or delete) the file rel inside
 // workspace, which need not exist yet. It refuses what CheckRelative
 // refuses, the workspace itself, a path whose deepest existing directory
-// resolves outside the workspace through a symlink, and a target that is
-// itself a symlink. Create missing directories only after it returns.
+// resolves outside the workspace through a symlink, a target that is
+// itself a symlink, and Purser's own files (ErrProtected). Create missing directories only after it returns, and
+// write with ReplaceFile, never into the file: it may be hard-linked to one
+// outside the workspace.
 func Writable(workspace, rel string) (string, error) {
 	clean, err := CheckRelative(rel)
 	if err != nil {
@@ -81,6 +83,9 @@ func Writable(workspace, rel string) (string, error) {
 		if dir == root {
 			break
 		}
+	}
+	if isProtected(root, clean) {
+		return "", fmt.Errorf("%q: %w", rel, ErrProtected)
 	}
 	target := filepath.Join(root, clean)
 	if fi, err := os.Lstat(target); err == nil && fi.Mode()&os.ModeSymlink != 0 {

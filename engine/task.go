@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/redact"
 	"github.com/purser-dev/purser/report"
 )
@@ -365,10 +364,14 @@ func (t *taskRun) finish(ctx context.Context, state purser.TaskState, cause erro
 	if err := e.cfg.Store.SaveElapsed(ctx, t.task.ID, t.budget.Totals().Time); err != nil {
 		errs = append(errs, err)
 	}
-	if err := e.cfg.Store.SetTaskState(ctx, t.task.ID, state, reason); err != nil {
-		errs = append(errs, err)
-	}
+	// The artifacts first, so that a refusal to write one (a link planted
+	// in the workspace) is part of the reason kept in the task's record.
+	recorded := reason
 	if err := t.writeArtifacts(ctx, state, cause); err != nil {
+		errs = append(errs, err)
+		recorded += "; " + redact.String(err.Error())
+	}
+	if err := e.cfg.Store.SetTaskState(ctx, t.task.ID, state, recorded); err != nil {
 		errs = append(errs, err)
 	}
 	e.emit(t, purser.Event{Type: purser.EventStop, State: state, Message: fmt.Sprintf("%s: %s", state, reason)})
@@ -401,8 +404,8 @@ func (t *taskRun) writeArtifacts(ctx context.Context, state purser.TaskState, ca
 	}
 	var errs []error
 	for name, body := range map[string][]byte{"STATUS.md": report.StatusMD(r), "BUDGET.md": report.BudgetMD(r)} {
-		if err := os.WriteFile(filepath.Join(t.task.Workspace, name), body, 0o644); err != nil {
-			errs = append(errs, fmt.Errorf("write %s: %w", name, err))
+		if err := contextbuild.WriteArtifact(t.task.Workspace, name, body); err != nil {
+			errs = append(errs, err)
 		}
 		if err := e.cfg.Store.SaveArtifact(ctx, t.task.ID, name, body); err != nil {
 			errs = append(errs, err)

@@ -5,6 +5,7 @@ package redact
 import (
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -16,15 +17,33 @@ const Mask = "[REDACTED]"
 // secretName matches environment variable names that hold secrets.
 var secretName = regexp.MustCompile(`(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)`)
 
-// patterns match secrets by their shape, whatever variable holds them.
-var patterns = []*regexp.Regexp{
-	regexp.MustCompile(`(?i)(authorization\s*[:=]\s*"?(?:bearer|basic|token)?\s*)[^\s"',;]{6,}`),
-	regexp.MustCompile(`(?i)((?:api[_-]?key|access[_-]?token|auth[_-]?token|secret|password|x-api-key|x-goog-api-key)["']?\s*[:=]\s*["']?)[^\s"',;]{8,}`),
-	regexp.MustCompile(`\bsk-(?:ant-|proj-|or-v1-)?[A-Za-z0-9_\-]{16,}`),
-	regexp.MustCompile(`\bAIza[0-9A-Za-z_\-]{30,}`),
-	regexp.MustCompile(`\b(?:ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{20,}`),
-	regexp.MustCompile(`\bxox[abpr]-[A-Za-z0-9\-]{10,}`),
+// ownRules are Purser's own, run with gitleaks' rules: the shapes it has
+// always redacted, and passwords in URLs, which gitleaks has no rule for.
+func ownRules() []*rule {
+	own := func(id, re string, keywords ...string) *rule {
+		return &rule{id: id, re: regexp.MustCompile(re), keywords: keywords}
+	}
+	return []*rule{
+		own("authorization-header", `(?i)authorization\s*[:=]\s*"?(?:bearer|basic|token)?\s*([^\s"',;]{6,})`, "authorization"),
+		own("named-key", `(?i)(?:api[_-]?key|access[_-]?token|auth[_-]?token|secret|password|x-api-key|x-goog-api-key)["']?\s*[:=]\s*["']?([^\s"',;]{8,})`,
+			"api", "access", "auth", "secret", "password"),
+		// The password of a URL's user information: postgres://user:pass@host.
+		own("url-password", `\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s/:@'"]*:([^\s/@'"]+)@`, "://"),
+		own("openai-anthropic-openrouter-key", `\bsk-(?:ant-|proj-|or-v1-)?[A-Za-z0-9_\-]{16,}`, "sk-"),
+		own("google-api-key", `\bAIza[0-9A-Za-z_\-]{30,}`, "aiza"),
+		own("github-token", `\b(?:ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{20,}`, "ghp_", "gho_", "ghs_", "ghu_", "github_pat_"),
+		own("slack-token", `\bxox[abpr]-[A-Za-z0-9\-]{10,}`, "xox"),
+	}
 }
+
+// rules is every rule String runs, compiled once, on first use.
+var rules = sync.OnceValues(func() (*ruleSet, error) {
+	gl, err := loadGitleaks()
+	if err != nil {
+		return nil, err
+	}
+	return newRuleSet(append(ownRules(), gl...)), nil
+})
 
 var (
 	mu      sync.Mutex
@@ -39,7 +58,7 @@ func envSecrets() []string {
 	env := os.Environ()
 	mu.Lock()
 	defer mu.Unlock()
-	if len(env) == len(envSeen) && strings.Join(env, "\x00") == strings.Join(envSeen, "\x00") {
+	if slices.Equal(env, envSeen) {
 		return values
 	}
 	envSeen = env
@@ -56,19 +75,17 @@ func envSecrets() []string {
 
 // String removes secrets from s: the values of secret-named environment
 // variables, Authorization headers, key=value pairs naming keys or tokens,
-// and well-known key shapes.
+// passwords in URLs, well-known key shapes, and whatever gitleaks' default
+// rules (GitleaksVersion) find.
 func String(s string) string {
 	for _, v := range envSecrets() {
 		s = strings.ReplaceAll(s, v, Mask)
 	}
-	for i, p := range patterns {
-		if i < 2 {
-			s = p.ReplaceAllString(s, "${1}"+Mask)
-			continue
-		}
-		s = p.ReplaceAllString(s, Mask)
+	rs, err := rules()
+	if err != nil {
+		return s // cannot happen: TestGitleaksRulesLoad loads the embedded rules
 	}
-	return s
+	return mask(s, rs.find(s))
 }
 
 // Bytes is String for bytes.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/contextbuild"
 )
 
 //go:embed migrations/*.sql
@@ -56,6 +58,8 @@ func Open(ctx context.Context, path string) (*Store, error) {
 			return nil, fmt.Errorf("create database directory: %w", err)
 		}
 	}
+	// No agent's edit protocol may write or delete the ledger, wherever it is.
+	contextbuild.ProtectDatabase(path)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
@@ -63,7 +67,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	f.Close()
 	// busy_timeout comes first: switching to WAL while another process holds
 	// the database must wait, not fail.
-	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)&_txlock=immediate"
+	dsn, err := fileURI(path)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	dsn += "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
@@ -90,6 +98,20 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// fileURI turns a file path into an SQLite "file:" URI naming exactly that
+// file. SQLite reads a '#' in a URI as the start of a fragment, a '?' as the
+// start of the query (so does the driver, at the DSN's first '?') and
+// decodes %HH, so a path such as .../C#/app would otherwise name .../C.
+// The path is made absolute (so it cannot be read as an authority) and
+// percent-encoded as a URL path.
+func fileURI(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	return "file://" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath(), nil
 }
 
 func isBusy(err error) bool {

@@ -68,8 +68,9 @@ func (Runner) RunValidator(ctx context.Context, workspace string, v purser.Valid
 	// What the validator left running goes with it.
 	group.End()
 	res.Duration = time.Since(start)
-	// Secrets a validator prints never reach a prompt, the database or a report.
-	res.Output = redact.String(out.String())
+	// Secrets a validator prints never reach a prompt, the database or a
+	// report: String redacts before it cuts.
+	res.Output = out.String()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -87,41 +88,62 @@ func (Runner) RunValidator(ctx context.Context, workspace string, v purser.Valid
 	return res
 }
 
-// headTail keeps the first and last max/2 bytes written to it.
+// redactMargin is how much more than it shows headTail keeps on each side
+// of the cut, so that a secret straddling a cut is seen whole by the
+// redactor and masked, never half kept: longer than any secret's text (a
+// 4096-bit RSA private key in PEM is about 3.3 KiB).
+const redactMargin = 16 << 10
+
+// headTail keeps the first and last max/2 bytes written to it, and
+// redactMargin more on each side of the cut.
 type headTail struct {
 	mu      sync.Mutex
 	max     int
-	head    []byte
-	tail    []byte
-	dropped int64
+	head    []byte // the first max/2+redactMargin bytes
+	tail    []byte // the last max/2+redactMargin bytes after head
+	dropped int64  // bytes between head and tail
 }
 
 func (h *headTail) Write(p []byte) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := len(p)
-	half := h.max / 2
-	if room := half - len(h.head); room > 0 {
+	keep := h.max/2 + redactMargin
+	if room := keep - len(h.head); room > 0 {
 		k := min(room, len(p))
 		h.head = append(h.head, p[:k]...)
 		p = p[k:]
 	}
 	h.tail = append(h.tail, p...)
-	if over := len(h.tail) - half; over > 0 {
+	if over := len(h.tail) - keep; over > 0 {
 		h.dropped += int64(over)
 		h.tail = append(h.tail[:0], h.tail[over:]...)
 	}
 	return n, nil
 }
 
+// String returns the output redacted, then cut: the first and last max/2
+// bytes with the middle cut. Redacting first means a secret across a cut is
+// masked whole.
 func (h *headTail) String() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var b bytes.Buffer
-	b.Write(h.head)
-	if h.dropped > 0 {
-		b.WriteString("\n[… " + strconv.FormatInt(h.dropped, 10) + " bytes cut from the middle …]\n")
+	total := int64(len(h.head)) + h.dropped + int64(len(h.tail))
+	if total <= int64(h.max) {
+		return redact.String(string(h.head) + string(h.tail))
 	}
-	b.Write(h.tail)
+	half := h.max / 2
+	first, last := string(h.head), string(h.tail)
+	if h.dropped == 0 {
+		// Head and tail meet: redact them as one text.
+		first = redact.String(first + last)
+		last = first
+	} else {
+		first, last = redact.String(first), redact.String(last)
+	}
+	var b bytes.Buffer
+	b.WriteString(first[:min(half, len(first))])
+	b.WriteString("\n[… " + strconv.FormatInt(total-int64(2*half), 10) + " bytes cut from the middle …]\n")
+	b.WriteString(last[max(0, len(last)-half):])
 	return b.String()
 }

@@ -132,6 +132,11 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	// The command has exited: the last poll reads what it wrote last, its
 	// final line too if it did not end it with a newline.
 	stopFollowing()
+	if ferr := follow.Err(); ferr != nil {
+		// Whatever was reported before stands; what the file became is
+		// not read, and the call says so.
+		usage.fail(fmt.Errorf("PURSER_USAGE_FILE: %v", ferr))
+	}
 	if err != nil {
 		return purser.CallResult{}, fmt.Errorf("exec: %w", err)
 	}

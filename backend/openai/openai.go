@@ -241,7 +241,9 @@ func Apply(workspace, answer string) (applied int, problems []string) {
 				err = os.MkdirAll(filepath.Dir(target), 0o755)
 			}
 			if err == nil {
-				err = os.WriteFile(target, []byte(content), 0o644)
+				// Replaced, not written into: a hard link to a file outside
+				// the workspace is never written through.
+				err = contextbuild.ReplaceFile(target, []byte(content), 0o644)
 			}
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("file %q: %v", path, err))

@@ -2,11 +2,22 @@ package proc
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
+
+// followChunk is the most a Follower reads in one go: a file that grows
+// without end (a link to /dev/zero, a runaway writer) costs bounded memory.
+const followChunk = 1 << 20
+
+// DefaultFollowLimit is the most a Follower reads of one file in all, unless
+// its MaxTotal says otherwise.
+const DefaultFollowLimit = 256 << 20
 
 // Line is one line of a followed file.
 type Line struct {
@@ -26,8 +37,12 @@ type Follower struct {
 	OnLine func(Line)
 	// MaxLine is the longest line passed on with its text (0: MaxLine).
 	MaxLine int
+	// MaxTotal is the most read of the file in all (0: DefaultFollowLimit);
+	// past it, the file is read no further and Err says so.
+	MaxTotal int64
 
 	mu      sync.Mutex
+	refused error // why the file is read no further, if it is not
 	path    string
 	offset  int64
 	n       int
@@ -40,35 +55,70 @@ type Follower struct {
 func (f *Follower) Poll() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.pollLocked()
+	for f.pollLocked() {
+	}
 }
 
-func (f *Follower) pollLocked() {
+// pollLocked reads what was added, in chunks, and reports whether it
+// stopped with more left to read. The file is opened anew each time without
+// following a link and without blocking, and only a regular file is read: a
+// writer that swaps it for a link, a FIFO or a device is refused, for good.
+func (f *Follower) pollLocked() (more bool) {
+	if f.refused != nil {
+		return false
+	}
 	if f.path == "" {
 		if f.path = f.Find(); f.path == "" {
-			return
+			return false
 		}
 	}
-	file, err := os.Open(f.path)
-	if err != nil {
-		return
+	file, err := os.OpenFile(f.path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	switch {
+	case errors.Is(err, syscall.ELOOP):
+		f.refused = fmt.Errorf("%s was replaced by a symbolic link: not followed, read no further", f.path)
+		return false
+	case err != nil:
+		return false // not there (yet): the writer may create it
 	}
 	defer file.Close()
-	if _, err := file.Seek(f.offset, io.SeekStart); err != nil {
-		return
+	fi, err := file.Stat()
+	if err != nil {
+		return false
 	}
-	data, _ := io.ReadAll(io.LimitReader(file, 64<<20))
-	f.offset += int64(len(data))
+	if !fi.Mode().IsRegular() {
+		f.refused = fmt.Errorf("%s is not a regular file (%s): read no further", f.path, fi.Mode().Type())
+		return false
+	}
+	limit := f.MaxTotal
+	if limit <= 0 {
+		limit = DefaultFollowLimit
+	}
+	if f.offset >= limit {
+		f.refused = fmt.Errorf("%s grew past %d MiB: read no further", f.path, limit>>20)
+		return false
+	}
+	buf := make([]byte, min(followChunk, limit-f.offset))
+	n, err := file.ReadAt(buf, f.offset)
+	data := buf[:n]
+	f.offset += int64(n)
 	for {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
 			f.keep(data)
-			return
+			break
 		}
 		f.keep(data[:i])
 		data = data[i+1:]
 		f.endLine()
 	}
+	return n == len(buf) && err != io.EOF
+}
+
+// Err says why the file is read no further (a link, a FIFO, too much), or nil.
+func (f *Follower) Err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.refused
 }
 
 // keep adds b to the unfinished line, dropping the text of a line that
@@ -120,7 +170,8 @@ func (f *Follower) Every(d time.Duration) (stop func()) {
 		wg.Wait()
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.pollLocked()
+		for f.pollLocked() {
+		}
 		if len(f.partial) > 0 || f.tooLong {
 			f.endLine()
 		}

@@ -109,6 +109,7 @@ func New(spec purser.BackendSpec) (*Backend, error) {
 	b := &Backend{steps: s.Steps}
 	if tr, _ := spec.Options["transcript"].(string); tr != "" {
 		b.transcript = resolve(spec.Dir, tr)
+		contextbuild.Protect(b.transcript)
 	}
 	return b, nil
 }
@@ -234,7 +235,9 @@ func checkRel(p string) error {
 }
 
 // writeFile writes content to rel inside workspace, refusing any path that
-// leads out, through a symlink or otherwise.
+// leads out, through a symlink or otherwise. It replaces the file rather
+// than writing into it, so a hard link to a file outside is never written
+// through.
 func writeFile(workspace, rel, content string) error {
 	target, err := contextbuild.Writable(workspace, rel)
 	if err != nil {
@@ -243,5 +246,5 @@ func writeFile(workspace, rel, content string) error {
 	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(target, []byte(content), 0o644)
+	return contextbuild.ReplaceFile(target, []byte(content), 0o644)
 }
