@@ -24,7 +24,7 @@ func FuzzParseTask(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, config.ProjectFileName), project, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		tk, _, err := config.LoadTask(taskPath)
+		tk, _, err := config.Loader{Backends: backendTypes()}.LoadTask(taskPath)
 		if err != nil {
 			return
 		}
