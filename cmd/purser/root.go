@@ -91,7 +91,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newBudgetCmd(), newRunCmd(), newResumeCmd(), newStatusCmd(), newReplayCmd(), newAdviseCmd())
+	root.AddCommand(newBudgetCmd(), newRunCmd(), newResumeCmd(), newStatusCmd(), newReplayCmd(), newAdviseCmd(), newCheckCmd())
 	markRunErrors(root)
 	return root
 }
