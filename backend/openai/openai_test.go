@@ -194,3 +194,31 @@ func TestAdmissionIsExact(t *testing.T) {
 	}
 	t.Logf("%d requests, max_tokens %v, %d of %d tokens spent, last call refused: %s", len(fake.maxTokens), fake.maxTokens, totals.Tokens, hard, last.Error)
 }
+
+// New checks its options and the key's variable by name; the key's value is
+// never said.
+func TestNewRefusesBadOptionsByName(t *testing.T) {
+	t.Setenv("PURSER_TEST_OPENAI_KEY", "sk-test-secret-value")
+	t.Setenv("PURSER_TEST_EMPTY_KEY", "")
+	for _, tt := range []struct {
+		name    string
+		options map[string]any
+		want    string
+	}{
+		{"key variable not set", map[string]any{"apiKeyEnv": "PURSER_TEST_EMPTY_KEY"}, "apiKeyEnv: the environment variable PURSER_TEST_EMPTY_KEY is not set"},
+		{"not a variable name", map[string]any{"apiKeyEnv": "sk-abc"}, `apiKeyEnv: "sk-abc": want the name of an environment variable`},
+		{"typo", map[string]any{"apiKeyEnv": "PURSER_TEST_OPENAI_KEY", "baseURL": "http://x"}, "baseURL: unknown option (known: apiKeyEnv, baseUrl, maxTokensField)"},
+		{"bad field", map[string]any{"apiKeyEnv": "PURSER_TEST_OPENAI_KEY", "maxTokensField": "max"}, `maxTokensField: "max": want max_tokens or max_completion_tokens`},
+		{"bad URL", map[string]any{"apiKeyEnv": "PURSER_TEST_OPENAI_KEY", "baseUrl": "localhost:11434"}, `baseUrl: "localhost:11434": want an http or https URL`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := openai.New(purser.BackendSpec{Type: "openai", Options: tt.options}, pricing.Builtin())
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to start with %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "sk-test-secret-value") || strings.Contains(err.Error(), "openai backend") {
+				t.Fatalf("err = %v: a key's value, or the backend named again", err)
+			}
+		})
+	}
+}

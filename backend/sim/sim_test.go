@@ -146,3 +146,37 @@ func TestNoDirectoriesCreatedOutsideWorkspace(t *testing.T) {
 		t.Fatal("a directory was created outside the workspace")
 	}
 }
+
+// New decodes options given in code as strictly as the loader decodes a
+// file, and its errors name the option, not the backend: the engine names
+// the backend once.
+func TestNewRefusesBadOptionsByName(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "sim.yaml"), []byte("steps:\n  - usage: {inputTokens: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name    string
+		options any
+		want    string
+	}{
+		{"typo", map[string]any{"script": "sim.yaml", "transcipt": "calls.jsonl"}, "transcipt: unknown option (known: script, transcript)"},
+		{"wrong type", map[string]any{"script": uint64(5)}, "script: want a string, got 5"},
+		{"missing script", map[string]any{}, "script: is required"},
+		{"no options at all", nil, "script: is required"},
+		{"script file missing", map[string]any{"script": "nope.yaml"}, "script: cannot read the script: stat " + filepath.Join(dir, "nope.yaml")},
+		{"transcript's directory missing", map[string]any{"script": "sim.yaml", "transcript": "no/such/dir/calls.jsonl"}, "transcript: its directory " + filepath.Join(dir, "no/such/dir") + " does not exist"},
+		{"options of another backend", &struct{ Script string }{"sim.yaml"}, "options of type *struct { Script string } given to a backend whose options are *sim.Options"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := sim.New(purser.BackendSpec{Type: "sim", Dir: dir, Options: tt.options})
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to start with %q", err, tt.want)
+			}
+		})
+	}
+	// The options the loader decoded are taken as they are.
+	if _, err := sim.New(purser.BackendSpec{Type: "sim", Dir: dir, Options: &sim.Options{Script: "sim.yaml"}}); err != nil {
+		t.Fatalf("typed options: %v", err)
+	}
+}
