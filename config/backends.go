@@ -120,9 +120,12 @@ func collectFields(v reflect.Value, into map[string]reflect.Value) {
 		f := t.Field(i)
 		name, flags, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		switch {
-		case name == "-" || !f.IsExported():
+		case name == "-":
 		case f.Anonymous && f.Type.Kind() == reflect.Struct && (name == "" || strings.Contains(flags, "inline")):
+			// The exported fields of an embedded struct are settable even
+			// when its type is unexported.
 			collectFields(v.Field(i), into)
+		case !f.IsExported():
 		default:
 			if name == "" {
 				name = strings.ToLower(f.Name[:1]) + f.Name[1:]

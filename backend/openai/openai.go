@@ -67,7 +67,8 @@ func (o Options) Validate() error {
 		errs = append(errs, &config.OptionError{Option: "baseUrl", Msg: fmt.Sprintf("%q: want an http or https URL such as https://openrouter.ai/api/v1", o.BaseURL)})
 	}
 	if !envName.MatchString(o.APIKeyEnv) {
-		errs = append(errs, &config.OptionError{Option: "apiKeyEnv", Msg: fmt.Sprintf("%q: want the name of an environment variable, such as OPENROUTER_API_KEY", o.APIKeyEnv)})
+		// Not echoed: a key pasted here by mistake must not reach a terminal or log.
+		errs = append(errs, &config.OptionError{Option: "apiKeyEnv", Msg: "want the name of an environment variable (letters, digits, _), such as OPENROUTER_API_KEY; the key itself never goes in a file"})
 	}
 	if o.MaxTokensField != "max_tokens" && o.MaxTokensField != "max_completion_tokens" {
 		errs = append(errs, &config.OptionError{Option: "maxTokensField", Msg: fmt.Sprintf("%q: want max_tokens or max_completion_tokens", o.MaxTokensField)})

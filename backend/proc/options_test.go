@@ -12,6 +12,7 @@ import (
 	agentexec "github.com/purser-dev/purser/backend/exec"
 	"github.com/purser-dev/purser/backend/gemini"
 	"github.com/purser-dev/purser/backend/proc"
+	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/pricing"
 )
 
@@ -86,5 +87,40 @@ func TestFindCommand(t *testing.T) {
 	}
 	if _, err := proc.FindCommand("missing"); err == nil || !strings.Contains(err.Error(), `"missing" is not on the PATH`) {
 		t.Fatalf("FindCommand(missing) err = %v", err)
+	}
+}
+
+// The agent CLI or exec program is looked for when the task file is loaded,
+// before anything is spent: in the task file, or in purser.yaml for a
+// backend named there, each problem names the file, line and option.
+func TestLoadTaskFindsTheAgentProgram(t *testing.T) {
+	types := config.BackendTypes{"claude": claude.NewOptions, "codex": codex.NewOptions, "gemini": gemini.NewOptions, "exec": agentexec.NewOptions}
+	for _, tt := range []struct{ name, backend, project, want string }{
+		{"claude not installed", "backend:\n  type: claude\n", "", `task.yaml:7:7: backend.command: "claude" is not on the PATH`},
+		{"codex's command missing", "backend:\n  type: codex\n  command: ./no-such-cli\n", "", "task.yaml:8:12: backend.command: DIR/no-such-cli does not exist"},
+		{"gemini's command not executable", "backend:\n  type: gemini\n  command: ./task.yaml\n", "", "task.yaml:8:12: backend.command: DIR/task.yaml is not executable"},
+		{"exec program not on the PATH", "backend:\n  type: exec\n  command: [no-such-agent-program, --fast]\n", "", `task.yaml:8:13: backend.command[0]: "no-such-agent-program" is not on the PATH`},
+		{"named in purser.yaml", "backend: mine\n", "backends:\n  mine:\n    type: codex\n    models: {standard: gpt-5.5}\n",
+			`purser.yaml:3:9: backends.mine.command: "codex" is not on the PATH`},
+		{"wrong option type", "backend:\n  type: claude\n  allowedTools: Bash\n", "", `task.yaml:8:17: backend.allowedTools: want a list, got the string "Bash"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			t.Setenv("PATH", t.TempDir()) // no agent CLI is installed
+			path := filepath.Join(dir, "task.yaml")
+			if err := os.WriteFile(path, []byte("id: t\ngoal: g\nworkspace: .\nvalidators: [{name: v, run: 'true'}]\nbudget: {hard: {maxIterations: 2}}\n"+tt.backend), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if tt.project != "" {
+				if err := os.WriteFile(filepath.Join(dir, config.ProjectFileName), []byte(tt.project), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, _, err := config.Loader{Backends: types}.LoadTask(path)
+			want := strings.NewReplacer("task.yaml:", path+":", "purser.yaml:", filepath.Join(dir, "purser.yaml")+":", "DIR", dir).Replace(tt.want)
+			if err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Fatalf("err = %v, want it to start with %q", err, want)
+			}
+		})
 	}
 }
