@@ -47,7 +47,12 @@ type OptionError struct {
 	Err    error // the underlying error, if any
 }
 
-func (e *OptionError) Error() string { return e.Option + ": " + e.Msg }
+func (e *OptionError) Error() string {
+	if e.Option == "" {
+		return e.Msg
+	}
+	return e.Option + ": " + e.Msg
+}
 
 func (e *OptionError) Unwrap() error { return e.Err }
 
@@ -74,6 +79,7 @@ func DecodeBackendOptions(spec purser.BackendSpec, into BackendOptions) error {
 	default:
 		dst, src := reflect.ValueOf(into), reflect.ValueOf(spec.Options)
 		switch {
+		case src.Kind() == reflect.Pointer && src.IsNil():
 		case src.Type() == dst.Type():
 			dst.Elem().Set(src.Elem())
 		case src.Type() == dst.Type().Elem():
@@ -97,8 +103,13 @@ type optionProblem struct {
 // library itself would take 5 for a string and truncate 3.5 to an int).
 // extraKnown are keys read elsewhere, listed with the known options.
 func decodeOptions(raw map[string]any, opts any, extraKnown []string) []optionProblem {
+	v := reflect.ValueOf(opts)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		// The backend's mistake, said plainly rather than panicked on.
+		return []optionProblem{{"", fmt.Sprintf("cannot be read: the backend's options are a %T, not a pointer to a struct", opts)}}
+	}
 	fields := map[string]reflect.Value{}
-	collectFields(reflect.ValueOf(opts).Elem(), fields)
+	collectFields(v.Elem(), fields)
 	var problems []optionProblem
 	for _, key := range slices.Sorted(maps.Keys(raw)) {
 		field, ok := fields[key]

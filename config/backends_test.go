@@ -236,34 +236,44 @@ func TestLoadTaskGivesTypedOptions(t *testing.T) {
 // built in code as strictly, and validates either.
 func TestDecodeBackendOptions(t *testing.T) {
 	tests := []struct {
-		name    string
-		options any
-		want    string // error; "" for none
+		name      string
+		options   any
+		into      config.BackendOptions
+		want      string // error; "" for none
+		wantTurns int
 	}{
-		{"the loader's options", &agentOptions{MaxTurns: 4}, ""},
-		{"a value of the options' type", agentOptions{MaxTurns: 4}, ""},
-		{"a map", map[string]any{"maxTurns": 4, "command": "c", "env": map[string]any{"A": "b"}}, ""},
-		{"nothing", nil, ""},
-		{"a typo in a map", map[string]any{"maxTurn": 4}, "maxTurn: unknown option (known: command, env, fence, keyEnv, maxTurns, tools)"},
-		{"a wrong type in a map", map[string]any{"tools": "a"}, `tools: want a list, got the string "a"`},
-		{"invalid", &agentOptions{MaxTurns: -1}, "maxTurns: must not be negative"},
-		{"another backend's options", &scriptOptions{}, "options of type *config_test.scriptOptions given to a backend whose options are *config_test.agentOptions"},
+		{"the loader's options", &agentOptions{MaxTurns: 4}, &agentOptions{}, "", 4},
+		{"a value of the options' type", agentOptions{MaxTurns: 4}, &agentOptions{}, "", 4},
+		{"a map", map[string]any{"maxTurns": 4, "command": "c", "env": map[string]any{"A": "b"}}, &agentOptions{}, "", 4},
+		{"nothing: the defaults", nil, &agentOptions{MaxTurns: 2}, "", 2},
+		{"a nil pointer: the defaults", (*agentOptions)(nil), &agentOptions{MaxTurns: 2}, "", 2},
+		{"a typo in a map", map[string]any{"maxTurn": 4}, &agentOptions{}, "maxTurn: unknown option (known: command, env, fence, keyEnv, maxTurns, tools)", 0},
+		{"a wrong type in a map", map[string]any{"tools": "a"}, &agentOptions{}, `tools: want a list, got the string "a"`, 0},
+		{"invalid", &agentOptions{MaxTurns: -1}, &agentOptions{}, "maxTurns: must not be negative", 0},
+		{"another backend's options", &scriptOptions{}, &agentOptions{}, "options of type *config_test.scriptOptions given to a backend whose options are *config_test.agentOptions", 0},
+		{"options that are not a struct", map[string]any{"a": "b"}, &notAStruct{}, "cannot be read: the backend's options are a *config_test.notAStruct, not a pointer to a struct", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var o agentOptions
-			err := config.DecodeBackendOptions(purser.BackendSpec{Options: tt.options}, &o)
+			err := config.DecodeBackendOptions(purser.BackendSpec{Options: tt.options}, tt.into)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Fatal(err)
 			case tt.want != "" && (err == nil || err.Error() != tt.want):
 				t.Fatalf("err = %v, want %q", err, tt.want)
-			case tt.want == "" && tt.options != nil && o.MaxTurns != 4:
-				t.Fatalf("decoded %+v", o)
+			}
+			if o, ok := tt.into.(*agentOptions); ok && tt.want == "" && o.MaxTurns != tt.wantTurns {
+				t.Fatalf("decoded %+v, want maxTurns %d", o, tt.wantTurns)
 			}
 		})
 	}
 }
+
+// notAStruct is a backend author's mistake: options that are not a struct.
+type notAStruct []string
+
+func (notAStruct) Validate() error    { return nil }
+func (notAStruct) Check(string) error { return nil }
 
 // config reads backends' options without knowing any backend: the concrete
 // types are wired by its caller.

@@ -436,7 +436,7 @@ func (l Loader) backendSpec(d *document, raw map[string]any, prefix, dir string)
 	}
 	opts := l.Backends[spec.Type]()
 	for _, p := range decodeOptions(own, opts, commonBackendKeys) {
-		fail(p.path, p.msg)
+		errs = append(errs, d.at(strings.TrimSuffix(prefix+p.path, "."), p.msg, nil))
 	}
 	if len(errs) > 0 {
 		return spec, errors.Join(sortErrors(errs)...)
