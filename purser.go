@@ -134,8 +134,12 @@ type BackendSpec struct {
 	// CallTimeout bounds one call (0: DefaultCallTimeout). A call that runs
 	// past it is cancelled and counts as a transient failure.
 	CallTimeout time.Duration
-	// Options are the backend type's own settings, decoded by its package.
-	Options map[string]any
+	// Options are the backend type's own settings: the options its package
+	// declares (a pointer to them), as the config loader decoded, validated
+	// and checked them; or, from code that builds a spec by hand, a
+	// map[string]any of option to value, which the backend's New decodes
+	// as strictly.
+	Options any
 	// Dir is the directory relative paths in Options are resolved against.
 	Dir string
 }

@@ -3,6 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -76,11 +79,34 @@ type Project struct {
 	// DatabaseSet is true when purser.yaml names the database (database:).
 	DatabaseSet bool
 	Prices      *pricing.Catalogue
+
+	doc *document // the file, to locate problems with its backends found later
 }
+
+// Loader reads task files and their project files (purser.yaml). With
+// Backends, it checks backends' options as it reads them: every backend a
+// file declares is decoded strictly and validated, and the backend a task
+// runs on is also checked against this machine (BackendOptions.Check), so
+// that bad input is refused, located, before anything is recorded or spent.
+// Without Backends, a backend's type is not checked and its options are kept
+// as written (a map[string]any) for its New to decode: enough to find the
+// project's database, not to run a task.
+type Loader struct {
+	Backends BackendTypes
+}
+
+// FindProject walks up from dir to the nearest purser.yaml and loads it,
+// without checking backends' options (see Loader). With none, it returns
+// defaults rooted at dir.
+func FindProject(dir string) (*Project, error) { return Loader{}.FindProject(dir) }
+
+// LoadProject reads a purser.yaml without checking backends' options (see
+// Loader).
+func LoadProject(path string) (*Project, error) { return Loader{}.LoadProject(path) }
 
 // FindProject walks up from dir to the nearest purser.yaml and loads it. With
 // none, it returns defaults rooted at dir.
-func FindProject(dir string) (*Project, error) {
+func (l Loader) FindProject(dir string) (*Project, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -88,7 +114,7 @@ func FindProject(dir string) (*Project, error) {
 	for d := abs; ; d = filepath.Dir(d) {
 		p := filepath.Join(d, ProjectFileName)
 		if _, err := os.Stat(p); err == nil {
-			return LoadProject(p)
+			return l.LoadProject(p)
 		}
 		if filepath.Dir(d) == d {
 			break
@@ -98,7 +124,7 @@ func FindProject(dir string) (*Project, error) {
 }
 
 // LoadProject reads a purser.yaml.
-func LoadProject(path string) (*Project, error) {
+func (l Loader) LoadProject(path string) (*Project, error) {
 	data, err := readFile(path)
 	if err != nil {
 		return nil, err
@@ -115,7 +141,7 @@ func LoadProject(path string) (*Project, error) {
 		return nil, err
 	}
 	dir := filepath.Dir(path)
-	p := &Project{File: path, Dir: dir, Backends: map[string]purser.BackendSpec{}, ModelTier: pf.ModelTier, Prices: pricing.Builtin()}
+	p := &Project{File: path, Dir: dir, Backends: map[string]purser.BackendSpec{}, ModelTier: pf.ModelTier, Prices: pricing.Builtin(), doc: d}
 	if pf.Budget != nil {
 		if err := d.validateBudget(*pf.Budget, "budget."); err != nil {
 			return nil, err
@@ -129,13 +155,18 @@ func LoadProject(path string) (*Project, error) {
 		}
 		p.Degrade = &pol
 	}
-	for name, raw := range pf.Backends {
-		spec, err := d.backendSpec(raw, "backends."+name+".", dir)
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(pf.Backends)) {
+		spec, err := l.backendSpec(d, pf.Backends[name], "backends."+name+".", dir)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
 		spec.Name = name
 		p.Backends[name] = spec
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(sortErrors(errs)...)
 	}
 	p.Database = DefaultDatabase(dir)
 	if pf.Database != "" {
@@ -178,21 +209,21 @@ func resolvePath(dir, p string) string {
 var taskID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // LoadTask reads a task file, with the project's defaults under it.
-func LoadTask(path string) (purser.Task, *Project, error) {
+func (l Loader) LoadTask(path string) (purser.Task, *Project, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return purser.Task{}, nil, err
 	}
-	proj, err := FindProject(filepath.Dir(abs))
+	proj, err := l.FindProject(filepath.Dir(abs))
 	if err != nil {
 		return purser.Task{}, nil, err
 	}
-	t, err := ParseTask(path, proj)
+	t, err := l.ParseTask(path, proj)
 	return t, proj, err
 }
 
 // ParseTask reads a task file against a project.
-func ParseTask(path string, proj *Project) (purser.Task, error) {
+func (l Loader) ParseTask(path string, proj *Project) (purser.Task, error) {
 	data, err := readFile(path)
 	if err != nil {
 		return purser.Task{}, err
@@ -228,8 +259,8 @@ func ParseTask(path string, proj *Project) (purser.Task, error) {
 		fail("workspace", "is required: the directory the agent works in, relative to this file")
 	} else {
 		t.Workspace = resolvePath(dir, tf.Workspace)
-		if fi, err := os.Stat(t.Workspace); err != nil || !fi.IsDir() {
-			fail("workspace", fmt.Sprintf("%s is not a directory", t.Workspace))
+		if msg := workspaceProblem(t.Workspace); msg != "" {
+			fail("workspace", msg)
 		}
 	}
 	if len(tf.Validators) == 0 {
@@ -258,12 +289,17 @@ func ParseTask(path string, proj *Project) (purser.Task, error) {
 		t.Validators = append(t.Validators, val)
 	}
 
+	// Where the task's backend was configured, to locate what its check finds.
+	var backendDoc *document
+	var backendPrefix string
 	switch b := tf.Backend.(type) {
 	case nil:
 		fail("backend", "is required: a backend named in purser.yaml, or a mapping with type:")
 	case string:
 		spec, ok := proj.Backends[b]
-		if !ok {
+		if ok {
+			backendDoc, backendPrefix = proj.doc, "backends."+b+"."
+		} else {
 			known := make([]string, 0, len(proj.Backends))
 			for n := range proj.Backends {
 				known = append(known, n)
@@ -277,14 +313,22 @@ func ParseTask(path string, proj *Project) (purser.Task, error) {
 		}
 		t.Backend = spec
 	case map[string]any:
-		spec, err := d.backendSpec(b, "backend.", dir)
+		spec, err := l.backendSpec(d, b, "backend.", dir)
 		if err != nil {
 			errs = append(errs, err)
+		} else {
+			backendDoc, backendPrefix = d, "backend."
 		}
 		spec.Name = spec.Type
 		t.Backend = spec
 	default:
 		fail("backend", "want a backend name or a mapping with type:")
+	}
+
+	if opts, ok := t.Backend.Options.(BackendOptions); ok && backendDoc != nil {
+		if err := opts.Check(t.Backend.Dir); err != nil {
+			errs = append(errs, backendDoc.optionErrors(backendPrefix, err))
+		}
 	}
 
 	if t.ModelTier == "" {
@@ -336,45 +380,116 @@ func sortedKeys(m map[string]string) []string {
 	return out
 }
 
-// backendSpec reads a backend mapping: type, models, and the type's own
-// options.
-func (d *document) backendSpec(raw map[string]any, prefix, dir string) (purser.BackendSpec, error) {
-	spec := purser.BackendSpec{Models: map[string]string{}, Options: map[string]any{}, Dir: dir}
+// backendSpec reads a backend mapping: type, models, callTimeout, and the
+// type's own options, decoded strictly and validated when the loader knows
+// the type.
+func (l Loader) backendSpec(d *document, raw map[string]any, prefix, dir string) (purser.BackendSpec, error) {
+	spec := purser.BackendSpec{Models: map[string]string{}, Dir: dir}
+	var errs []error
+	fail := func(field, msg string) { errs = append(errs, d.at(prefix+field, msg, nil)) }
+	own := map[string]any{}
 	for k, v := range raw {
 		switch k {
 		case "type":
 			s, ok := v.(string)
-			if !ok || s == "" {
-				return spec, d.at(prefix+"type", "want a backend type such as sim, claude, codex, openai or exec", nil)
+			switch {
+			case !ok || s == "":
+				fail("type", "want a backend type such as "+l.typeList())
+			case l.Backends != nil && l.Backends[s] == nil:
+				fail("type", fmt.Sprintf("%q is not a backend type (known: %s)", s, l.typeList()))
+			default:
+				spec.Type = s
 			}
-			spec.Type = s
 		case "callTimeout":
 			str, _ := v.(string)
 			dur, err := time.ParseDuration(str)
 			if err != nil || dur <= 0 {
-				return spec, d.at(prefix+"callTimeout", fmt.Sprintf("%v: want a duration such as 90s or 20m", v), nil)
+				fail("callTimeout", fmt.Sprintf("%v: want a duration such as 90s or 20m", v))
 			}
 			spec.CallTimeout = dur
 		case "models":
 			m, ok := v.(map[string]any)
 			if !ok {
-				return spec, d.at(prefix+"models", "want a mapping of tier to model, e.g. {cheap: …, standard: …}", nil)
+				fail("models", "want a mapping of tier to model, e.g. {cheap: …, standard: …}")
 			}
 			for tier, model := range m {
 				s, ok := model.(string)
 				if !ok || s == "" {
-					return spec, d.at(prefix+"models."+tier, "want a model name", nil)
+					fail("models."+tier, "want a model name")
 				}
 				spec.Models[tier] = s
 			}
 		default:
-			spec.Options[k] = v
+			own[k] = v
 		}
 	}
-	if spec.Type == "" {
-		return spec, d.at(prefix+"type", "is required", nil)
+	if _, ok := raw["type"]; !ok {
+		fail("type", "is required: one of "+l.typeList())
 	}
+	if len(errs) > 0 {
+		return spec, errors.Join(sortErrors(errs)...)
+	}
+	if l.Backends == nil {
+		spec.Options = own
+		return spec, nil
+	}
+	opts := l.Backends[spec.Type]()
+	for _, p := range decodeOptions(own, opts, commonBackendKeys) {
+		errs = append(errs, d.at(strings.TrimSuffix(prefix+p.path, "."), p.msg, nil))
+	}
+	if len(errs) > 0 {
+		return spec, errors.Join(sortErrors(errs)...)
+	}
+	if err := opts.Validate(); err != nil {
+		return spec, d.optionErrors(prefix, err)
+	}
+	spec.Options = opts
 	return spec, nil
+}
+
+// typeList names the backend types a file may use.
+func (l Loader) typeList() string {
+	if l.Backends == nil {
+		return "sim, claude, codex, gemini, openai or exec"
+	}
+	return strings.Join(l.Backends.Names(), ", ")
+}
+
+// optionErrors locates the problems a backend's options reported: an
+// *OptionError at its option under prefix, anything else at the backend.
+func (d *document) optionErrors(prefix string, err error) error {
+	var out []error
+	for _, e := range unjoin(err) {
+		var oe *OptionError
+		if errors.As(e, &oe) {
+			out = append(out, d.at(prefix+oe.Option, oe.Msg, e))
+			continue
+		}
+		out = append(out, d.at(strings.TrimSuffix(prefix, "."), e.Error(), e))
+	}
+	return errors.Join(sortErrors(out)...)
+}
+
+// workspaceProblem says what is wrong with a workspace directory, or "".
+func workspaceProblem(path string) string {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("%s does not exist", path)
+	case err != nil:
+		return fmt.Sprintf("%s cannot be read: %v", path, err)
+	case !fi.IsDir():
+		return fmt.Sprintf("%s is not a directory", path)
+	}
+	f, err := os.Open(path)
+	if err == nil {
+		_, err = f.ReadDir(1)
+		f.Close()
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Sprintf("%s cannot be read: %v", path, err)
+	}
+	return ""
 }
 
 // degradePolicy reads a degrade policy: actions as names or

@@ -18,6 +18,7 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/redact"
 )
 
@@ -25,13 +26,47 @@ import (
 // result before its process group is killed.
 const StopGrace = 500 * time.Millisecond
 
-// Options are the backend's own settings in a task or purser.yaml, beside
-// command and env (see proc.CLIOptions).
+// Options are the backend's settings in a task or purser.yaml.
 type Options struct {
-	PermissionMode string   // default acceptEdits
-	AllowedTools   []string // default Bash, Edit, Write, Read, Glob, Grep
-	MaxTurns       int      // 0: Claude Code's default
-	BudgetFence    bool     // pass --max-budget-usd as a second fence (default true)
+	proc.CLIOptions `yaml:",inline"` // command (default claude) and env
+	// PermissionMode is passed as --permission-mode (default acceptEdits).
+	PermissionMode string `yaml:"permissionMode"`
+	// AllowedTools is passed as --allowedTools (default Bash, Edit, Write,
+	// Read, Glob, Grep).
+	AllowedTools []string `yaml:"allowedTools"`
+	// MaxTurns is passed as --max-turns; 0 leaves Claude Code's default.
+	MaxTurns int `yaml:"maxTurns"`
+	// BudgetFence passes --max-budget-usd as a second fence (default true).
+	BudgetFence bool `yaml:"budgetFence"`
+}
+
+// NewOptions returns the backend's options with their defaults, for the
+// config loader.
+func NewOptions() config.BackendOptions {
+	o := defaultOptions()
+	return &o
+}
+
+func defaultOptions() Options {
+	return Options{CLIOptions: proc.CLIOptions{Command: "claude"}, PermissionMode: "acceptEdits",
+		AllowedTools: []string{"Bash", "Edit", "Write", "Read", "Glob", "Grep"}, BudgetFence: true}
+}
+
+// Validate checks the options' values.
+func (o Options) Validate() error {
+	errs := []error{o.CLIOptions.Validate()}
+	if o.PermissionMode == "" {
+		errs = append(errs, &config.OptionError{Option: "permissionMode", Msg: "must not be empty (default acceptEdits)"})
+	}
+	for i, tool := range o.AllowedTools {
+		if strings.TrimSpace(tool) == "" {
+			errs = append(errs, &config.OptionError{Option: fmt.Sprintf("allowedTools[%d]", i), Msg: "must not be empty"})
+		}
+	}
+	if o.MaxTurns < 0 {
+		errs = append(errs, &config.OptionError{Option: "maxTurns", Msg: fmt.Sprintf("must not be negative, got %d", o.MaxTurns)})
+	}
+	return errors.Join(errs...)
 }
 
 // Backend runs Claude Code.
@@ -42,34 +77,16 @@ type Backend struct {
 
 var _ purser.Backend = (*Backend)(nil)
 
-// New reads a backend spec's options.
+// New reads a backend spec's options (see Options) and finds the CLI.
 func New(spec purser.BackendSpec) (*Backend, error) {
-	cli, rest, err := proc.SplitCLIOptions("claude", spec, "claude")
-	if err != nil {
+	o := defaultOptions()
+	if err := config.DecodeBackendOptions(spec, &o); err != nil {
 		return nil, err
 	}
-	o := Options{PermissionMode: "acceptEdits", AllowedTools: []string{"Bash", "Edit", "Write", "Read", "Glob", "Grep"}, BudgetFence: true}
-	for k, v := range rest {
-		var ok bool
-		switch k {
-		case "permissionMode":
-			o.PermissionMode, ok = v.(string)
-		case "allowedTools":
-			o.AllowedTools, ok = proc.StringList(v)
-		case "maxTurns":
-			var n uint64
-			n, ok = v.(uint64)
-			o.MaxTurns = int(n)
-		case "budgetFence":
-			o.BudgetFence, ok = v.(bool)
-		default:
-			return nil, proc.UnknownOption("claude", k, "permissionMode", "allowedTools", "maxTurns", "budgetFence")
-		}
-		if !ok {
-			return nil, fmt.Errorf("claude backend: option %s has the wrong type (%T)", k, v)
-		}
+	if err := o.Check(spec.Dir); err != nil {
+		return nil, err
 	}
-	return &Backend{cli: cli, opts: o}, nil
+	return &Backend{cli: o.Resolved(spec.Dir), opts: o}, nil
 }
 
 func (b *Backend) args(req purser.CallRequest) []string {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 	"github.com/purser-dev/purser/backend/internal/usagedelta"
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/redact"
 )
 
@@ -177,11 +179,36 @@ func (p *Parser) state() (thread, failed, text string, done bool, retries int) {
 	return p.Thread, p.Failed, p.Text, p.Done, p.Retries
 }
 
-// Options are the backend's own settings, beside command and env (see
-// proc.CLIOptions).
+// Options are the backend's settings in a task or purser.yaml.
 type Options struct {
-	Sandbox string   // default workspace-write
-	Args    []string // extra arguments before the prompt, e.g. approval settings
+	proc.CLIOptions `yaml:",inline"` // command (default codex) and env
+	// Sandbox is passed as --sandbox (default workspace-write).
+	Sandbox string `yaml:"sandbox"`
+	// Args are extra arguments before the prompt, e.g. approval settings.
+	Args []string `yaml:"args"`
+}
+
+// Sandboxes are the values Codex's --sandbox takes.
+var Sandboxes = []string{"read-only", "workspace-write", "danger-full-access"}
+
+// NewOptions returns the backend's options with their defaults, for the
+// config loader.
+func NewOptions() config.BackendOptions {
+	o := defaultOptions()
+	return &o
+}
+
+func defaultOptions() Options {
+	return Options{CLIOptions: proc.CLIOptions{Command: "codex"}, Sandbox: "workspace-write"}
+}
+
+// Validate checks the options' values.
+func (o Options) Validate() error {
+	errs := []error{o.CLIOptions.Validate()}
+	if !slices.Contains(Sandboxes, o.Sandbox) {
+		errs = append(errs, &config.OptionError{Option: "sandbox", Msg: fmt.Sprintf("%q: want %s", o.Sandbox, strings.Join(Sandboxes, ", "))})
+	}
+	return errors.Join(errs...)
 }
 
 // Backend runs Codex.
@@ -192,28 +219,16 @@ type Backend struct {
 
 var _ purser.Backend = (*Backend)(nil)
 
-// New reads a backend spec's options.
+// New reads a backend spec's options (see Options) and finds the CLI.
 func New(spec purser.BackendSpec) (*Backend, error) {
-	cli, rest, err := proc.SplitCLIOptions("codex", spec, "codex")
-	if err != nil {
+	o := defaultOptions()
+	if err := config.DecodeBackendOptions(spec, &o); err != nil {
 		return nil, err
 	}
-	o := Options{Sandbox: "workspace-write"}
-	for k, v := range rest {
-		var ok bool
-		switch k {
-		case "sandbox":
-			o.Sandbox, ok = v.(string)
-		case "args":
-			o.Args, ok = proc.StringList(v)
-		default:
-			return nil, proc.UnknownOption("codex", k, "sandbox", "args")
-		}
-		if !ok {
-			return nil, fmt.Errorf("codex backend: option %s has the wrong type (%T)", k, v)
-		}
+	if err := o.Check(spec.Dir); err != nil {
+		return nil, err
 	}
-	return &Backend{cli: cli, opts: o}, nil
+	return &Backend{cli: o.Resolved(spec.Dir), opts: o}, nil
 }
 
 func (b *Backend) codexHome() string {

@@ -26,6 +26,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -45,6 +46,45 @@ const StopGrace = 500 * time.Millisecond
 // pollEvery is how often the usage file is read while the command runs.
 const pollEvery = 20 * time.Millisecond
 
+// Options are the backend's settings in a task or purser.yaml.
+type Options struct {
+	// Command is the program and its arguments, run without a shell
+	// (required). A relative program path with a slash is resolved against
+	// the directory of the file that configured the backend; a bare name is
+	// looked up on the PATH.
+	Command []string `yaml:"command"`
+	// Env adds to Purser's environment.
+	Env map[string]string `yaml:"env"`
+}
+
+// NewOptions returns the backend's options, for the config loader.
+func NewOptions() config.BackendOptions { return &Options{} }
+
+// Validate checks that a command is given.
+func (o Options) Validate() error {
+	if len(o.Command) == 0 || strings.TrimSpace(o.Command[0]) == "" {
+		return &config.OptionError{Option: "command", Msg: "is required: [program, args...]"}
+	}
+	return proc.CLIOptions{Command: o.Command[0], Env: o.Env}.Validate()
+}
+
+// Check finds the program, resolved against dir.
+func (o Options) Check(dir string) error {
+	if _, err := proc.FindCommand(o.argv(dir)[0]); err != nil {
+		return &config.OptionError{Option: "command[0]", Msg: err.Error(), Err: err}
+	}
+	return nil
+}
+
+// argv is the command with its program's path resolved against dir.
+func (o Options) argv(dir string) []string {
+	argv := slices.Clone(o.Command)
+	if p := argv[0]; !filepath.IsAbs(p) && strings.Contains(p, "/") {
+		argv[0] = filepath.Join(dir, p)
+	}
+	return argv
+}
+
 // Backend runs a command.
 type Backend struct {
 	argv []string
@@ -53,47 +93,16 @@ type Backend struct {
 
 var _ purser.Backend = (*Backend)(nil)
 
-// New reads the options: command (a list: the program and its arguments,
-// run without a shell) and env.
+// New reads a backend spec's options (see Options) and finds the program.
 func New(spec purser.BackendSpec) (*Backend, error) {
-	b := &Backend{env: map[string]string{}}
-	for k, v := range spec.Options {
-		switch k {
-		case "command":
-			list, ok := v.([]any)
-			if !ok || len(list) == 0 {
-				return nil, errors.New("exec backend: option command must be a list: [program, args...]")
-			}
-			for _, a := range list {
-				s, ok := a.(string)
-				if !ok {
-					return nil, errors.New("exec backend: option command must be a list of strings")
-				}
-				b.argv = append(b.argv, s)
-			}
-		case "env":
-			m, ok := v.(map[string]any)
-			if !ok {
-				return nil, errors.New("exec backend: option env must be a mapping")
-			}
-			for ek, ev := range m {
-				b.env[ek] = fmt.Sprint(ev)
-			}
-		default:
-			return nil, fmt.Errorf("exec backend: unknown option %q (want command, env)", k)
-		}
+	var o Options
+	if err := config.DecodeBackendOptions(spec, &o); err != nil {
+		return nil, err
 	}
-	if len(b.argv) == 0 {
-		return nil, errors.New("exec backend: option command is required: [program, args...]")
+	if err := o.Check(spec.Dir); err != nil {
+		return nil, err
 	}
-	if p := b.argv[0]; !filepath.IsAbs(p) && strings.Contains(p, "/") {
-		b.argv[0] = filepath.Join(spec.Dir, p)
-	} else if !strings.Contains(p, "/") {
-		if _, err := osexec.LookPath(p); err != nil {
-			return nil, fmt.Errorf("exec backend: %s: %w", p, err)
-		}
-	}
-	return b, nil
+	return &Backend{argv: o.argv(spec.Dir), env: o.Env}, nil
 }
 
 // Call runs the command once.

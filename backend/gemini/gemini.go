@@ -22,6 +22,7 @@ import (
 	"github.com/purser-dev/purser/backend/internal/usagedelta"
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/redact"
 )
 
@@ -195,10 +196,32 @@ func (p *Parser) Recover(chat []byte) []budget.UsageEvent {
 	return evs
 }
 
-// Options are the backend's own settings, beside command and env (see
-// proc.CLIOptions).
+// Options are the backend's settings in a task or purser.yaml.
 type Options struct {
-	ApprovalMode string // default yolo: shell and file tools
+	proc.CLIOptions `yaml:",inline"` // command (default gemini) and env
+	// ApprovalMode is passed as --approval-mode (default yolo: shell and
+	// file tools).
+	ApprovalMode string `yaml:"approvalMode"`
+}
+
+// NewOptions returns the backend's options with their defaults, for the
+// config loader.
+func NewOptions() config.BackendOptions {
+	o := defaultOptions()
+	return &o
+}
+
+func defaultOptions() Options {
+	return Options{CLIOptions: proc.CLIOptions{Command: "gemini"}, ApprovalMode: "yolo"}
+}
+
+// Validate checks the options' values.
+func (o Options) Validate() error {
+	errs := []error{o.CLIOptions.Validate()}
+	if o.ApprovalMode == "" {
+		errs = append(errs, &config.OptionError{Option: "approvalMode", Msg: "must not be empty (default yolo)"})
+	}
+	return errors.Join(errs...)
 }
 
 // Backend runs Gemini CLI.
@@ -209,24 +232,16 @@ type Backend struct {
 
 var _ purser.Backend = (*Backend)(nil)
 
-// New reads a backend spec's options.
+// New reads a backend spec's options (see Options) and finds the CLI.
 func New(spec purser.BackendSpec) (*Backend, error) {
-	cli, rest, err := proc.SplitCLIOptions("gemini", spec, "gemini")
-	if err != nil {
+	o := defaultOptions()
+	if err := config.DecodeBackendOptions(spec, &o); err != nil {
 		return nil, err
 	}
-	o := Options{ApprovalMode: "yolo"}
-	for k, v := range rest {
-		s, ok := v.(string)
-		switch {
-		case k != "approvalMode":
-			return nil, proc.UnknownOption("gemini", k, "approvalMode")
-		case !ok:
-			return nil, fmt.Errorf("gemini backend: option %s must be a string", k)
-		}
-		o.ApprovalMode = s
+	if err := o.Check(spec.Dir); err != nil {
+		return nil, err
 	}
-	return &Backend{cli: cli, opts: o}, nil
+	return &Backend{cli: o.Resolved(spec.Dir), opts: o}, nil
 }
 
 // Call runs one `gemini -p`.

@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	oa "github.com/openai/openai-go/v3"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/redact"
 )
@@ -32,11 +35,54 @@ To create or replace a file, write:
 To delete a file, write a line: === DELETE: relative/path/to/file
 Paths are relative to the workspace root. Text outside blocks is ignored.`
 
-// Options are the backend's settings.
+// Options are the backend's settings in a task or purser.yaml.
 type Options struct {
-	BaseURL        string // default https://api.openai.com/v1
-	APIKeyEnv      string // the environment variable holding the key; default OPENAI_API_KEY
-	MaxTokensField string // max_tokens (default) or max_completion_tokens
+	// BaseURL is the server's API root (default https://api.openai.com/v1).
+	BaseURL string `yaml:"baseUrl"`
+	// APIKeyEnv names the environment variable holding the key (default
+	// OPENAI_API_KEY). The key itself is never in a file.
+	APIKeyEnv string `yaml:"apiKeyEnv"`
+	// MaxTokensField is where the output cap goes: max_tokens (default) or
+	// max_completion_tokens.
+	MaxTokensField string `yaml:"maxTokensField"`
+}
+
+// NewOptions returns the backend's options with their defaults, for the
+// config loader.
+func NewOptions() config.BackendOptions {
+	o := defaultOptions()
+	return &o
+}
+
+func defaultOptions() Options {
+	return Options{BaseURL: "https://api.openai.com/v1", APIKeyEnv: "OPENAI_API_KEY", MaxTokensField: "max_tokens"}
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Validate checks the options' values.
+func (o Options) Validate() error {
+	var errs []error
+	if u, err := url.Parse(o.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, &config.OptionError{Option: "baseUrl", Msg: fmt.Sprintf("%q: want an http or https URL such as https://openrouter.ai/api/v1", o.BaseURL)})
+	}
+	if !envName.MatchString(o.APIKeyEnv) {
+		// Not echoed: a key pasted here by mistake must not reach a terminal or log.
+		errs = append(errs, &config.OptionError{Option: "apiKeyEnv", Msg: "want the name of an environment variable (letters, digits, _), such as OPENROUTER_API_KEY; the key itself never goes in a file"})
+	}
+	if o.MaxTokensField != "max_tokens" && o.MaxTokensField != "max_completion_tokens" {
+		errs = append(errs, &config.OptionError{Option: "maxTokensField", Msg: fmt.Sprintf("%q: want max_tokens or max_completion_tokens", o.MaxTokensField)})
+	}
+	return errors.Join(errs...)
+}
+
+// Check checks that the key's environment variable is set. The key's value
+// is never said.
+func (o Options) Check(string) error {
+	if os.Getenv(o.APIKeyEnv) == "" {
+		return &config.OptionError{Option: "apiKeyEnv", Msg: fmt.Sprintf("the environment variable %s is not set: the API key comes from the environment only", o.APIKeyEnv)}
+	}
+	return nil
 }
 
 // Backend calls a Chat Completions server.
@@ -48,32 +94,16 @@ type Backend struct {
 
 var _ purser.Backend = (*Backend)(nil)
 
-// New reads a backend spec's options.
+// New reads a backend spec's options (see Options) and the key.
 func New(spec purser.BackendSpec) (*Backend, error) {
-	o := Options{BaseURL: "https://api.openai.com/v1", APIKeyEnv: "OPENAI_API_KEY", MaxTokensField: "max_tokens"}
-	for k, v := range spec.Options {
-		s, ok := v.(string)
-		if !ok {
-			return nil, fmt.Errorf("openai backend: option %s must be a string", k)
-		}
-		switch k {
-		case "baseUrl":
-			o.BaseURL = s
-		case "apiKeyEnv":
-			o.APIKeyEnv = s
-		case "maxTokensField":
-			if s != "max_tokens" && s != "max_completion_tokens" {
-				return nil, fmt.Errorf("openai backend: maxTokensField %q: want max_tokens or max_completion_tokens", s)
-			}
-			o.MaxTokensField = s
-		default:
-			return nil, fmt.Errorf("openai backend: unknown option %q (want baseUrl, apiKeyEnv, maxTokensField)", k)
-		}
+	o := defaultOptions()
+	if err := config.DecodeBackendOptions(spec, &o); err != nil {
+		return nil, err
+	}
+	if err := o.Check(spec.Dir); err != nil {
+		return nil, err
 	}
 	key := os.Getenv(o.APIKeyEnv) // from the environment only; never logged
-	if key == "" {
-		return nil, fmt.Errorf("openai backend: the environment variable %s (apiKeyEnv) is empty", o.APIKeyEnv)
-	}
 	counter, err := contextbuild.DefaultCounter()
 	if err != nil {
 		return nil, err

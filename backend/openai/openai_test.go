@@ -16,6 +16,7 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend/openai"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/pricing"
@@ -211,4 +212,64 @@ func TestAdmissionIsExact(t *testing.T) {
 		t.Fatalf("the last call was %s; %d calls recorded, %d requests sent: the call that could not fit must not be sent", last.Outcome, len(calls), len(fake.maxTokens))
 	}
 	t.Logf("%d requests, max_tokens %v, %d of %d tokens spent, last call refused: %s", len(fake.maxTokens), fake.maxTokens, totals.Tokens, hard, last.Error)
+}
+
+// New checks its options and the key's variable by name; the key's value is
+// never said.
+func TestNewRefusesBadOptionsByName(t *testing.T) {
+	t.Setenv("PURSER_TEST_OPENAI_KEY", "sk-test-secret-value")
+	t.Setenv("PURSER_TEST_EMPTY_KEY", "")
+	for _, tt := range []struct {
+		name    string
+		options map[string]any
+		want    string
+	}{
+		{"key variable not set", map[string]any{"apiKeyEnv": "PURSER_TEST_EMPTY_KEY"}, "apiKeyEnv: the environment variable PURSER_TEST_EMPTY_KEY is not set"},
+		{"not a variable name", map[string]any{"apiKeyEnv": "sk-test-secret-value"}, "apiKeyEnv: want the name of an environment variable"},
+		{"typo", map[string]any{"apiKeyEnv": "PURSER_TEST_OPENAI_KEY", "baseURL": "http://x"}, "baseURL: unknown option (known: apiKeyEnv, baseUrl, maxTokensField)"},
+		{"bad field", map[string]any{"apiKeyEnv": "PURSER_TEST_OPENAI_KEY", "maxTokensField": "max"}, `maxTokensField: "max": want max_tokens or max_completion_tokens`},
+		{"bad URL", map[string]any{"apiKeyEnv": "PURSER_TEST_OPENAI_KEY", "baseUrl": "localhost:11434"}, `baseUrl: "localhost:11434": want an http or https URL`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := openai.New(purser.BackendSpec{Type: "openai", Options: tt.options})
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to start with %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "sk-test-secret-value") || strings.Contains(err.Error(), "openai backend") {
+				t.Fatalf("err = %v: a key's value, or the backend named again", err)
+			}
+		})
+	}
+}
+
+// The key's variable is checked when the task file is loaded, before
+// anything is spent, named with its file, line and option; its value never.
+func TestLoadTaskChecksTheKeyVariable(t *testing.T) {
+	t.Setenv("PURSER_TEST_OPENAI_KEY", "sk-test-secret-value")
+	t.Setenv("PURSER_TEST_EMPTY_KEY", "")
+	t.Setenv("OPENAI_API_KEY", "")
+	for _, tt := range []struct{ name, backend, want string }{
+		{"named variable not set", "backend:\n  type: openai\n  apiKeyEnv: PURSER_TEST_EMPTY_KEY\n", "task.yaml:8:14: backend.apiKeyEnv: the environment variable PURSER_TEST_EMPTY_KEY is not set"},
+		{"default variable not set", "backend:\n  type: openai\n", "task.yaml:7:7: backend.apiKeyEnv: the environment variable OPENAI_API_KEY is not set"},
+		{"a key where its variable's name goes", "backend:\n  type: openai\n  apiKeyEnv: sk-test-secret-value\n", "task.yaml:8:14: backend.apiKeyEnv: want the name of an environment variable"},
+		{"set", "backend:\n  type: openai\n  apiKeyEnv: PURSER_TEST_OPENAI_KEY\n", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "task.yaml")
+			if err := os.WriteFile(path, []byte("id: t\ngoal: g\nworkspace: .\nvalidators: [{name: v, run: 'true'}]\nbudget: {hard: {maxIterations: 2}}\n"+tt.backend), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := config.Loader{Backends: config.BackendTypes{"openai": openai.NewOptions}}.LoadTask(path)
+			want := strings.ReplaceAll(tt.want, "task.yaml", path)
+			switch {
+			case want == "" && err != nil:
+				t.Fatal(err)
+			case want != "" && (err == nil || !strings.HasPrefix(err.Error(), want)):
+				t.Fatalf("err = %v, want it to start with %q", err, want)
+			case err != nil && strings.Contains(err.Error(), "sk-test-secret-value"):
+				t.Fatalf("err = %v says a key's value", err)
+			}
+		})
+	}
 }

@@ -3,56 +3,81 @@ package proc
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
-	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/config"
 )
 
-// CLIOptions are the options every agent-CLI backend takes.
+// CLIOptions are the options every agent-CLI backend takes. A backend's
+// options embed them with `yaml:",inline"`, so their keys are the backend's.
 type CLIOptions struct {
-	// Command is the executable; a relative path with a slash is resolved
-	// against the directory of the file that configured the backend.
-	Command string
+	// Command is the executable: a name looked up on the PATH, or a path; a
+	// relative path with a slash is resolved against the directory of the
+	// file that configured the backend (see Resolved).
+	Command string `yaml:"command"`
 	// Env adds to Purser's environment: settings such as a base URL or HOME.
 	// Secrets come from Purser's own environment, never from files.
-	Env map[string]string
+	Env map[string]string `yaml:"env"`
 }
 
-// SplitCLIOptions takes command and env out of a backend spec's options and
-// returns them, with the options left for the backend's own keys.
-func SplitCLIOptions(backend string, spec purser.BackendSpec, defaultCommand string) (CLIOptions, map[string]any, error) {
-	o := CLIOptions{Command: defaultCommand}
-	rest := map[string]any{}
-	for k, v := range spec.Options {
-		switch k {
-		case "command":
-			s, ok := v.(string)
-			if !ok || s == "" {
-				return o, nil, fmt.Errorf("%s backend: option command must be a non-empty string", backend)
-			}
-			o.Command = s
-		case "env":
-			m, ok := v.(map[string]any)
-			if !ok {
-				return o, nil, fmt.Errorf("%s backend: option env must be a mapping of variable to value", backend)
-			}
-			o.Env = map[string]string{}
-			for ek, ev := range m {
-				o.Env[ek] = fmt.Sprint(ev)
-			}
-		default:
-			rest[k] = v
+// Validate checks the options' values.
+func (o CLIOptions) Validate() error {
+	var errs []error
+	if strings.TrimSpace(o.Command) == "" {
+		errs = append(errs, &config.OptionError{Option: "command", Msg: "must not be empty: the CLI to run, a name on the PATH or a path"})
+	}
+	for k := range o.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			errs = append(errs, &config.OptionError{Option: "env", Msg: fmt.Sprintf("%q is not an environment variable name", k)})
 		}
 	}
-	if o.Command == "" {
-		return o, nil, errors.New(backend + " backend: option command must not be empty")
-	}
+	return errors.Join(errs...)
+}
+
+// Resolved returns the options with a relative command path resolved
+// against dir.
+func (o CLIOptions) Resolved(dir string) CLIOptions {
 	if !filepath.IsAbs(o.Command) && strings.Contains(o.Command, "/") {
-		o.Command = filepath.Join(spec.Dir, o.Command)
+		o.Command = filepath.Join(dir, o.Command)
 	}
-	return o, rest, nil
+	return o
+}
+
+// Check finds the command, resolved against dir: on the PATH, or at its
+// path as an executable file.
+func (o CLIOptions) Check(dir string) error {
+	if _, err := FindCommand(o.Resolved(dir).Command); err != nil {
+		return &config.OptionError{Option: "command", Msg: err.Error(), Err: err}
+	}
+	return nil
+}
+
+// FindCommand returns the executable a command names: a bare name is looked
+// up on the PATH; a path must be an executable file.
+func FindCommand(command string) (string, error) {
+	if !strings.Contains(command, "/") {
+		p, err := exec.LookPath(command)
+		if err != nil {
+			return "", fmt.Errorf("%q is not on the PATH (install it, or give its path)", command)
+		}
+		return p, nil
+	}
+	fi, err := os.Stat(command)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("%s does not exist", command)
+	case err != nil:
+		return "", fmt.Errorf("%s: %w", command, err)
+	case fi.IsDir():
+		return "", fmt.Errorf("%s is a directory, not an executable file", command)
+	case fi.Mode().Perm()&0o111 == 0:
+		return "", fmt.Errorf("%s is not executable (chmod +x it)", command)
+	}
+	return command, nil
 }
 
 // Environ is Purser's environment, then the options' additions, then extra
@@ -72,28 +97,6 @@ func (o CLIOptions) Home() string {
 	}
 	h, _ := os.UserHomeDir()
 	return h
-}
-
-// UnknownOption is the error for a backend option nobody reads.
-func UnknownOption(backend, key string, known ...string) error {
-	return fmt.Errorf("%s backend: unknown option %q (want %s)", backend, key, strings.Join(append([]string{"command", "env"}, known...), ", "))
-}
-
-// StringList decodes an option holding a list of strings.
-func StringList(v any) ([]string, bool) {
-	list, ok := v.([]any)
-	if !ok {
-		return nil, false
-	}
-	out := make([]string, 0, len(list))
-	for _, a := range list {
-		s, ok := a.(string)
-		if !ok {
-			return nil, false
-		}
-		out = append(out, s)
-	}
-	return out, true
 }
 
 // Incomplete describes a CLI that ended without its final line: how it

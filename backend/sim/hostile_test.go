@@ -48,6 +48,9 @@ func TestFilesCannotTouchPursersOwnFiles(t *testing.T) {
 		t.Run(file, func(t *testing.T) {
 			dir := t.TempDir()
 			ws := filepath.Join(dir, "ws")
+			if err := os.MkdirAll(ws, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			script := "steps:\n  - files: {" + filepath.Base(file) + ": forged}\n"
 			if filepath.Base(filepath.Dir(file)) == ".purser" {
 				script = "steps:\n  - files: {.purser/purser.db: forged}\n"

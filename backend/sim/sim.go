@@ -90,25 +90,65 @@ func Load(path string) (*Script, error) {
 	return &s, nil
 }
 
-// New returns a backend from a task's backend spec: options script (required)
-// and transcript, relative to the spec's directory.
-func New(spec purser.BackendSpec) (*Backend, error) {
-	script, _ := spec.Options["script"].(string)
-	if script == "" {
-		return nil, errors.New("sim backend: option script is required (a YAML file with steps:)")
+// Options are the sim backend's options. Paths are relative to the file
+// that configured the backend.
+type Options struct {
+	// Script is the YAML file of steps (required).
+	Script string `yaml:"script"`
+	// Transcript, if set, is the JSON Lines file every call is appended to.
+	Transcript string `yaml:"transcript"`
+}
+
+// NewOptions returns the sim backend's options, for the config loader.
+func NewOptions() config.BackendOptions { return &Options{} }
+
+// Validate checks that a script is named.
+func (o Options) Validate() error {
+	if o.Script == "" {
+		return &config.OptionError{Option: "script", Msg: "is required: a YAML file with steps:, relative to this file"}
 	}
-	for k := range spec.Options {
-		if k != "script" && k != "transcript" {
-			return nil, fmt.Errorf("sim backend: unknown option %q (want script, transcript)", k)
+	return nil
+}
+
+// Check loads and validates the script, and checks that the transcript's
+// directory exists.
+func (o Options) Check(dir string) error {
+	_, err := o.load(dir)
+	return err
+}
+
+// load reads the script and checks the transcript's directory.
+func (o Options) load(dir string) (*Script, error) {
+	path := resolve(dir, o.Script)
+	if _, err := os.Stat(path); err != nil {
+		return nil, &config.OptionError{Option: "script", Msg: fmt.Sprintf("cannot read the script: %v", err), Err: err}
+	}
+	s, err := Load(path)
+	if err != nil {
+		return nil, &config.OptionError{Option: "script", Msg: err.Error(), Err: err}
+	}
+	if o.Transcript != "" {
+		tdir := filepath.Dir(resolve(dir, o.Transcript))
+		if fi, err := os.Stat(tdir); err != nil || !fi.IsDir() {
+			return nil, &config.OptionError{Option: "transcript", Msg: fmt.Sprintf("its directory %s does not exist", tdir)}
 		}
 	}
-	s, err := Load(resolve(spec.Dir, script))
+	return s, nil
+}
+
+// New returns a backend from a task's backend spec; see Options.
+func New(spec purser.BackendSpec) (*Backend, error) {
+	var o Options
+	if err := config.DecodeBackendOptions(spec, &o); err != nil {
+		return nil, err
+	}
+	s, err := o.load(spec.Dir)
 	if err != nil {
 		return nil, err
 	}
 	b := &Backend{steps: s.Steps}
-	if tr, _ := spec.Options["transcript"].(string); tr != "" {
-		b.transcript = resolve(spec.Dir, tr)
+	if o.Transcript != "" {
+		b.transcript = resolve(spec.Dir, o.Transcript)
 		contextbuild.Protect(b.transcript)
 	}
 	return b, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend/sim"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/config"
 )
 
 func newSim(t *testing.T, script string) (*sim.Backend, string) {
@@ -144,5 +145,70 @@ func TestNoDirectoriesCreatedOutsideWorkspace(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(outside, "sub")); err == nil {
 		t.Fatal("a directory was created outside the workspace")
+	}
+}
+
+// New decodes options given in code as strictly as the loader decodes a
+// file, and its errors name the option, not the backend: the engine names
+// the backend once.
+func TestNewRefusesBadOptionsByName(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "sim.yaml"), []byte("steps:\n  - usage: {inputTokens: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name    string
+		options any
+		want    string
+	}{
+		{"typo", map[string]any{"script": "sim.yaml", "transcipt": "calls.jsonl"}, "transcipt: unknown option (known: script, transcript)"},
+		{"wrong type", map[string]any{"script": uint64(5)}, "script: want a string, got 5"},
+		{"missing script", map[string]any{}, "script: is required"},
+		{"no options at all", nil, "script: is required"},
+		{"script file missing", map[string]any{"script": "nope.yaml"}, "script: cannot read the script: stat " + filepath.Join(dir, "nope.yaml")},
+		{"transcript's directory missing", map[string]any{"script": "sim.yaml", "transcript": "no/such/dir/calls.jsonl"}, "transcript: its directory " + filepath.Join(dir, "no/such/dir") + " does not exist"},
+		{"options of another backend", &struct{ Script string }{"sim.yaml"}, "options of type *struct { Script string } given to a backend whose options are *sim.Options"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := sim.New(purser.BackendSpec{Type: "sim", Dir: dir, Options: tt.options})
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to start with %q", err, tt.want)
+			}
+		})
+	}
+	// The options the loader decoded are taken as they are.
+	if _, err := sim.New(purser.BackendSpec{Type: "sim", Dir: dir, Options: &sim.Options{Script: "sim.yaml"}}); err != nil {
+		t.Fatalf("typed options: %v", err)
+	}
+}
+
+// The script is loaded and validated when the task file is loaded, before
+// anything is spent; each problem names the task file, line and option.
+func TestLoadTaskChecksTheScript(t *testing.T) {
+	for _, tt := range []struct{ name, backend, want string }{
+		{"missing script", "backend:\n  type: sim\n", "task.yaml:7:7: backend.script: is required: a YAML file with steps:"},
+		{"script file missing", "backend:\n  type: sim\n  script: nope.yaml\n", "task.yaml:8:11: backend.script: cannot read the script: stat "},
+		{"invalid script", "backend:\n  type: sim\n  script: bad.yaml\n", `task.yaml:8:11: backend.script: BAD:3:11: steps[0].fail: "sometimes": want transient or fatal`},
+		{"typo", "backend:\n  type: sim\n  script: sim.yaml\n  transcipt: calls.jsonl\n", "task.yaml:9:14: backend.transcipt: unknown option (known: callTimeout, models, script, transcript, type)"},
+		{"transcript's directory missing", "backend:\n  type: sim\n  script: sim.yaml\n  transcript: no/calls.jsonl\n", "task.yaml:9:15: backend.transcript: its directory "},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, content := range map[string]string{
+				"sim.yaml":  "steps:\n  - usage: {inputTokens: 1}\n",
+				"bad.yaml":  "steps:\n  - usage: {inputTokens: 1}\n    fail: sometimes\n",
+				"task.yaml": "id: t\ngoal: g\nworkspace: .\nvalidators: [{name: v, run: 'true'}]\nbudget: {hard: {maxIterations: 2}}\n" + tt.backend,
+			} {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			path := filepath.Join(dir, "task.yaml")
+			_, _, err := config.Loader{Backends: config.BackendTypes{"sim": sim.NewOptions}}.LoadTask(path)
+			want := strings.ReplaceAll(strings.ReplaceAll(tt.want, "task.yaml", path), "BAD", filepath.Join(dir, "bad.yaml"))
+			if err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Fatalf("err = %v, want it to start with %q", err, want)
+			}
+		})
 	}
 }

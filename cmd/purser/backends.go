@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend/claude"
@@ -32,13 +33,29 @@ func backends() engine.BackendResolver {
 		case "gemini":
 			return gemini.New(spec)
 		}
-		return nil, fmt.Errorf("backend type %q is not available (available: sim, claude, codex, gemini, openai, exec)", spec.Type)
+		return nil, fmt.Errorf("type %q is not available (known: %s)", spec.Type, strings.Join(backendTypes().Names(), ", "))
+	}
+}
+
+// backendTypes are the backend types a task may name, each with the options
+// its package declares, so that config can decode and check them when a file
+// is loaded. Every type backends resolves is here.
+func backendTypes() config.BackendTypes {
+	return config.BackendTypes{
+		"sim":    sim.NewOptions,
+		"claude": claude.NewOptions,
+		"codex":  codex.NewOptions,
+		"exec":   agentexec.NewOptions,
+		"openai": openai.NewOptions,
+		"gemini": gemini.NewOptions,
 	}
 }
 
 // loadTask reads a task file and its project. Every check that can be made
 // before a cent is spent belongs here, so that bad input exits 2 with
-// nothing recorded.
+// nothing recorded: the task's fields and workspace, and the options of
+// every backend the files declare, decoded strictly; and, for the backend
+// the task runs on, its script, command or key checked on this machine.
 func loadTask(path string) (purser.Task, *config.Project, error) {
-	return config.LoadTask(path)
+	return config.Loader{Backends: backendTypes()}.LoadTask(path)
 }

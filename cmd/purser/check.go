@@ -1,0 +1,138 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+)
+
+func newCheckCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "check TASKFILE...",
+		Short: "Check task files as run would, and say what would run, spending nothing",
+		Long: `Loads each task file and its purser.yaml exactly as run does before it starts,
+with every check made before a cent is spent: the task's fields and budget,
+its workspace, and its backend's options (decoded strictly; the sim script
+loaded, the agent CLI or exec program found, the API-key variable set). The
+database is not opened. For each task it prints what would run: the backend,
+the model of each tier and the one it starts on, the budget, the validators
+and the workspace.
+
+Exit codes: 0 every task would run; 2 a problem was found (each on stderr,
+with its file, line and field).`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var errs []error
+			ids := map[string]string{}
+			for _, path := range args {
+				t, _, err := loadTask(path)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				if other, ok := ids[t.ID]; ok {
+					errs = append(errs, fmt.Errorf("%s: task id %q is also the id of %s", path, t.ID, other))
+					continue
+				}
+				ids[t.ID] = path
+				describeTask(cmd.OutOrStdout(), path, t)
+			}
+			if len(errs) > 0 {
+				return badInput(errors.Join(errs...))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "ok: %d %s would run\n", len(args), plural(len(args), "task", "tasks"))
+			return nil
+		},
+	}
+}
+
+// describeTask prints what running t would do.
+func describeTask(w io.Writer, path string, t purser.Task) {
+	fmt.Fprintf(w, "task %s (%s)\n", t.ID, path)
+	fmt.Fprintf(w, "  workspace   %s\n", t.Workspace)
+	fmt.Fprintf(w, "  backend     %s (type %s)\n", t.Backend.Name, t.Backend.Type)
+	fmt.Fprintf(w, "  models      %s\n", modelsLine(t))
+	fmt.Fprintf(w, "  budget      %s\n", strings.Join(budgetLines(t.Budget), "\n              "))
+	for i, v := range t.Validators {
+		label := "validators"
+		if i > 0 {
+			label = ""
+		}
+		timeout := v.Timeout
+		if timeout == 0 {
+			timeout = purser.DefaultValidatorTimeout
+		}
+		fmt.Fprintf(w, "  %-10s  %s: %s (timeout %s)\n", label, v.Name, v.Run, shortDuration(timeout))
+	}
+	actions := make([]string, len(t.Degrade.Steps))
+	for i, s := range t.Degrade.Steps {
+		actions[i] = string(s.Action)
+		if s.At == purser.AtWarningLine {
+			actions[i] += " (at warning)"
+		}
+	}
+	if len(actions) == 0 {
+		actions = []string{"none"}
+	}
+	fmt.Fprintf(w, "  degrade     %s\n", strings.Join(actions, ", "))
+}
+
+// modelsLine says the model of each tier and the one the task starts on.
+func modelsLine(t purser.Task) string {
+	if len(t.Backend.Models) == 0 {
+		return "none configured: the backend's own default model; starts on " + t.ModelTier
+	}
+	tiers := make([]string, 0, len(t.Backend.Models))
+	for _, tier := range slices.Sorted(maps.Keys(t.Backend.Models)) {
+		tiers = append(tiers, tier+" "+t.Backend.Models[tier])
+	}
+	model, _ := t.Backend.Model(t.ModelTier)
+	return fmt.Sprintf("%s; starts on %s (%s)", strings.Join(tiers, ", "), t.ModelTier, model)
+}
+
+// budgetLines says, per metric, each configured tier's threshold, or that the
+// metric is not enforced.
+func budgetLines(cfg budget.Config) []string {
+	var lines []string
+	for _, m := range budget.Metrics {
+		var parts []string
+		for _, tier := range []budget.Tier{budget.Optimal, budget.Warning, budget.Hard} {
+			if v, ok := cfg.Threshold(tier, m); ok {
+				parts = append(parts, tier.String()+" "+m.Format(v))
+			}
+		}
+		if len(parts) == 0 {
+			parts = []string{"not enforced"}
+		}
+		lines = append(lines, fmt.Sprintf("%-12s %s", m.String()+":", strings.Join(parts, ", ")))
+	}
+	return lines
+}
+
+// shortDuration drops a duration's zero tail: 10m, not 10m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
