@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -81,9 +83,77 @@ func parse(name string, data []byte) (*document, error) {
 // decode decodes the document strictly into v.
 func (d *document) decode(v any) error {
 	if err := yaml.UnmarshalWithOptions(d.data, v, yaml.Strict()); err != nil {
-		return yamlError(d.name, err)
+		return suggestField(yamlError(d.name, err), v)
 	}
 	return nil
+}
+
+// unknownField is the library's message for a key no field has.
+var unknownField = regexp.MustCompile(`^unknown field "([^"]+)"$`)
+
+// suggestField adds to an unknown-field error the key that was most likely
+// meant ("validator" → "validators"), from the keys v's type knows.
+func suggestField(err error, v any) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	m := unknownField.FindStringSubmatch(e.Msg)
+	if m == nil {
+		return err
+	}
+	best, bestDist := "", 3 // suggest only a near miss: at most two edits
+	for _, k := range yamlKeys(reflect.TypeOf(v), map[reflect.Type]bool{}) {
+		if d := editDistance(strings.ToLower(m[1]), strings.ToLower(k)); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	if best != "" {
+		e.Msg += fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	return e
+}
+
+// yamlKeys lists the yaml keys of a struct type and of the structs it holds.
+func yamlKeys(t reflect.Type, seen map[reflect.Type]bool) []string {
+	for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map) {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct || seen[t] {
+		return nil
+	}
+	seen[t] = true
+	var keys []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name != "" && name != "-" {
+			keys = append(keys, name)
+		}
+		keys = append(keys, yamlKeys(f.Type, seen)...)
+	}
+	return keys
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // at returns an *Error for field located in the document.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -29,12 +30,15 @@ var utf8BOM = []byte("\ufeff")
 func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("read %s: %w", path, errors.Unwrap(err))
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return nil, &Error{File: path, Msg: "is a directory: give a file (YAML or JSON)"}
+	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("read %s: %w", path, errors.Unwrap(err))
 	}
 	if len(data) > MaxFileBytes {
 		return nil, &Error{File: path, Msg: fmt.Sprintf("file is larger than %d bytes: not a Purser file", MaxFileBytes)}
