@@ -115,7 +115,7 @@ func (v *Live) Observe(ev purser.Event) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	fmt.Fprintf(v.out, "%s %s  %s  [%s]\n", v.now().Format("15:04:05"), ev.TaskID, redact.String(ev.Message), Summary(ev.Status))
+	fmt.Fprintf(v.out, "%s %s  %s  [%s]\n", v.now().Format("15:04:05"), ev.TaskID, redact.Display(ev.Message), Summary(ev.Status))
 }
 
 // Summary is a budget status in one short line.

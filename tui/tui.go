@@ -76,7 +76,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			r.state = purser.StatePending
 		}
 		if msg.Type != purser.EventUsage {
-			r.last = redact.String(msg.Message)
+			r.last = redact.Display(msg.Message)
 		}
 	case tea.KeyPressMsg:
 		if k := msg.String(); k == "ctrl+c" || k == "q" {

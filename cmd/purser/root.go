@@ -43,7 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var ee *exitError
 	if !errors.As(err, &ee) || !ee.reported {
-		fmt.Fprintln(stderr, "purser:", redact.String(err.Error()))
+		fmt.Fprintln(stderr, "purser:", redact.Display(err.Error()))
 	}
 	var be *budget.BudgetExhaustedError
 	var re runError

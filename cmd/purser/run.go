@@ -265,7 +265,7 @@ func outcome(stdout, stderr io.Writer, outcomes []engine.TaskOutcome) error {
 		} else if errors.Is(o.Err, engine.ErrNotStarted) {
 			fmt.Fprintf(stderr, "purser: task %s not started: the run was interrupted before it began; it is left as it was\n", o.Task.ID)
 		} else {
-			fmt.Fprintf(stderr, "purser: task %s %s (see %s)\n", o.Task.ID, redact.String(engine.Describe(o.Err)), status)
+			fmt.Fprintf(stderr, "purser: task %s %s (see %s)\n", o.Task.ID, redact.Display(engine.Describe(o.Err)), status)
 		}
 		if rank(c) > rank(code) {
 			code, first = c, o.Err
