@@ -97,6 +97,17 @@ type DegradeRecord struct {
 	At        time.Time
 }
 
+// CallUsage is what one call spent on one model: its ledger entries summed.
+type CallUsage struct {
+	CallID    string
+	Iteration int
+	Kind      CallKind
+	Model     string
+	Totals    budget.Totals
+	// CachedTokens is the part of Totals.Tokens read from a prompt cache.
+	CachedTokens int64
+}
+
 // TaskClaimedError is returned by Store.ClaimTask for a task another live
 // process is running.
 type TaskClaimedError struct {
@@ -156,6 +167,10 @@ type Store interface {
 	// twice.
 	AppendUsage(ctx context.Context, entries ...LedgerEntry) error
 	Usage(ctx context.Context, taskID string) ([]LedgerEntry, error)
+	// CallUsage returns what each call of a task spent, per model, in the
+	// order the calls first reported usage, at a cost that grows with the
+	// calls, not with the ledger's events.
+	CallUsage(ctx context.Context, taskID string) ([]CallUsage, error)
 	// UsageTotals returns a task's ledger totals, at a cost that does not
 	// grow with the ledger.
 	UsageTotals(ctx context.Context, taskID string) (budget.Totals, error)

@@ -47,6 +47,17 @@ func (t Totals) USDSource() USDSource {
 // Add adds one event to the totals, its elapsed time included.
 func (t *Totals) Add(ev UsageEvent) { t.add(ev, true) }
 
+// Merge adds other's totals to t, saturating as Add does.
+func (t *Totals) Merge(other Totals) {
+	t.USD = t.USD.Plus(other.USD)
+	t.Tokens = SatAdd(t.Tokens, other.Tokens)
+	t.Time = time.Duration(SatAdd(int64(t.Time), int64(other.Time)))
+	t.Iterations += other.Iterations
+	t.ReportedEvents = SatAdd(t.ReportedEvents, other.ReportedEvents)
+	t.EstimatedEvents = SatAdd(t.EstimatedEvents, other.EstimatedEvents)
+	t.UnknownEvents = SatAdd(t.UnknownEvents, other.UnknownEvents)
+}
+
 func (t *Totals) add(ev UsageEvent, withElapsed bool) {
 	t.Tokens = SatAdd(t.Tokens, ev.Tokens())
 	if withElapsed {

@@ -33,9 +33,17 @@ type Input struct {
 	Workspace string
 	Failing   []purser.ValidatorResult // failing validators of the last iteration
 	Plan      string
-	History   []string // one line per earlier iteration
-	Feedback  string   // problems with the agent's last answer
+	History   []string // one line per earlier iteration, the latest last
+	// HistoryOmitted is how many earlier iterations History no longer
+	// holds (the engine keeps the last HistoryWindow).
+	HistoryOmitted int
+	Feedback       string // problems with the agent's last answer
 }
+
+// HistoryWindow is how many earlier iterations a prompt describes one line
+// each; older ones are summed up in one line. A task's thousandth iteration
+// then costs what its tenth does, in tokens (money) and in CPU.
+const HistoryWindow = 8
 
 // Section is one part of a context.
 type Section struct {
@@ -104,6 +112,23 @@ func finish(ctx Context) Context {
 	return ctx
 }
 
+// historyText is the last HistoryWindow lines of the history, after one line
+// saying how many earlier iterations are left out.
+func historyText(in Input) string {
+	lines, omitted := in.History, in.HistoryOmitted
+	if extra := len(lines) - HistoryWindow; extra > 0 {
+		lines, omitted = lines[extra:], omitted+extra
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	text := strings.Join(lines, "\n")
+	if omitted > 0 {
+		text = fmt.Sprintf("(%d earlier iteration(s) not shown: none of them passed every validator.)\n", omitted) + text
+	}
+	return text
+}
+
 // Full builds the whole context, as in OPTIMAL.
 func (b *Builder) Full(in Input) Context {
 	ctx := Context{Strategy: "full"}
@@ -119,8 +144,8 @@ func (b *Builder) Full(in Input) Context {
 	if strings.TrimSpace(in.Plan) != "" {
 		ctx.Sections = append(ctx.Sections, b.section("plan", "Plan", in.Plan))
 	}
-	if len(in.History) > 0 {
-		ctx.Sections = append(ctx.Sections, b.section("history", "Earlier iterations", strings.Join(in.History, "\n")))
+	if h := historyText(in); h != "" {
+		ctx.Sections = append(ctx.Sections, b.section("history", "Earlier iterations", h))
 	}
 	if listing := Listing(in.Workspace); listing != "" {
 		ctx.Sections = append(ctx.Sections, b.section("listing", "Workspace files", listing))

@@ -142,3 +142,68 @@ func TestWritableRefusesPathsOutsideWorkspace(t *testing.T) {
 		}
 	}
 }
+
+func historyOf(n int) []string {
+	h := make([]string, n)
+	for i := range h {
+		h[i] = fmt.Sprintf("Iteration %d: 0 of 1 validators passed.", i+1)
+	}
+	return h
+}
+
+// Issue 10 #9: the prompt's history is bounded, so a task's thousandth
+// iteration costs what its tenth does, in tokens (money) and CPU.
+func TestHistoryInThePromptIsBounded(t *testing.T) {
+	b, err := contextbuild.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := map[int]int{}
+	for _, n := range []int{contextbuild.HistoryWindow, 100, 1000} {
+		ctx := b.Full(contextbuild.Input{Goal: "g", History: historyOf(n)})
+		var hist string
+		for _, s := range ctx.Sections {
+			if s.Name == "history" {
+				hist = s.Body
+				tokens[n] = s.Tokens
+			}
+		}
+		if !strings.Contains(hist, fmt.Sprintf("Iteration %d:", n)) {
+			t.Errorf("%d iterations: the latest is not in the history:\n%s", n, hist)
+		}
+		if n > contextbuild.HistoryWindow {
+			if strings.Contains(hist, fmt.Sprintf("Iteration %d:", n-contextbuild.HistoryWindow)) {
+				t.Errorf("%d iterations: an iteration outside the window is shown:\n%s", n, hist)
+			}
+			if !strings.Contains(hist, fmt.Sprintf("(%d earlier iteration(s) not shown", n-contextbuild.HistoryWindow)) {
+				t.Errorf("%d iterations: the left-out count is not said:\n%s", n, hist)
+			}
+		}
+	}
+	if tokens[1000] > tokens[100]+4 {
+		t.Errorf("history tokens grow with the task: %d at 100 iterations, %d at 1000", tokens[100], tokens[1000])
+	}
+	// What the engine passes (the window and a count) reads the same.
+	windowed := b.Full(contextbuild.Input{Goal: "g", History: historyOf(1000)[1000-contextbuild.HistoryWindow:], HistoryOmitted: 1000 - contextbuild.HistoryWindow})
+	full := b.Full(contextbuild.Input{Goal: "g", History: historyOf(1000)})
+	if windowed.Tokens != full.Tokens {
+		t.Errorf("windowed history %d tokens, full history %d", windowed.Tokens, full.Tokens)
+	}
+}
+
+// BenchmarkFullContextByHistory builds a full context after 10, 100 and
+// 1,000 iterations: flat, since only the window is tokenized.
+func BenchmarkFullContextByHistory(b *testing.B) {
+	builder, err := contextbuild.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{10, 100, 1000} {
+		h := historyOf(n)
+		b.Run(fmt.Sprintf("iterations=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				builder.Full(contextbuild.Input{Goal: "g", History: h})
+			}
+		})
+	}
+}

@@ -101,7 +101,7 @@ func (t *taskRun) prepare(ctx context.Context, kind purser.CallKind, attempt int
 	model, _ := t.task.Backend.Model(tier)
 
 	in := contextbuild.Input{Goal: t.task.Goal, Issue: t.task.Issue, Workspace: t.task.Workspace,
-		Failing: t.failing, Plan: t.plan, History: t.history, Feedback: t.feedback}
+		Failing: t.failing, Plan: t.plan, History: t.history, HistoryOmitted: t.historyOmitted, Feedback: t.feedback}
 	cctx := e.cfg.Context.Full(in)
 	if d.on(purser.ShrinkContext) {
 		shrink := t.task.Degrade.Shrink

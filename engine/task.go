@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,12 +25,13 @@ type taskRun struct {
 	budget  *budget.Manager
 	log     *slog.Logger
 
-	iteration   int
-	plan        string
-	failing     []purser.ValidatorResult
-	history     []string
-	feedback    string // problems with the agent's last answer, for the next call
-	degradeSeen map[purser.DegradeAction]bool
+	iteration      int
+	plan           string
+	failing        []purser.ValidatorResult
+	history        []string // the last contextbuild.HistoryWindow iterations, one line each
+	historyOmitted int      // earlier iterations no longer in history
+	feedback       string   // problems with the agent's last answer, for the next call
+	degradeSeen    map[purser.DegradeAction]bool
 
 	mu         sync.Mutex
 	cancelCall context.CancelCauseFunc // the call in flight, if any
@@ -304,6 +306,10 @@ func (t *taskRun) endIteration(ctx context.Context, it purser.IterationRecord, r
 		return false, err
 	}
 	t.history = append(t.history, fmt.Sprintf("Iteration %d: %d of %d validators passed.", t.iteration, len(results)-len(t.failing), len(results)))
+	if extra := len(t.history) - contextbuild.HistoryWindow; extra > 0 {
+		// Only the window reaches a prompt: keep no more, however long the task runs.
+		t.history, t.historyOmitted = slices.Clone(t.history[extra:]), t.historyOmitted+extra
+	}
 	return len(t.failing) == 0, nil
 }
 

@@ -24,7 +24,7 @@ type Report struct {
 	RunBudget  budget.Config
 	Iterations []purser.IterationRecord
 	Calls      []purser.CallRecord
-	Usage      []purser.LedgerEntry
+	Usage      []purser.CallUsage // per call and model
 	Degrades   []purser.DegradeRecord
 }
 
@@ -38,7 +38,7 @@ func Load(ctx context.Context, s purser.Store, taskID string) (Report, error) {
 	if r.Calls, err = s.Calls(ctx, taskID); err != nil {
 		return r, err
 	}
-	if r.Usage, err = s.Usage(ctx, taskID); err != nil {
+	if r.Usage, err = s.CallUsage(ctx, taskID); err != nil {
 		return r, err
 	}
 	if r.Degrades, err = s.Degrades(ctx, taskID); err != nil {
@@ -54,24 +54,21 @@ type group struct {
 	cached int64 // cache-read tokens, part of totals.Tokens
 }
 
-// groupUsage sums the ledger's call usage by a key, in first-seen order.
-func groupUsage(usage []purser.LedgerEntry, key func(purser.LedgerEntry) string) []*group {
+// groupUsage sums the calls' usage by a key, in first-seen order.
+func groupUsage(usage []purser.CallUsage, key func(purser.CallUsage) string) []*group {
 	var order []*group
 	byKey := map[string]*group{}
-	for _, e := range usage {
-		if e.CallID == "" {
-			continue // iteration markers, not calls
-		}
-		k := key(e)
+	for _, u := range usage {
+		k := key(u)
 		g := byKey[k]
 		if g == nil {
 			g = &group{key: k, calls: map[string]bool{}}
 			byKey[k] = g
 			order = append(order, g)
 		}
-		g.calls[e.CallID] = true
-		g.totals.Add(e.Event)
-		g.cached += e.Event.CacheReadTokens
+		g.calls[u.CallID] = true
+		g.totals.Merge(u.Totals)
+		g.cached += u.CachedTokens
 	}
 	return order
 }
@@ -99,9 +96,9 @@ func BudgetMD(r Report) []byte {
 		metricTable(&b, r.RunBudget, *r.RunStatus)
 	}
 
-	byIteration := groupUsage(r.Usage, func(e purser.LedgerEntry) string { return fmt.Sprint(e.Iteration) })
-	byKind := groupUsage(r.Usage, func(e purser.LedgerEntry) string { return string(e.Kind) })
-	byModel := groupUsage(r.Usage, func(e purser.LedgerEntry) string { return e.Event.Model })
+	byIteration := groupUsage(r.Usage, func(u purser.CallUsage) string { return fmt.Sprint(u.Iteration) })
+	byKind := groupUsage(r.Usage, func(u purser.CallUsage) string { return string(u.Kind) })
+	byModel := groupUsage(r.Usage, func(u purser.CallUsage) string { return u.Model })
 	for _, s := range []struct {
 		title, col string
 		groups     []*group
@@ -116,14 +113,11 @@ func BudgetMD(r Report) []byte {
 	}
 
 	byCall := map[string]*budget.Totals{}
-	for _, e := range r.Usage {
-		if e.CallID == "" {
-			continue
+	for _, u := range r.Usage {
+		if byCall[u.CallID] == nil {
+			byCall[u.CallID] = &budget.Totals{}
 		}
-		if byCall[e.CallID] == nil {
-			byCall[e.CallID] = &budget.Totals{}
-		}
-		byCall[e.CallID].Add(e.Event)
+		byCall[u.CallID].Merge(u.Totals)
 	}
 	b.WriteString("\n## Calls\n\n| # | iteration | kind | attempt | model | outcome | tokens | USD | reserved | note |\n|---:|---:|---|---:|---|---|---:|---|---|---|\n")
 	retries := 0

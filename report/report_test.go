@@ -91,7 +91,7 @@ func blockedReport(t *testing.T) report.Report {
 			{ID: "c5", Iteration: 2, Kind: purser.CallSelfReview, Attempt: 1, Model: "local-llm", Outcome: purser.CallOK, Reserved: budget.Amount{Tokens: 9192}},
 			{ID: "c6", Iteration: 3, Kind: purser.CallMain, Attempt: 1, Model: "claude-haiku-4-5", Outcome: purser.CallCancelled, Error: "budget exhausted: task hard cap on money reached ($1.0295 used of $1.00)", Reserved: budget.Amount{Tokens: 9192}},
 		},
-		Usage: usage,
+		Usage: callUsage(usage),
 		Degrades: []purser.DegradeRecord{
 			{Iteration: 2, Call: purser.CallMain, Action: purser.SwitchTierCheap, Tier: budget.Warning, Metric: budget.Money, Detail: "model tier standard → cheap", At: at.Add(time.Minute)},
 			{Iteration: 2, Call: purser.CallMain, Action: purser.RepairOnlyMode, Tier: budget.Warning, Metric: budget.Money, Detail: "repair-only prompt", At: at.Add(time.Minute)},
@@ -123,4 +123,26 @@ func TestSecretsAreRedacted(t *testing.T) {
 			t.Errorf("%s does not show the redaction", name)
 		}
 	}
+}
+
+// callUsage sums ledger entries per call and model, as a store's CallUsage
+// does, in first-seen order.
+func callUsage(entries []purser.LedgerEntry) []purser.CallUsage {
+	var out []purser.CallUsage
+	at := map[[2]string]int{}
+	for _, e := range entries {
+		if e.CallID == "" {
+			continue
+		}
+		k := [2]string{e.CallID, e.Event.Model}
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, purser.CallUsage{CallID: e.CallID, Iteration: e.Iteration, Kind: e.Kind, Model: e.Event.Model})
+		}
+		out[i].Totals.Add(e.Event)
+		out[i].CachedTokens += e.Event.CacheReadTokens
+	}
+	return out
 }

@@ -519,6 +519,15 @@ func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) 
 		return err
 	}
 	defer total.Close()
+	perCall, err := tx.PrepareContext(ctx, `INSERT INTO call_totals (call_id, model, task_id, iteration, kind, first_seq, usd_nanos, tokens, cached, reported, estimated, unknown)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (call_id, model) DO UPDATE SET usd_nanos = usd_nanos + excluded.usd_nanos, tokens = tokens + excluded.tokens,
+			cached = cached + excluded.cached, reported = reported + excluded.reported,
+			estimated = estimated + excluded.estimated, unknown = unknown + excluded.unknown`)
+	if err != nil {
+		return err
+	}
+	defer perCall.Close()
 	for _, e := range entries {
 		if e.Key == "" {
 			return errors.New("append usage: an idempotency key is required")
@@ -534,6 +543,13 @@ func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) 
 		}
 		var t budget.Totals
 		t.Add(ev)
+		if e.CallID != "" {
+			seq, _ := res.LastInsertId()
+			if _, err := perCall.ExecContext(ctx, e.CallID, ev.Model, e.TaskID, e.Iteration, string(e.Kind), seq, int64(t.USD), t.Tokens,
+				ev.CacheReadTokens, t.ReportedEvents, t.EstimatedEvents, t.UnknownEvents); err != nil {
+				return fmt.Errorf("append usage %s: call totals: %w", e.Key, err)
+			}
+		}
 		for _, scope := range [][2]string{{"task", e.TaskID}, {"run", e.RunID}} {
 			if scope[1] == "" {
 				continue
@@ -579,6 +595,30 @@ func (s *Store) Usage(ctx context.Context, taskID string) ([]purser.LedgerEntry,
 		}
 		e.Kind, ev.USD, ev.CostSource, ev.Elapsed, e.At = purser.CallKind(kind), budget.USD(usd), parseCostSource(source), time.Duration(elapsed), fromNanos(at)
 		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// CallUsage returns what each call of a task spent, per model, from the
+// running per-call totals: its cost grows with the calls, not the events.
+func (s *Store) CallUsage(ctx context.Context, taskID string) ([]purser.CallUsage, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT call_id, model, iteration, kind, usd_nanos, tokens, cached, reported, estimated, unknown
+		FROM call_totals WHERE task_id = ? ORDER BY first_seq`, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("call usage of task %s: %w", taskID, err)
+	}
+	defer rows.Close()
+	var out []purser.CallUsage
+	for rows.Next() {
+		var c purser.CallUsage
+		var kind string
+		var usd int64
+		if err := rows.Scan(&c.CallID, &c.Model, &c.Iteration, &kind, &usd, &c.Totals.Tokens, &c.CachedTokens,
+			&c.Totals.ReportedEvents, &c.Totals.EstimatedEvents, &c.Totals.UnknownEvents); err != nil {
+			return nil, fmt.Errorf("call usage of task %s: %w", taskID, err)
+		}
+		c.Kind, c.Totals.USD = purser.CallKind(kind), budget.USD(usd)
+		out = append(out, c)
 	}
 	return out, rows.Err()
 }
