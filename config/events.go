@@ -65,9 +65,23 @@ func (u Usage) Event(prices *pricing.Catalogue) (budget.UsageEvent, error) {
 // lines are skipped). Unknown fields are refused by name; every error names
 // the line.
 func ParseEvents(name string, r io.Reader, prices *pricing.Catalogue) ([]budget.UsageEvent, error) {
+	var events []budget.UsageEvent
+	err := EachEvent(name, r, prices, func(ev budget.UsageEvent) error {
+		events = append(events, ev)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return events, nil
+}
+
+// EachEvent reads events as ParseEvents does, one line at a time, and gives
+// each to fn as it is read: memory stays flat however long the file. It
+// stops at the first bad line (an *Error naming it) or fn's first error.
+func EachEvent(name string, r io.Reader, prices *pricing.Catalogue, fn func(budget.UsageEvent) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), MaxEventLine)
-	var events []budget.UsageEvent
 	line := 0
 	for sc.Scan() {
 		line++
@@ -81,17 +95,19 @@ func ParseEvents(name string, r io.Reader, prices *pricing.Catalogue) ([]budget.
 		}
 		ev, err := ParseEventLine(b, prices)
 		if err != nil {
-			return nil, &Error{File: name, Line: line, Msg: err.Error(), Err: err}
+			return &Error{File: name, Line: line, Msg: err.Error(), Err: err}
 		}
-		events = append(events, ev)
+		if err := fn(ev); err != nil {
+			return err
+		}
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, &Error{File: name, Line: line + 1, Msg: fmt.Sprintf("line longer than %d bytes: not a usage event", MaxEventLine), Err: err}
+			return &Error{File: name, Line: line + 1, Msg: fmt.Sprintf("line longer than %d bytes: not a usage event", MaxEventLine), Err: err}
 		}
-		return nil, fmt.Errorf("read %s: %w", name, err)
+		return fmt.Errorf("read %s: %w", name, err)
 	}
-	return events, nil
+	return nil
 }
 
 // ParseEventLine reads one usage event written as a JSON object with the

@@ -31,6 +31,8 @@ var migrations embed.FS
 // Store is a purser.Store in one SQLite file.
 type Store struct {
 	db *sql.DB
+	// The ledger's statements, prepared once: appends are the hot path.
+	insertUsage, addTotal, addCallTotal *sql.Stmt
 }
 
 var _ purser.Store = (*Store)(nil)
@@ -97,6 +99,10 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
 	}
+	if err := s.prepare(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -121,6 +127,9 @@ func isBusy(err error) bool {
 // Close folds the write-ahead log into the database file and closes it, so
 // that the file alone holds everything.
 func (s *Store) Close() error {
+	for _, st := range []*sql.Stmt{s.insertUsage, s.addTotal, s.addCallTotal} {
+		st.Close()
+	}
 	_, cerr := s.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
 	if err := s.db.Close(); err != nil {
 		return err
@@ -496,6 +505,36 @@ func (s *Store) Calls(ctx context.Context, taskID string) ([]purser.CallRecord, 
 	return out, rows.Err()
 }
 
+// The ledger's statements, prepared when the store opens.
+const (
+	insertUsageSQL = `INSERT INTO usage (idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idem_key) DO NOTHING`
+	addTotalSQL = `INSERT INTO usage_totals (scope, id, usd_nanos, tokens, iterations, reported, estimated, unknown)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (scope, id) DO UPDATE SET usd_nanos = usd_nanos + excluded.usd_nanos, tokens = tokens + excluded.tokens,
+			iterations = iterations + excluded.iterations, reported = reported + excluded.reported,
+			estimated = estimated + excluded.estimated, unknown = unknown + excluded.unknown`
+	addCallTotalSQL = `INSERT INTO call_totals (call_id, model, task_id, iteration, kind, first_seq, usd_nanos, tokens, cached, reported, estimated, unknown)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (call_id, model) DO UPDATE SET usd_nanos = usd_nanos + excluded.usd_nanos, tokens = tokens + excluded.tokens,
+			cached = cached + excluded.cached, reported = reported + excluded.reported,
+			estimated = estimated + excluded.estimated, unknown = unknown + excluded.unknown`
+)
+
+// prepare prepares the ledger's statements once, for every append.
+func (s *Store) prepare(ctx context.Context) error {
+	var err error
+	for _, st := range []struct {
+		stmt  **sql.Stmt
+		query string
+	}{{&s.insertUsage, insertUsageSQL}, {&s.addTotal, addTotalSQL}, {&s.addCallTotal, addCallTotalSQL}} {
+		if *st.stmt, err = s.db.PrepareContext(ctx, st.query); err != nil {
+			return fmt.Errorf("prepare the ledger's statements: %w", err)
+		}
+	}
+	return nil
+}
+
 // AppendUsage appends entries to the ledger in one transaction, each once
 // per key, and keeps the task's and run's running totals with them.
 func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) error {
@@ -504,30 +543,9 @@ func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) 
 		return fmt.Errorf("append usage: %w", err)
 	}
 	defer tx.Rollback()
-	insert, err := tx.PrepareContext(ctx, `INSERT INTO usage (idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idem_key) DO NOTHING`)
-	if err != nil {
-		return err
-	}
-	defer insert.Close()
-	total, err := tx.PrepareContext(ctx, `INSERT INTO usage_totals (scope, id, usd_nanos, tokens, iterations, reported, estimated, unknown)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (scope, id) DO UPDATE SET usd_nanos = usd_nanos + excluded.usd_nanos, tokens = tokens + excluded.tokens,
-			iterations = iterations + excluded.iterations, reported = reported + excluded.reported,
-			estimated = estimated + excluded.estimated, unknown = unknown + excluded.unknown`)
-	if err != nil {
-		return err
-	}
-	defer total.Close()
-	perCall, err := tx.PrepareContext(ctx, `INSERT INTO call_totals (call_id, model, task_id, iteration, kind, first_seq, usd_nanos, tokens, cached, reported, estimated, unknown)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (call_id, model) DO UPDATE SET usd_nanos = usd_nanos + excluded.usd_nanos, tokens = tokens + excluded.tokens,
-			cached = cached + excluded.cached, reported = reported + excluded.reported,
-			estimated = estimated + excluded.estimated, unknown = unknown + excluded.unknown`)
-	if err != nil {
-		return err
-	}
-	defer perCall.Close()
+	insert := tx.StmtContext(ctx, s.insertUsage)
+	total := tx.StmtContext(ctx, s.addTotal)
+	perCall := tx.StmtContext(ctx, s.addCallTotal)
 	for _, e := range entries {
 		if e.Key == "" {
 			return errors.New("append usage: an idempotency key is required")

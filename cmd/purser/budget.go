@@ -50,14 +50,19 @@ or unknown when the model has no price.`,
 				return badInput(fmt.Errorf("events: %w", err))
 			}
 			defer f.Close()
-			events, err := config.ParseEvents(eventsPath, f, prices)
+			// The clock never runs: time comes only from the events' elapsedMs.
+			m, err := budget.NewManager(cfg, budget.Options{})
 			if err != nil {
 				return badInput(err)
 			}
-			st, err := evalBudget(cfg, events)
-			if err != nil {
-				return err
+			// Streamed: a file of millions of events costs flat memory.
+			if err := config.EachEvent(eventsPath, f, prices, func(ev budget.UsageEvent) error {
+				m.RecordUsage(ev)
+				return nil
+			}); err != nil {
+				return badInput(err)
 			}
+			st := m.Status()
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				return enc.Encode(st)
@@ -72,19 +77,6 @@ or unknown when the model has no price.`,
 	_ = cmd.MarkFlagRequired("budget")
 	_ = cmd.MarkFlagRequired("events")
 	return cmd
-}
-
-// evalBudget records the events, in order, on a fresh budget whose clock
-// never runs: time comes only from the events' elapsedMs.
-func evalBudget(cfg budget.Config, events []budget.UsageEvent) (budget.Status, error) {
-	m, err := budget.NewManager(cfg, budget.Options{})
-	if err != nil {
-		return budget.Status{}, badInput(err)
-	}
-	for _, ev := range events {
-		m.RecordUsage(ev)
-	}
-	return m.Status(), nil
 }
 
 // loadPrices returns the built-in catalogue, overridden by a LiteLLM-format
