@@ -63,8 +63,11 @@ type projectFile struct {
 	Degrade   *degradeFile              `yaml:"degrade"`
 	ModelTier string                    `yaml:"modelTier"`
 	Database  string                    `yaml:"database"`
-	Pricing   string                    `yaml:"pricing"`
-	Prices    map[string]priceFile      `yaml:"prices"`
+	// Durability is what a committed ledger entry survives: "normal" (a
+	// killed Purser; the default) or "full" (a power cut too).
+	Durability string               `yaml:"durability"`
+	Pricing    string               `yaml:"pricing"`
+	Prices     map[string]priceFile `yaml:"prices"`
 }
 
 // Project is what purser.yaml holds: project-level defaults.
@@ -78,7 +81,9 @@ type Project struct {
 	Database  string // absolute
 	// DatabaseSet is true when purser.yaml names the database (database:).
 	DatabaseSet bool
-	Prices      *pricing.Catalogue
+	// Durability is purser.yaml's durability: "", "normal" or "full".
+	Durability string
+	Prices     *pricing.Catalogue
 
 	doc *document // the file, to locate problems with its backends found later
 }
@@ -172,6 +177,12 @@ func (l Loader) LoadProject(path string) (*Project, error) {
 	if pf.Database != "" {
 		p.DatabaseSet = true
 		p.Database = resolvePath(dir, pf.Database)
+	}
+	switch pf.Durability {
+	case "", "normal", "full":
+		p.Durability = pf.Durability
+	default:
+		return nil, d.at("durability", fmt.Sprintf("want normal (survives Purser being killed) or full (survives a power cut too), got %q", pf.Durability), nil)
 	}
 	if pf.Pricing != "" {
 		c, err := pricing.LoadLiteLLM(resolvePath(dir, pf.Pricing))

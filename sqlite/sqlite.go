@@ -55,6 +55,37 @@ func OpenExisting(ctx context.Context, path string) (*Store, error) {
 // directory and the file are made readable by their owner only: the ledger
 // says what a user's agents did.
 func Open(ctx context.Context, path string) (*Store, error) {
+	return OpenWith(ctx, path, Options{})
+}
+
+// Durability says what a committed ledger entry survives.
+type Durability string
+
+const (
+	// SurvivesCrash (synchronous=NORMAL with WAL, the default): a committed
+	// entry survives Purser being killed, not a power cut or an OS crash,
+	// which may lose the last commits (never corrupt the file).
+	SurvivesCrash Durability = "normal"
+	// SurvivesPowerLoss (synchronous=FULL): every commit is on disk before it
+	// returns, at the cost of an fsync per commit.
+	SurvivesPowerLoss Durability = "full"
+)
+
+// Options tunes how a database is opened.
+type Options struct {
+	Durability Durability // "" means SurvivesCrash
+}
+
+// OpenWith opens the database at path as Open does, with options.
+func OpenWith(ctx context.Context, path string, opts Options) (*Store, error) {
+	sync := "NORMAL"
+	switch opts.Durability {
+	case "", SurvivesCrash:
+	case SurvivesPowerLoss:
+		sync = "FULL"
+	default:
+		return nil, fmt.Errorf("open database %s: durability %q: want %q or %q", path, opts.Durability, SurvivesCrash, SurvivesPowerLoss)
+	}
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create database directory: %w", err)
@@ -73,7 +104,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	dsn += "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)&_txlock=immediate"
+	dsn += "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(" + sync + ")&_pragma=foreign_keys(ON)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)

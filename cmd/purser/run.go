@@ -164,7 +164,7 @@ tasks that had not started are left untouched).`,
 			if err := refuseDatabaseInWorkspace(where, tasks); err != nil {
 				return err
 			}
-			store, err := sqlite.Open(cmd.Context(), where.Path)
+			store, err := sqlite.OpenWith(cmd.Context(), where.Path, sqlite.Options{Durability: sqlite.Durability(proj.Durability)})
 			if err != nil {
 				return err
 			}
