@@ -146,3 +146,16 @@ func Contains(dir, path string) bool {
 	rel, err := filepath.Rel(resolve(dir), resolve(path))
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
+
+// InGitRepo reports whether dir lies in a git repository: it, or a folder
+// above it, holds .git.
+func InGitRepo(dir string) bool {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return true
+		}
+		if filepath.Dir(d) == d {
+			return false
+		}
+	}
+}

@@ -328,3 +328,34 @@ func TestInterruptAtAnyStepLeavesTheTaskResumable(t *testing.T) {
 		}
 	}
 }
+
+// Issue 10 #6: when the call that reached HARD by money changed the
+// workspace, the validators run once more (no model call): a fix that
+// landed makes the task DONE, not BLOCKED. A call that changed nothing
+// leaves it BLOCKED, without running them again.
+func TestValidatorsRunOnceMoreAfterACapWhenTheCallChangedTheWorkspace(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files string
+		want  purser.TaskState
+	}{
+		{"the fix landed", "    files: {src/fixed: yes}\n", purser.StateDone},
+		{"nothing changed", "", purser.StateBlocked},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, "steps:\n  - usage: {inputTokens: 100, costUsd: 2.0}\n"+tc.files)
+			f.task.Budget = budget.Config{Hard: budget.HardLimits{USD: usd("1"), MaxIterations: ptr(5)}}
+			err := f.run()
+			if got := f.state().State; got != tc.want {
+				t.Fatalf("state %s (%v), want %s", got, err, tc.want)
+			}
+			if len(f.calls()) != 1 {
+				t.Fatalf("%d calls, want the one that crossed the cap and no other", len(f.calls()))
+			}
+			status := readFile(t, filepath.Join(f.workspace, "STATUS.md"))
+			if tc.want == purser.StateDone && !strings.Contains(status, "checked once more, with no model call, after the hard cap on money") {
+				t.Fatalf("STATUS.md does not say how it got to DONE:\n%s", status)
+			}
+		})
+	}
+}

@@ -31,6 +31,7 @@ type taskRun struct {
 	history        []string // the last contextbuild.HistoryWindow iterations, one line each
 	historyOmitted int      // earlier iterations no longer in history
 	feedback       string   // problems with the agent's last answer, for the next call
+	doneNote       string   // how the task got to DONE, when not the plain way
 	degradeSeen    map[purser.DegradeAction]bool
 
 	mu         sync.Mutex
@@ -216,7 +217,11 @@ func (t *taskRun) runIteration(ctx context.Context) (done bool, err error) {
 	e.emit(t, purser.Event{Type: purser.EventIteration, Message: fmt.Sprintf("iteration %d starts", t.iteration)})
 	t.log.Info("iteration starts", "iteration", t.iteration)
 
+	before := contextbuild.Fingerprint(t.task.Workspace)
 	if err := t.calls(ctx); err != nil {
+		if results, ok := t.revalidateAfterCap(ctx, err, before); ok {
+			return t.endIteration(ctx, it, results)
+		}
 		return false, t.stopIteration(ctx, it, err)
 	}
 	results := t.runValidators(ctx)
@@ -255,6 +260,45 @@ func (t *taskRun) calls(ctx context.Context) error {
 	return t.budget.Check()
 }
 
+// revalidateAfterCap runs the validators once more when a hard cap on
+// money, tokens or iterations stopped a call that changed the workspace: if
+// that call's fix landed, the task is DONE, not BLOCKED. No model call is
+// made, and the validators are bounded by their timeouts. A cap on time is
+// not followed by anything: the time is up. It reports whether every
+// validator passed, with their results.
+func (t *taskRun) revalidateAfterCap(ctx context.Context, stop error, before string) ([]purser.ValidatorResult, bool) {
+	var be *budget.BudgetExhaustedError
+	if !errors.As(stop, &be) || be.Metric == budget.Time || ctx.Err() != nil || len(t.task.Validators) == 0 {
+		return nil, false
+	}
+	if after := contextbuild.Fingerprint(t.task.Workspace); before != "" && after == before {
+		return nil, false // the call changed nothing: nothing new to validate
+	}
+	t.log.Info("hard cap reached by a call that changed the workspace: running the validators once more", "metric", be.Metric)
+	results := t.runValidators(ctx)
+	if ctx.Err() != nil {
+		return nil, false
+	}
+	for _, r := range results {
+		if !r.Passed {
+			t.failing = failingOf(results)
+			return nil, false
+		}
+	}
+	t.doneNote = fmt.Sprintf("checked once more, with no model call, after the hard cap on %s stopped the call that changed the workspace", be.Metric)
+	return results, true
+}
+
+func failingOf(results []purser.ValidatorResult) []purser.ValidatorResult {
+	var failing []purser.ValidatorResult
+	for _, r := range results {
+		if !r.Passed {
+			failing = append(failing, r)
+		}
+	}
+	return failing
+}
+
 // runValidators runs every validator of the task, in order.
 func (t *taskRun) runValidators(ctx context.Context) []purser.ValidatorResult {
 	results := make([]purser.ValidatorResult, 0, len(t.task.Validators))
@@ -286,12 +330,7 @@ func (t *taskRun) stopIteration(ctx context.Context, it purser.IterationRecord, 
 // for the next one to fix.
 func (t *taskRun) endIteration(ctx context.Context, it purser.IterationRecord, results []purser.ValidatorResult) (bool, error) {
 	e := t.e
-	t.failing = nil
-	for _, r := range results {
-		if !r.Passed {
-			t.failing = append(t.failing, r)
-		}
-	}
+	t.failing = failingOf(results)
 	it.Validators, it.EndedAt, it.Outcome = results, e.cfg.Clock.Now(), "failed"
 	if len(t.failing) == 0 {
 		it.Outcome = "passed"
@@ -363,6 +402,9 @@ func (t *taskRun) finish(ctx context.Context, state purser.TaskState, cause erro
 	e := t.e
 	ctx = context.WithoutCancel(ctx) // a signal must not stop the bookkeeping
 	reason := "all validators passed"
+	if t.doneNote != "" {
+		reason += " (" + t.doneNote + ")"
+	}
 	if cause != nil {
 		reason = redact.String(cause.Error())
 	}
@@ -401,6 +443,8 @@ func (t *taskRun) writeArtifacts(ctx context.Context, state purser.TaskState, ca
 	}
 	r.Task = t.task
 	r.State = state
+	r.InGitRepo = contextbuild.InGitRepo(t.task.Workspace)
+	r.DoneNote = t.doneNote
 	r.Cause = cause
 	r.Status = t.budget.Status()
 	if p := t.budget.Parent(); p != nil {

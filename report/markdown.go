@@ -26,6 +26,13 @@ type Report struct {
 	Calls      []purser.CallRecord
 	Usage      []purser.CallUsage // per call and model
 	Degrades   []purser.DegradeRecord
+	// InGitRepo says the workspace lies in a git repository, so the manual
+	// steps can point at git status and git diff.
+	InGitRepo bool
+	// DoneNote says how a DONE task got there when it is not the plain
+	// case (its validators passed once more after a hard cap stopped the
+	// call that fixed it).
+	DoneNote string
 }
 
 // Load reads a task's history from the store.
@@ -182,6 +189,8 @@ func StatusMD(r Report) []byte {
 	var be *budget.BudgetExhaustedError
 	var ie *budget.InsufficientBudgetError
 	switch {
+	case r.State == purser.StateDone && r.DoneNote != "":
+		fmt.Fprintf(&b, ": all validators passed (%s).\n", r.DoneNote)
 	case r.State == purser.StateDone:
 		b.WriteString(": all validators passed.\n")
 	case errors.As(r.Cause, &be):
@@ -270,7 +279,11 @@ func tail(s string, lines int) string {
 func suggestions(r Report, be *budget.BudgetExhaustedError, ie *budget.InsufficientBudgetError) []string {
 	ws := r.Task.Workspace
 	var out []string
-	out = append(out, fmt.Sprintf("Look at the workspace as the agent left it; nothing was reverted: `cd %s && git status && git diff`.", shellQuote(ws)))
+	if r.InGitRepo {
+		out = append(out, fmt.Sprintf("Look at the workspace as the agent left it; nothing was reverted: `cd %s && git status && git diff`.", shellQuote(ws)))
+	} else {
+		out = append(out, fmt.Sprintf("Look at the workspace as the agent left it; nothing was reverted. It is not a git repository, so compare it with your own copy: `ls -la %s`.", shellQuote(ws)))
+	}
 	if len(r.Task.Validators) > 0 {
 		var cmds []string
 		for _, v := range r.Task.Validators {
@@ -288,10 +301,10 @@ func suggestions(r Report, be *budget.BudgetExhaustedError, ie *budget.Insuffici
 		out = append(out, fmt.Sprintf("The run's shared budget is spent (%s). Raise it in the run budget file, then `purser resume %s`.", be.Metric, r.Task.ID))
 	case be != nil:
 		key := map[budget.Metric]string{budget.Money: "hard.usd", budget.Tokens: "hard.tokens", budget.Time: "hard.timeMinutes", budget.Iterations: "hard.maxIterations"}[be.Metric]
-		out = append(out, fmt.Sprintf("To continue, raise `budget.%s` in %s (now %s, used %s), then run `purser resume %s`; what was spent carries over.",
-			key, file, be.Metric.Format(be.Limit), be.Metric.Format(be.Status.Used(be.Metric)), r.Task.ID))
+		out = append(out, fmt.Sprintf("To continue, raise `budget.%s` (now %s, used %s) in %s, or give a budget file outside the workspace: `purser resume %s --budget FILE`; what was spent carries over.",
+			key, be.Metric.Format(be.Limit), be.Metric.Format(be.Status.Used(be.Metric)), file, r.Task.ID))
 	case ie != nil:
-		out = append(out, fmt.Sprintf("To continue, raise the hard cap on %s in %s, then run `purser resume %s`.", ie.Metric, file, r.Task.ID))
+		out = append(out, fmt.Sprintf("To continue, raise the hard cap on %s in %s, or give a budget file outside the workspace: `purser resume %s --budget FILE`.", ie.Metric, file, r.Task.ID))
 	case r.State == purser.StatePending:
 		out = append(out, fmt.Sprintf("Continue where it stopped: `purser resume %s`.", r.Task.ID))
 	default:

@@ -75,9 +75,10 @@ func blockedReport(t *testing.T) report.Report {
 	return report.Report{
 		Task: purser.Task{ID: "fix-commas", Goal: "Make the parser accept trailing commas.", Workspace: "/work/repo", File: "/work/fix-commas.yaml",
 			Budget: cfg, Validators: []purser.Validator{{Name: "tests", Run: "go test ./..."}}},
-		State:  purser.StateBlocked,
-		Cause:  &budget.BudgetExhaustedError{Scope: budget.ScopeTask, Metric: budget.Money, Status: st, Limit: int64(*cfg.Hard.USD)},
-		Status: st,
+		State:     purser.StateBlocked,
+		InGitRepo: true,
+		Cause:     &budget.BudgetExhaustedError{Scope: budget.ScopeTask, Metric: budget.Money, Status: st, Limit: int64(*cfg.Hard.USD)},
+		Status:    st,
 		Iterations: []purser.IterationRecord{
 			{N: 1, Outcome: "failed", Validators: []purser.ValidatorResult{{Name: "tests", ExitCode: 1, Output: "--- FAIL: TestTrailingComma\n    parser_test.go:42: got error"}}},
 			{N: 2, Outcome: "failed", Validators: []purser.ValidatorResult{{Name: "tests", ExitCode: 1, Output: "--- FAIL: TestTrailingComma (still)"}}},
@@ -145,4 +146,19 @@ func callUsage(entries []purser.LedgerEntry) []purser.CallUsage {
 		out[i].CachedTokens += e.Event.CacheReadTokens
 	}
 	return out
+}
+
+// Issue 10 #6: the manual steps fit the workspace: no git commands for a
+// folder that is not a repository.
+func TestManualStepsFitTheWorkspace(t *testing.T) {
+	r := blockedReport(t)
+	r.InGitRepo = false
+	status := string(report.StatusMD(r))
+	if strings.Contains(status, "git diff") || !strings.Contains(status, "not a git repository") {
+		t.Fatalf("STATUS.md for a workspace outside git:\n%s", status)
+	}
+	r.InGitRepo = true
+	if status := string(report.StatusMD(r)); !strings.Contains(status, "git status && git diff") {
+		t.Fatalf("STATUS.md for a git workspace:\n%s", status)
+	}
 }
