@@ -23,25 +23,27 @@ func alive(pid int) bool {
 }
 
 // Stopping a child ends its whole group, and descendants that left the group
-// with setsid, within the grace period; output read so far is kept.
+// with setsid, after the grace period; output read so far is kept. The
+// sleepers would live a minute; the stop comes once the child says "ready".
 func TestStopKillsGroupAndEscapees(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	script := `echo started; sleep 60 & echo $! > inner.pid; setsid sleep 60 & echo $! > escaped.pid; trap '' INT; sleep 0.2; echo ready; wait`
+	script := `echo started; sleep 60 & echo $! > inner.pid; setsid sleep 60 & echo $! > escaped.pid; trap '' INT; echo ready; wait`
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	var lines []string
-	go func() {
-		time.Sleep(400 * time.Millisecond)
-		cancel()
-	}()
 	start := time.Now()
 	out, err := proc.Run(ctx, proc.Command{Path: "sh", Args: []string{"-c", script}, Dir: dir, Grace: 200 * time.Millisecond}, func(l []byte) {
 		lines = append(lines, string(l))
+		if string(l) == "ready" {
+			cancel()
+		}
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !out.Stopped || time.Since(start) > 2*time.Second {
-		t.Fatalf("stopped %v after %s", out.Stopped, time.Since(start))
+	if took := time.Since(start); !out.Stopped || took > 30*time.Second {
+		t.Fatalf("stopped %v after %s: want stopped, well before the one-minute sleepers end", out.Stopped, took)
 	}
 	if strings.Join(lines, ",") != "started,ready" {
 		t.Fatalf("lines %v", lines)
@@ -52,7 +54,7 @@ func TestStopKillsGroupAndEscapees(t *testing.T) {
 			t.Fatal(err)
 		}
 		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-		deadline := time.Now().Add(time.Second)
+		deadline := time.Now().Add(10 * time.Second) // a SIGKILLed process takes a moment to go
 		for alive(pid) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -64,6 +66,7 @@ func TestStopKillsGroupAndEscapees(t *testing.T) {
 }
 
 func TestLongLinesAreDropped(t *testing.T) {
+	t.Parallel()
 	var lines []int
 	_, err := proc.Run(context.Background(), proc.Command{Path: "sh", Args: []string{"-c", "echo a; head -c 17000000 /dev/zero | tr '\\0' x; echo; echo b"}},
 		func(l []byte) { lines = append(lines, len(l)) })
