@@ -133,9 +133,11 @@ func TestStopMidCall(t *testing.T) {
 			cancel()
 		}
 	})
-	if took := time.Since(start); err == nil || took > 30*time.Second {
+	took := time.Since(start)
+	if err == nil || took > 30*time.Second {
 		t.Fatalf("err %v after %s: want the one-minute command stopped", err, took)
 	}
+	t.Logf("start, three usage lines, stop: %s", took.Round(time.Millisecond))
 	if tok := c.totals().Tokens; tok < 300 || tok >= 60000 {
 		t.Fatalf("%d tokens recorded: want what streamed before the stop", tok)
 	}

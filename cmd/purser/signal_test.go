@@ -184,10 +184,12 @@ func TestGracefulStopOnSignal(t *testing.T) {
 				tokens, found := usedTokens(bin, dir)
 				return found && tokens > 0
 			})
+			sent := time.Now()
 			cmd.Process.Signal(sig)
 			if code := exitCode(t, cmd.Wait()); code != exitInterrupted {
 				t.Fatalf("exit %d, want %d\n%s", code, exitInterrupted, cmd.stderr)
 			}
+			t.Logf("from the signal to exit, the call cancelled and the artifacts written: %s", time.Since(sent).Round(time.Millisecond))
 			// The 30 s call was cut, not waited for: the ledger holds only
 			// what streamed before the signal, and the sim says so.
 			state, tokens := taskState(t, bin, dir)
@@ -223,10 +225,12 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	waitFor(t, time.Minute, "purser to report the first signal", func() bool {
 		return strings.Contains(cmd.stderr.String(), "stopping;")
 	})
+	sent := time.Now()
 	cmd.Process.Signal(syscall.SIGINT)
 	if code := exitCode(t, cmd.Wait()); code != exitInterrupted {
 		t.Fatalf("exit %d after the second signal, want %d\n%s", code, exitInterrupted, cmd.stderr)
 	}
+	t.Logf("from the second signal to exit: %s", time.Since(sent).Round(time.Millisecond))
 	if !processAlive(validator) {
 		t.Fatalf("the validator is gone: purser waited for it to be killed instead of exiting at the second signal\n%s", cmd.stderr)
 	}
