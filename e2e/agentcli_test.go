@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -31,21 +32,41 @@ func clis(t *testing.T) string {
 	return dir
 }
 
-var purserBin string
+// The purser binary is built at most once per test run, by the first
+// scenario that runs (none does when the CLIs are not installed), into a
+// directory TestMain removes.
+var (
+	purserBinDir  string
+	purserBinOnce sync.Once
+	purserBin     string
+	purserBinErr  error
+)
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "purser-e2e")
 	if err != nil {
 		panic(err)
 	}
-	purserBin = filepath.Join(dir, "purser")
-	if out, err := exec.Command("go", "build", "-o", purserBin, "../cmd/purser").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build purser: %v\n%s", err, out)
-		os.Exit(1)
-	}
+	purserBinDir = dir
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+func buildPurser(t *testing.T) string {
+	t.Helper()
+	purserBinOnce.Do(func() {
+		bin := filepath.Join(purserBinDir, "purser")
+		if out, err := exec.Command("go", "build", "-o", bin, "../cmd/purser").CombinedOutput(); err != nil {
+			purserBinErr = fmt.Errorf("go build: %w\n%s", err, out)
+			return
+		}
+		purserBin = bin
+	})
+	if purserBinErr != nil {
+		t.Fatal(purserBinErr)
+	}
+	return purserBin
 }
 
 // startMock runs the fake LLM server on a free loopback port.
@@ -97,12 +118,19 @@ type scenario struct {
 	wantUSD   float64
 	// stopWithin bounds the time from the hard cap to purser's exit (the
 	// agent's group gone, the task BLOCKED): measured from the moment purser
-	// reports the crossing, or, for a time cap, from the cap itself.
+	// reports the crossing, or, for a time cap, from the cap itself. The
+	// request after the cap hangs for two minutes, so the bound only tells
+	// stopped from waited for, and is generous: the figures measured are in
+	// docs/benchmarks.md, and each run logs its own.
 	stopWithin time.Duration
 	timeCap    time.Duration
 }
 
+// stopWithin is every scenario's bound from the hard cap to purser's exit.
+const stopWithin = 30 * time.Second
+
 func runScenario(t *testing.T, sc scenario) {
+	bin := buildPurser(t)
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
 	if err := os.MkdirAll(ws, 0o755); err != nil {
@@ -115,7 +143,7 @@ func runScenario(t *testing.T, sc scenario) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, purserBin, "run", "task.yaml")
+	cmd := exec.CommandContext(ctx, bin, "run", "task.yaml")
 	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), sc.env...), "PURSER_DB="+filepath.Join(dir, "purser.db"))
 	var stderr strings.Builder
@@ -165,16 +193,17 @@ func runScenario(t *testing.T, sc scenario) {
 		}
 		t.Logf("%s: from the hard cap to exit, group gone and task BLOCKED: %s", sc.name, stop.Round(time.Millisecond))
 	}
-	// The agent's process group is gone: within a second nothing runs in
-	// the workspace (a SIGKILLed process takes a moment to die).
-	deadline := time.Now().Add(time.Second)
+	// The agent's process group is gone: soon nothing runs in the
+	// workspace (a SIGKILLed process takes a moment to die; the agent left
+	// alive would wait two minutes on its hung request).
+	deadline := time.Now().Add(30 * time.Second)
 	for len(processesIn(ws)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if left := processesIn(ws); len(left) > 0 {
-		t.Errorf("processes still running in the workspace a second after purser exited: %v", left)
+		t.Errorf("processes still running in the workspace 30 s after purser exited: %v", left)
 	}
-	st, err := exec.Command(purserBin, "status", sc.name, "--json", "--db", filepath.Join(dir, "purser.db")).Output()
+	st, err := exec.Command(bin, "status", sc.name, "--json", "--db", filepath.Join(dir, "purser.db")).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,10 +251,10 @@ func TestClaudeCode(t *testing.T) {
 			budget: "  hard: {usd: 1.0, maxIterations: 3}", wantExit: 0, wantState: "DONE", wantTok: 11465, wantUSD: 0.012525})
 	})
 	t.Run("hard cap mid-run", func(t *testing.T) {
-		// The first message streams past $0.006; its second request would hang for 20 s.
-		runScenario(t, scenario{name: "claude-cap", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_20", env: env,
+		// The first message streams past $0.006; its second request would hang for 120 s.
+		runScenario(t, scenario{name: "claude-cap", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_120", env: env,
 			budget: "  hard: {usd: 0.006, maxIterations: 3}", wantExit: 3, wantState: "BLOCKED", wantTok: 5560, wantUSD: 0.006825,
-			stopWithin: time.Second})
+			stopWithin: stopWithin})
 	})
 }
 
@@ -252,15 +281,17 @@ func TestCodex(t *testing.T) {
 		// Codex prints usage only when a turn completes, but its rollout file
 		// gets a running total after every model call, and Purser follows it:
 		// the first call ($0.0098) crosses the $0.009 cap while the second
-		// request hangs for 30 s.
-		runScenario(t, scenario{name: "codex-cap", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_30", env: env,
+		// request hangs for 120 s.
+		runScenario(t, scenario{name: "codex-cap", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_120", env: env,
 			budget: "  hard: {usd: 0.009, maxIterations: 3}", wantExit: 3, wantState: "BLOCKED", wantTok: 5260, wantUSD: 0.0098,
-			stopWithin: time.Second})
+			stopWithin: stopWithin})
 	})
 	t.Run("time cap mid-run", func(t *testing.T) {
-		runScenario(t, scenario{name: "codex-time", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_30", env: env,
-			budget: "  hard: {timeMinutes: 0.05, maxIterations: 3}", wantExit: 3, wantState: "BLOCKED", wantTok: 5260, wantUSD: 0.0098,
-			stopWithin: time.Second, timeCap: 3 * time.Second})
+		// The first call (start-up included) must end inside the cap, on a
+		// slow machine too: 30 s, while the second request hangs for 120 s.
+		runScenario(t, scenario{name: "codex-time", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_120", env: env,
+			budget: "  hard: {timeMinutes: 0.5, maxIterations: 3}", wantExit: 3, wantState: "BLOCKED", wantTok: 5260, wantUSD: 0.0098,
+			stopWithin: stopWithin, timeCap: 30 * time.Second})
 	})
 }
 
@@ -293,15 +324,17 @@ func TestGeminiCLI(t *testing.T) {
 		// Gemini prints usage only in its final result, but its chat file gets
 		// each model message's tokens as it happens, and Purser follows it:
 		// the first message (5,280 tokens) crosses a 3,000-token cap while the
-		// second request hangs for 30 s.
-		runScenario(t, scenario{name: "gemini-cap", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_30", env: env,
+		// second request hangs for 120 s.
+		runScenario(t, scenario{name: "gemini-cap", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_120", env: env,
 			budget: "  hard: {tokens: 3000, maxIterations: 3}", wantExit: 3, wantState: "BLOCKED", wantTok: 5280, wantUSD: 0.0028,
-			stopWithin: time.Second})
+			stopWithin: stopWithin})
 	})
 	t.Run("time cap mid-run", func(t *testing.T) {
-		// Wall time: 4.8 s (its start-up takes ~2 s).
-		runScenario(t, scenario{name: "gemini-time", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_30", env: env,
-			budget: "  hard: {timeMinutes: 0.08, maxIterations: 3}", wantExit: 3, wantState: "BLOCKED", wantTok: 5280, wantUSD: 0.0028,
-			stopWithin: time.Second, timeCap: 4800 * time.Millisecond})
+		// The first message must be in before the cap, on a slow machine
+		// too (start-up alone takes ~2 s on an idle one): 30 s, while the
+		// second request hangs for 120 s.
+		runScenario(t, scenario{name: "gemini-time", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_120", env: env,
+			budget: "  hard: {timeMinutes: 0.5, maxIterations: 3}", wantExit: 3, wantState: "BLOCKED", wantTok: 5280, wantUSD: 0.0028,
+			stopWithin: stopWithin, timeCap: 30 * time.Second})
 	})
 }

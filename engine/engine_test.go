@@ -173,6 +173,7 @@ func warnBudget() budget.Config {
 }
 
 func TestTaskWithinOptimalRangeHasAllFeatures(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, warnThenFix)
 	f.task.Planning, f.task.SelfReview = true, true
 	f.task.Budget = budget.Config{Optimal: budget.Limits{USD: usd("10")}, Hard: budget.HardLimits{MaxIterations: ptr(5)}}
@@ -211,6 +212,7 @@ func fmtKinds(ks []purser.CallKind) string {
 // Spec: Context shrink triggered — in WARNING the configured strategy
 // applies; the default keeps failing validator output and issue files.
 func TestContextShrinkTriggered(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, warnThenFix)
 	f.task.Budget = warnBudget()
 	f.task.Planning, f.task.SelfReview = true, true
@@ -247,6 +249,7 @@ func TestContextShrinkTriggered(t *testing.T) {
 
 // Spec: Repair-only mode enabled — the prompt carries the three lines verbatim.
 func TestRepairOnlyModeEnabled(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, warnThenFix)
 	f.task.Budget = warnBudget()
 	f.task.Planning, f.task.SelfReview = true, true
@@ -271,6 +274,7 @@ func TestRepairOnlyModeEnabled(t *testing.T) {
 
 // Spec: Optional calls disabled — no self-review and no plan regeneration in WARNING.
 func TestOptionalCallsDisabled(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, warnThenFix)
 	f.task.Budget = warnBudget()
 	f.task.Planning, f.task.SelfReview = true, true
@@ -296,6 +300,7 @@ func TestOptionalCallsDisabled(t *testing.T) {
 }
 
 func TestSwitchTierCheap(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, warnThenFix)
 	f.task.Budget = warnBudget()
 	must(t, f.run())
@@ -308,6 +313,7 @@ func TestSwitchTierCheap(t *testing.T) {
 
 // An empty policy is allowed: WARNING then changes nothing.
 func TestEmptyDegradePolicy(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, warnThenFix)
 	f.task.Budget = warnBudget()
 	f.task.Planning, f.task.SelfReview = true, true
@@ -326,6 +332,7 @@ func TestEmptyDegradePolicy(t *testing.T) {
 // An action staged "at: warning" waits for the warning line; the rest apply
 // on entering WARNING.
 func TestStagedDegradeWaitsForWarningLine(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, `
 steps:
   - usage: {costUsd: 0.6, inputTokens: 10}   # iteration 1: WARNING (optimal 0.5), below the warning line 1.0
@@ -384,6 +391,7 @@ steps:
 // Spec: Task blocked on hard cap — stop at once; workspace preserved;
 // STATUS.md, BUDGET.md and manual steps written; BLOCKED in the database.
 func TestTaskBlockedOnHardCap(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, runaway)
 	f.task.Budget = budget.Config{Optimal: budget.Limits{USD: usd("0.3")}, Hard: budget.HardLimits{USD: usd("1.0"), MaxIterations: ptr(10)}}
 	gitInit(t, f.workspace)
@@ -447,6 +455,7 @@ func TestTaskBlockedOnHardCap(t *testing.T) {
 // Spec: No runaway loops — at the hard cap a further iteration is refused
 // with BudgetExhaustedError and does not start.
 func TestNoRunawayLoops(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, runaway)
 	f.task.Budget = budget.Config{Hard: budget.HardLimits{USD: usd("1.0"), MaxIterations: ptr(10)}}
 	_ = f.run()
@@ -470,6 +479,7 @@ func TestNoRunawayLoops(t *testing.T) {
 }
 
 func TestHardCapByIterations(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "steps:\n  - usage: {inputTokens: 10}\n")
 	f.task.Budget = budget.Config{Hard: budget.HardLimits{MaxIterations: ptr(3)}}
 	err := f.run()
@@ -484,6 +494,7 @@ func TestHardCapByIterations(t *testing.T) {
 
 // Resume with a raised budget: what was spent carries over.
 func TestResumeAfterBudgetRaised(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, runaway)
 	f.task.Budget = budget.Config{Hard: budget.HardLimits{USD: usd("1.0"), MaxIterations: ptr(10)}}
 	_ = f.run()
@@ -503,6 +514,7 @@ func TestResumeAfterBudgetRaised(t *testing.T) {
 // Retries: a transient error is retried through the budget check, each retry
 // a recorded call; after HARD nothing is retried.
 func TestNoSilentRetries(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, `
 steps:
   - usage: {inputTokens: 100, costUsd: 0.01}
@@ -530,6 +542,7 @@ steps:
 }
 
 func TestFatalBackendErrorFailsTask(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "steps:\n  - usage: {inputTokens: 100}\n    fail: fatal\n")
 	err := f.run()
 	var se *engine.StopError
@@ -547,6 +560,7 @@ func TestFatalBackendErrorFailsTask(t *testing.T) {
 // Backend has no reliable USD pricing: tokens still stop the task, and the
 // artifacts say the money is unknown, not $0.
 func TestNoUSDStillEnforcesTokens(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "steps:\n  - usage: {inputTokens: 3000, outputTokens: 1000}\n    delayMs: 100\n")
 	f.task.Budget = budget.Config{Optimal: budget.Limits{Tokens: ptr[int64](4000)}, Hard: budget.HardLimits{USD: usd("1"), Tokens: ptr[int64](10000), MaxIterations: ptr(10)}}
 	err := f.run()
@@ -567,6 +581,7 @@ func TestNoUSDStillEnforcesTokens(t *testing.T) {
 // Tasks of one run share its budget; reservations keep them from jointly
 // overrunning it, whatever the interleaving.
 func TestRunBudgetNeverOverrun(t *testing.T) {
+	t.Parallel()
 	run, err := budget.NewManager(budget.Config{Hard: budget.HardLimits{Tokens: ptr[int64](60_000), MaxIterations: ptr(1000)}}, budget.Options{Scope: budget.ScopeRun})
 	must(t, err)
 	var wg sync.WaitGroup
@@ -594,11 +609,10 @@ func TestRunBudgetNeverOverrun(t *testing.T) {
 
 // A signal (cancelled context) leaves the task resumable, not BLOCKED.
 func TestInterruptedTaskIsResumable(t *testing.T) {
-	f := newFixture(t, "steps:\n  - usage: {inputTokens: 100, costUsd: 0.1}\n    delayMs: 2000\n")
+	t.Parallel()
+	f := newFixture(t, "steps:\n  - usage: {inputTokens: 100, costUsd: 0.1}\n    delayMs: 30000\n")
 	f.task.Budget = budget.Config{Hard: budget.HardLimits{USD: usd("10"), MaxIterations: ptr(10)}}
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(300*time.Millisecond, cancel)
-	err := f.engine().RunTask(ctx, f.task, nil, "run-1")
+	err := f.engine().RunTask(f.interruptAtFirstUsage(), f.task, nil, "run-1")
 	if !errors.Is(err, engine.ErrInterrupted) {
 		t.Fatalf("err = %v", err)
 	}
@@ -608,6 +622,25 @@ func TestInterruptedTaskIsResumable(t *testing.T) {
 	if calls := f.calls(); len(calls) != 1 || !calls[0].Cancelled {
 		t.Fatalf("calls %+v", calls)
 	}
+}
+
+// interruptAtFirstUsage returns a context that is cancelled, as by a signal,
+// when the first usage of a call arrives: the task is interrupted mid-call
+// however fast or slow the machine, where a timer could fire before the call
+// starts or after it ends.
+func (f *fixture) interruptAtFirstUsage() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	f.t.Cleanup(cancel)
+	prev := f.observe
+	f.observe = func(ev purser.Event) {
+		if prev != nil {
+			prev(ev)
+		}
+		if ev.Type == purser.EventUsage {
+			cancel()
+		}
+	}
+	return ctx
 }
 
 func budgetOf(t *testing.T, f *fixture) budget.Status {
@@ -663,11 +696,12 @@ func gitStatus(t *testing.T, dir string) string {
 // An iteration cut by a signal does not count against maxIterations; the
 // resume runs it again under the same number.
 func TestInterruptedIterationDoesNotCount(t *testing.T) {
-	f := newFixture(t, "steps:\n  - usage: {inputTokens: 100, costUsd: 0.1}\n    delayMs: 1000\n")
+	t.Parallel()
+	f := newFixture(t, "steps:\n  - usage: {inputTokens: 100, costUsd: 0.1}\n    delayMs: 30000\n")
 	f.task.Budget = budget.Config{Hard: budget.HardLimits{USD: usd("10"), MaxIterations: ptr(10)}}
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(200*time.Millisecond, cancel)
-	_ = f.engine().RunTask(ctx, f.task, nil, "run-1")
+	if err := f.engine().RunTask(f.interruptAtFirstUsage(), f.task, nil, "run-1"); !errors.Is(err, engine.ErrInterrupted) {
+		t.Fatalf("err = %v, want ErrInterrupted", err)
+	}
 	if st := budgetOf(t, f); st.UsedIterations != 0 {
 		t.Fatalf("interrupted iteration counted: %d", st.UsedIterations)
 	}
@@ -681,8 +715,10 @@ func TestInterruptedIterationDoesNotCount(t *testing.T) {
 
 // Wall time is a hard cap too: a call still running when the task's time
 // runs out is cancelled at the deadline, though no usage arrives to say so.
+// The call would take a minute; the cap is 300 ms.
 func TestWallTimeHardCapCancelsCallInFlight(t *testing.T) {
-	f := newFixture(t, "steps:\n  - usage: {inputTokens: 10}\n    delayMs: 5000\n")
+	t.Parallel()
+	f := newFixture(t, "steps:\n  - usage: {inputTokens: 10}\n    delayMs: 60000\n")
 	limit := budget.Minutes(300 * time.Millisecond)
 	f.task.Budget = budget.Config{Hard: budget.HardLimits{TimeMinutes: &limit, MaxIterations: ptr(5)}}
 	start := time.Now()
@@ -691,9 +727,11 @@ func TestWallTimeHardCapCancelsCallInFlight(t *testing.T) {
 	if !errors.As(err, &be) || be.Metric != budget.Time {
 		t.Fatalf("err = %v, want a stop by time", err)
 	}
-	if took := time.Since(start); took > 3*time.Second {
-		t.Fatalf("the 5 s call was not cut at the 300 ms cap: took %s", took)
+	took := time.Since(start)
+	if took > 30*time.Second {
+		t.Fatalf("the one-minute call was not cut at the 300 ms cap: took %s", took)
 	}
+	t.Logf("a 300 ms time cap stopped the task after %s", took.Round(time.Millisecond))
 	if calls := f.calls(); len(calls) != 1 || !calls[0].Cancelled {
 		t.Fatalf("calls %+v", calls)
 	}
@@ -703,17 +741,22 @@ func TestWallTimeHardCapCancelsCallInFlight(t *testing.T) {
 }
 
 // A hung call is cancelled at the backend's callTimeout and retried through
-// the budget; each attempt is recorded.
+// the budget; each attempt is recorded. The hung call would take a minute;
+// the timeout (1 s) leaves the retry, which returns at once, room on a slow
+// machine.
 func TestCallTimeoutCancelsAndRetries(t *testing.T) {
-	f := newFixture(t, "steps:\n  - usage: {inputTokens: 10}\n    delayMs: 5000\n  - usage: {inputTokens: 10}\n    files: {src/fixed: \"yes\"}\n")
-	f.task.Backend.CallTimeout = 200 * time.Millisecond
+	t.Parallel()
+	f := newFixture(t, "steps:\n  - usage: {inputTokens: 10}\n    delayMs: 60000\n  - usage: {inputTokens: 10}\n    files: {src/fixed: \"yes\"}\n")
+	f.task.Backend.CallTimeout = time.Second
 	start := time.Now()
 	must(t, f.run())
-	if took := time.Since(start); took > 3*time.Second {
-		t.Fatalf("took %s", took)
+	took := time.Since(start)
+	if took > 30*time.Second {
+		t.Fatalf("the one-minute call was not cut at its 1 s timeout: took %s", took)
 	}
+	t.Logf("a call cut at its 1 s timeout and retried: the task took %s", took.Round(time.Millisecond))
 	calls, _ := f.store.Calls(context.Background(), f.task.ID)
-	if len(calls) != 2 || calls[0].Outcome != purser.CallTransient || !strings.Contains(calls[0].Error, "timed out after 200ms") || calls[1].Attempt != 2 {
+	if len(calls) != 2 || calls[0].Outcome != purser.CallTransient || !strings.Contains(calls[0].Error, "timed out after 1s") || calls[1].Attempt != 2 {
 		t.Fatalf("calls %+v", calls)
 	}
 }

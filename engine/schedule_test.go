@@ -276,13 +276,30 @@ func TestHeartbeatSavesWallTimeMidCall(t *testing.T) {
 	f.cfg.Heartbeat = 20 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	callStarted := make(chan struct{})
+	var once sync.Once
+	f.observe = func(ev purser.Event) {
+		if ev.Type == purser.EventCall {
+			once.Do(func() { close(callStarted) })
+		}
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- f.engine().RunTask(ctx, f.task, nil, "run-1") }()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if rec, err := f.store.Task(context.Background(), f.task.ID); err == nil && rec.Elapsed > 0 {
-			break
+	elapsed := func() time.Duration {
+		rec, err := f.store.Task(context.Background(), f.task.ID)
+		if err != nil {
+			return 0
 		}
+		return rec.Elapsed
+	}
+	select {
+	case <-callStarted:
+	case <-time.After(time.Minute):
+		t.Fatal("the call never started")
+	}
+	atCall := elapsed()
+	deadline := time.Now().Add(20 * time.Second)
+	for elapsed() <= atCall {
 		if time.Now().After(deadline) {
 			t.Fatal("no wall time saved while the call ran")
 		}

@@ -24,6 +24,7 @@ func open(t *testing.T, path string) *sqlite.Store {
 }
 
 func TestLedgerIsIdempotent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := open(t, filepath.Join(t.TempDir(), "p.db"))
 	e := purser.LedgerEntry{Key: "call-1/1", TaskID: "t", CallID: "call-1", Event: budget.UsageEvent{InputTokens: 10, USD: 100, CostSource: budget.CostReported}}
@@ -49,6 +50,7 @@ func TestLedgerIsIdempotent(t *testing.T) {
 }
 
 func TestConcurrentAppendsLoseNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := open(t, filepath.Join(t.TempDir(), "p.db"))
 	var wg sync.WaitGroup
@@ -72,6 +74,7 @@ func TestConcurrentAppendsLoseNothing(t *testing.T) {
 }
 
 func TestTaskRoundTripAndReopen(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "sub", "p.db")
 	s := open(t, path)
@@ -102,6 +105,7 @@ func TestTaskRoundTripAndReopen(t *testing.T) {
 }
 
 func TestDatabaseIsOwnerOnly(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), ".purser")
 	open(t, filepath.Join(dir, "purser.db"))
 	for p, want := range map[string]os.FileMode{dir: 0o700, filepath.Join(dir, "purser.db"): 0o600} {
@@ -118,6 +122,7 @@ func TestDatabaseIsOwnerOnly(t *testing.T) {
 // The running totals always equal a full sum over the ledger, duplicates and
 // batches included, per task and per run.
 func TestRunningTotalsMatchTheLedger(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := open(t, filepath.Join(t.TempDir(), "p.db"))
 	var batch []purser.LedgerEntry
@@ -165,6 +170,7 @@ func TestRunningTotalsMatchTheLedger(t *testing.T) {
 // Several processes (here, stores) opening a new database at the same moment
 // migrate it once, without errors.
 func TestConcurrentOpenMigratesOnce(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "new.db")
 	var wg sync.WaitGroup
 	errs := make([]error, 6)

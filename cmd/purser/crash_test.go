@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -102,97 +104,156 @@ func completedCalls(t *testing.T, dir string) int64 {
 // interrupted task shows as such; the ledger holds exactly what the sim
 // transcript says was spent, plus at most the one call cut mid-way, which is
 // recorded as interrupted; the task ends DONE with its artifacts rewritten.
+// The trials are independent and run in parallel; one fails alone, by name
+// (-run 'TestCrashSafety/trial-07' repeats it).
 func TestCrashSafety(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the crash campaign is not short")
 	}
+	t.Parallel()
 	trials := 12
 	if n, err := strconv.Atoi(os.Getenv("PURSER_CRASH_TRIALS")); err == nil && n > 0 {
 		trials = n
 	}
 	bin := buildPurser(t)
+	var mu sync.Mutex
+	outcomes := map[crashOutcome]int{}
+	t.Run("trials", func(t *testing.T) {
+		for trial := range trials {
+			t.Run(fmt.Sprintf("trial-%02d", trial), func(t *testing.T) {
+				t.Parallel()
+				o := crashTrial(t, bin, trial)
+				mu.Lock()
+				outcomes[o]++
+				mu.Unlock()
+			})
+		}
+	})
+	t.Logf("%d kill trials survived: %d cut a call mid-way (its partial usage kept, recorded as interrupted), %d between calls, %d before the task was recorded, %d after it was done",
+		trials, outcomes[killedMidCall], outcomes[killedBetweenCalls], outcomes[killedEarly], outcomes[killedAfterDone])
+}
+
+// crashOutcome is where a kill landed.
+type crashOutcome int
+
+const (
+	killedEarly crashOutcome = iota // before the task was recorded
+	killedMidCall
+	killedBetweenCalls
+	killedAfterDone
+)
+
+// firstOutput closes started when the process first writes.
+type firstOutput struct {
+	once    sync.Once
+	started chan struct{}
+}
+
+func (w *firstOutput) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.started) })
+	return len(p), nil
+}
+
+// crashTrial is one kill, resume and check of the campaign.
+func crashTrial(t *testing.T, bin string, trial int) crashOutcome {
+	rng := rand.New(rand.NewPCG(uint64(trial), 2026))
 	perCallUSD, _ := budget.ParseUSD(crashCallUSD)
-	cut, clean, early := 0, 0, 0
-	for trial := range trials {
-		rng := rand.New(rand.NewPCG(uint64(trial), 2026))
-		dir := crashFixture(t)
-		env := append(os.Environ(), "PURSER_DB="+filepath.Join(dir, "p.db"))
-		cmd := exec.Command(bin, "run", "task.yaml")
-		cmd.Dir, cmd.Env = dir, env
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+	dir := crashFixture(t)
+	env := append(os.Environ(), "PURSER_DB="+filepath.Join(dir, "p.db"))
+	cmd := exec.Command(bin, "run", "task.yaml")
+	cmd.Dir, cmd.Env = dir, env
+	out := &firstOutput{started: make(chan struct{})}
+	cmd.Stdout = out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The kill comes at a random moment (sleeping is the point here, not a
+	// wait for something to happen). One trial in four counts it from the
+	// process's start, so it may land before the task is even recorded; the
+	// others from the task's first line of output ("iteration 1 starts"),
+	// so that on a slow machine they still land in the task's work: six
+	// calls of 120 ms, each followed by a validator.
+	var killAt time.Duration
+	if rng.IntN(4) == 0 {
+		killAt = time.Duration(rng.IntN(300)) * time.Millisecond
+	} else {
+		select {
+		case <-out.started:
+		case <-time.After(time.Minute):
+			cmd.Process.Kill()
+			t.Fatal("purser run wrote nothing in a minute")
 		}
-		killAt := time.Duration(20+rng.IntN(800)) * time.Millisecond
-		time.Sleep(killAt)
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
+		killAt = time.Duration(rng.IntN(1000)) * time.Millisecond
+	}
+	time.Sleep(killAt)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
 
-		st, found := crashState(t, bin, dir)
-		if !found {
-			// Killed before it recorded anything: nothing may have been spent.
-			if n := completedCalls(t, dir); n != 0 {
-				t.Fatalf("trial %d (kill at %s): the task is not in the database, but %d calls completed", trial, killAt, n)
-			}
-			early++
-			run := exec.Command(bin, "run", "task.yaml")
-			run.Dir, run.Env = dir, env
-			if out, err := run.CombinedOutput(); err != nil {
-				t.Fatalf("trial %d: run again: %v\n%s", trial, err, out)
-			}
-			if final, _ := crashState(t, bin, dir); final.Status != "DONE" {
-				t.Fatalf("trial %d: after running again %+v", trial, final)
-			}
-			continue
+	st, found := crashState(t, bin, dir)
+	if !found {
+		// Killed before it recorded anything: nothing may have been spent.
+		if n := completedCalls(t, dir); n != 0 {
+			t.Fatalf("kill at %s: the task is not in the database, but %d calls completed", killAt, n)
 		}
-		if st.Status == "RUNNING" && !st.Interrupted {
-			t.Fatalf("trial %d (kill at %s): a killed run shows as RUNNING, not interrupted", trial, killAt)
+		run := exec.Command(bin, "run", "task.yaml")
+		run.Dir, run.Env = dir, env
+		if out, err := run.CombinedOutput(); err != nil {
+			t.Fatalf("run again: %v\n%s", err, out)
 		}
-		// The ledger against the transcript, right after the kill.
-		n := completedCalls(t, dir)
-		excess := st.Budget.UsedTokens - n*crashCallTokens
-		if excess < 0 || excess > crashCallTokens {
-			t.Fatalf("trial %d (kill at %s): ledger %d tokens, transcript %d calls × %d: lost usage, or more than one cut call",
-				trial, killAt, st.Budget.UsedTokens, n, crashCallTokens)
+		if final, _ := crashState(t, bin, dir); final.Status != "DONE" {
+			t.Fatalf("after running again %+v", final)
 		}
-		wantUSD := float64(n) * perCallUSD.Float()
-		if st.Budget.UsedUSD < wantUSD-1e-9 || st.Budget.UsedUSD > wantUSD+perCallUSD.Float()+1e-9 {
-			t.Fatalf("trial %d: ledger $%f, transcript $%f", trial, st.Budget.UsedUSD, wantUSD)
-		}
+		return killedEarly
+	}
+	if st.Status == "RUNNING" && !st.Interrupted {
+		t.Fatalf("kill at %s: a killed run shows as RUNNING, not interrupted", killAt)
+	}
+	// The ledger against the transcript, right after the kill.
+	n := completedCalls(t, dir)
+	excess := st.Budget.UsedTokens - n*crashCallTokens
+	if excess < 0 || excess > crashCallTokens {
+		t.Fatalf("kill at %s: ledger %d tokens, transcript %d calls × %d: lost usage, or more than one cut call",
+			killAt, st.Budget.UsedTokens, n, crashCallTokens)
+	}
+	wantUSD := float64(n) * perCallUSD.Float()
+	if st.Budget.UsedUSD < wantUSD-1e-9 || st.Budget.UsedUSD > wantUSD+perCallUSD.Float()+1e-9 {
+		t.Fatalf("kill at %s: ledger $%f, transcript $%f", killAt, st.Budget.UsedUSD, wantUSD)
+	}
+	outcome := killedBetweenCalls
+	if st.Status == "DONE" {
+		outcome = killedAfterDone
+	}
 
-		// Resume to the end.
-		if st.Status != "DONE" {
-			res := exec.Command(bin, "resume", "crash")
-			res.Dir, res.Env = dir, env
-			if out, err := res.CombinedOutput(); err != nil {
-				t.Fatalf("trial %d: resume: %v\n%s", trial, err, out)
-			}
-		}
-		final, _ := crashState(t, bin, dir)
-		if final.Status != "DONE" || final.Interrupted {
-			t.Fatalf("trial %d: after resume %+v", trial, final)
-		}
-		n = completedCalls(t, dir)
-		excess = final.Budget.UsedTokens - n*crashCallTokens
-		if excess < 0 || excess > crashCallTokens {
-			t.Fatalf("trial %d: after resume ledger %d tokens, transcript %d calls", trial, final.Budget.UsedTokens, n)
-		}
-		budgetMD, err := os.ReadFile(filepath.Join(dir, "ws", "BUDGET.md"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		status, _ := os.ReadFile(filepath.Join(dir, "ws", "STATUS.md"))
-		if !strings.Contains(string(status), "**DONE**") || !strings.Contains(string(budgetMD), "State: **DONE**") {
-			t.Fatalf("trial %d: artifacts not rewritten after resume", trial)
-		}
-		if excess > 0 {
-			cut++
-			if !strings.Contains(string(budgetMD), "| interrupted |") {
-				t.Fatalf("trial %d: %d tokens of a call cut mid-way, but no call recorded as interrupted:\n%s", trial, excess, budgetMD)
-			}
-		} else {
-			clean++
+	// Resume to the end.
+	if st.Status != "DONE" {
+		res := exec.Command(bin, "resume", "crash")
+		res.Dir, res.Env = dir, env
+		if out, err := res.CombinedOutput(); err != nil {
+			t.Fatalf("resume: %v\n%s", err, out)
 		}
 	}
-	t.Logf("%d kill trials survived: %d cut a call mid-way (its partial usage kept, recorded as interrupted), %d between calls, %d before the task was recorded",
-		trials, cut, clean, early)
+	final, _ := crashState(t, bin, dir)
+	if final.Status != "DONE" || final.Interrupted {
+		t.Fatalf("after resume %+v", final)
+	}
+	n = completedCalls(t, dir)
+	excess = final.Budget.UsedTokens - n*crashCallTokens
+	if excess < 0 || excess > crashCallTokens {
+		t.Fatalf("after resume ledger %d tokens, transcript %d calls", final.Budget.UsedTokens, n)
+	}
+	budgetMD, err := os.ReadFile(filepath.Join(dir, "ws", "BUDGET.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, _ := os.ReadFile(filepath.Join(dir, "ws", "STATUS.md"))
+	if !strings.Contains(string(status), "**DONE**") || !strings.Contains(string(budgetMD), "State: **DONE**") {
+		t.Fatal("artifacts not rewritten after resume")
+	}
+	if excess > 0 {
+		if !strings.Contains(string(budgetMD), "| interrupted |") {
+			t.Fatalf("%d tokens of a call cut mid-way, but no call recorded as interrupted:\n%s", excess, budgetMD)
+		}
+		return killedMidCall
+	}
+	return outcome
 }

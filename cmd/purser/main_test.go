@@ -3,23 +3,70 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(withPurserBinary{m}, map[string]func(){
 		"purser": func() { os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) },
 	})
+}
+
+// The real purser binary, for the tests that need it as a process of its
+// own (signals, SIGKILL, two processes on one database): built at most once
+// per test run, on first use, into a directory TestMain removes at the end.
+var (
+	purserBinDir  string
+	purserBinOnce sync.Once
+	purserBin     string
+	purserBinErr  error
+)
+
+// withPurserBinary runs the tests with a directory for the purser binary.
+// testscript.Main calls Run only in the test process itself, not when it
+// re-executes the test binary as the scripts' "purser" command.
+type withPurserBinary struct{ m *testing.M }
+
+func (w withPurserBinary) Run() int {
+	dir, err := os.MkdirTemp("", "purser-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "purser binary directory:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	purserBinDir = dir
+	return w.m.Run()
+}
+
+// buildPurser returns the real binary, building it on the first call.
+func buildPurser(t *testing.T) string {
+	t.Helper()
+	purserBinOnce.Do(func() {
+		bin := filepath.Join(purserBinDir, "purser")
+		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			purserBinErr = fmt.Errorf("go build: %w\n%s", err, out)
+			return
+		}
+		purserBin = bin
+	})
+	if purserBinErr != nil {
+		t.Fatal(purserBinErr)
+	}
+	return purserBin
 }
 
 // TestScripts runs the end-to-end scripts in testdata/script: the real
 // binary's exit codes, stdout and stderr.
 func TestScripts(t *testing.T) {
+	t.Parallel()
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {

@@ -41,18 +41,6 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // agentPid waits for the agent to write its pid.
 func agentPid(t *testing.T, dir string) int {
 	t.Helper()

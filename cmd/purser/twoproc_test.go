@@ -17,6 +17,7 @@ func TestTwoProcessesShareARunBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two purser processes")
 	}
+	t.Parallel()
 	bin := buildPurser(t)
 	dir := t.TempDir()
 	const runCap = 40_000
