@@ -140,7 +140,10 @@ func LoadProject(path string) (*Project, error) {
 	p.Database = DefaultDatabase(dir)
 	if pf.Database != "" {
 		p.DatabaseSet = true
-		p.Database = resolvePath(dir, pf.Database)
+		p.Database = pf.Database
+		if !strings.Contains(pf.Database, "://") { // a postgres:// URL is not a path
+			p.Database = resolvePath(dir, pf.Database)
+		}
 	}
 	if pf.Pricing != "" {
 		c, err := pricing.LoadLiteLLM(resolvePath(dir, pf.Pricing))

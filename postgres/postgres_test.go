@@ -2,8 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net/url"
 	"os"
@@ -14,60 +12,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/purser-dev/purser/postgres"
+	"github.com/purser-dev/purser/postgres/pgtest"
 	"github.com/purser-dev/purser/storetest"
 )
 
-// serverURL is the PostgreSQL the tests use; .ci/run starts one and sets
-// PURSER_TEST_POSTGRES.
-func serverURL(t *testing.T) string {
-	t.Helper()
-	u := os.Getenv("PURSER_TEST_POSTGRES")
-	if u == "" {
-		t.Skip("PURSER_TEST_POSTGRES is not set: no PostgreSQL server to test against (.ci/run starts one; .ci/postgres.sh shows how)")
-	}
-	return u
-}
+func serverURL(t *testing.T) string { return pgtest.ServerURL(t) }
 
-// newSchema makes an empty schema of its own for one test, dropped when the
-// test ends, and returns a URL whose connections work in it: tests run in
-// parallel on one server without seeing each other's tables.
-func newSchema(t *testing.T) string {
-	t.Helper()
-	base := serverURL(t)
-	b := make([]byte, 8)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	schema := "purser_test_" + hex.EncodeToString(b)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect to the test server: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+func newSchema(t *testing.T) string { return pgtest.NewSchema(t) }
 
 func open(t *testing.T, dbURL string) *postgres.Store {
 	t.Helper()

@@ -19,7 +19,6 @@ import (
 	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/pricing"
 	"github.com/purser-dev/purser/redact"
-	"github.com/purser-dev/purser/sqlite"
 	"github.com/purser-dev/purser/tui"
 	"github.com/purser-dev/purser/validate"
 )
@@ -34,10 +33,10 @@ type database struct {
 	From string // which rule: --db, PURSER_DB, purser.yaml's database:, or the default
 }
 
-func (d database) String() string { return d.Path + " (" + d.From + ")" }
+func (d database) String() string { return shownDatabase(d.Path) + " (" + d.From + ")" }
 
 // dbFlagHelp is the --db flag's help: the one rule that finds the database.
-const dbFlagHelp = "database path (default: $PURSER_DB, else purser.yaml's database:, else the project's folder in $XDG_STATE_HOME/purser)"
+const dbFlagHelp = "database: a SQLite file path or a postgres:// URL (default: $PURSER_DB, else purser.yaml's database:, else the project's folder in $XDG_STATE_HOME/purser)"
 
 // locateDatabase applies the one rule that finds the database: --db, then
 // PURSER_DB, then purser.yaml's database:, then the project's default (in
@@ -57,7 +56,7 @@ func locateDatabase(flag string, proj *config.Project) database {
 // openDatabaseHere opens the database of the working directory's project
 // (or the one --db or PURSER_DB names). Reading commands never create one:
 // a missing database is an error that says which was looked for.
-func openDatabaseHere(ctx context.Context, dbFlag string) (*sqlite.Store, database, error) {
+func openDatabaseHere(ctx context.Context, dbFlag string) (store, database, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return nil, database{}, err
@@ -67,11 +66,8 @@ func openDatabaseHere(ctx context.Context, dbFlag string) (*sqlite.Store, databa
 		return nil, database{}, badInput(err)
 	}
 	db := locateDatabase(dbFlag, proj)
-	store, err := sqlite.OpenExisting(ctx, db.Path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, db, badInput(fmt.Errorf("no database at %s: nothing has run here yet (give --db or PURSER_DB to read another)", db))
-	}
-	return store, db, err
+	store, err := openStore(ctx, db, false)
+	return store, db, errNoDatabase(db, err)
 }
 
 // refuseDatabaseInWorkspace refuses tasks whose workspace holds the
@@ -79,7 +75,7 @@ func openDatabaseHere(ctx context.Context, dbFlag string) (*sqlite.Store, databa
 // enforces its budget.
 func refuseDatabaseInWorkspace(db database, tasks []purser.Task) error {
 	for _, t := range tasks {
-		if contextbuild.Contains(t.Workspace, db.Path) {
+		if isDatabaseFile(db.Path) && contextbuild.Contains(t.Workspace, db.Path) {
 			return badInput(fmt.Errorf("task %s: its workspace %s holds the database in use, %s; an agent working there could rewrite the ledger that enforces its budget. Keep the database outside every workspace (--db, PURSER_DB or database: in purser.yaml)", t.ID, t.Workspace, db))
 		}
 	}
@@ -88,7 +84,7 @@ func refuseDatabaseInWorkspace(db database, tasks []purser.Task) error {
 
 // newEngine wires the engine: the store, the backends, the validators, the
 // context builder and the prices; observe is told of every event.
-func newEngine(store *sqlite.Store, prices *pricing.Catalogue, observe func(purser.Event)) (*engine.Engine, error) {
+func newEngine(store store, prices *pricing.Catalogue, observe func(purser.Event)) (*engine.Engine, error) {
 	cb, err := contextbuild.New()
 	if err != nil {
 		return nil, err
@@ -114,7 +110,7 @@ type session struct {
 	view      *tui.Live
 }
 
-func newSession(cmd *cobra.Command, store *sqlite.Store, prices *pricing.Catalogue, tasks []purser.Task, runBudget *budget.Config) (*session, error) {
+func newSession(cmd *cobra.Command, store store, prices *pricing.Catalogue, tasks []purser.Task, runBudget *budget.Config) (*session, error) {
 	ctx, interrupt := context.WithCancelCause(cmd.Context())
 	view := tui.NewLive(cmd.OutOrStdout(), tui.LiveOptions{Tasks: tasks, RunBudget: runBudget,
 		Interrupt: func() { interrupt(errSignal) }, Quit: quitNow})
@@ -164,7 +160,7 @@ tasks that had not started are left untouched).`,
 			if err := refuseDatabaseInWorkspace(where, tasks); err != nil {
 				return err
 			}
-			store, err := sqlite.Open(cmd.Context(), where.Path)
+			store, err := openStore(cmd.Context(), where, true)
 			if err != nil {
 				return err
 			}
