@@ -176,7 +176,10 @@ func (l Loader) LoadProject(path string) (*Project, error) {
 	p.Database = DefaultDatabase(dir)
 	if pf.Database != "" {
 		p.DatabaseSet = true
-		p.Database = resolvePath(dir, pf.Database)
+		p.Database = pf.Database
+		if !strings.Contains(pf.Database, "://") { // a postgres:// URL is not a path
+			p.Database = resolvePath(dir, pf.Database)
+		}
 	}
 	switch pf.Durability {
 	case "", "normal", "full":

@@ -32,32 +32,36 @@ const exitInterrupted = 130
 type database struct {
 	Path string
 	From string // which rule: --db, PURSER_DB, purser.yaml's database:, or the default
+	// Durability is purser.yaml's durability: for a SQLite file, what a
+	// committed entry survives.
+	Durability sqlite.Durability
 }
 
-func (d database) String() string { return d.Path + " (" + d.From + ")" }
+func (d database) String() string { return shownDatabase(d.Path) + " (" + d.From + ")" }
 
 // dbFlagHelp is the --db flag's help: the one rule that finds the database.
-const dbFlagHelp = "database path (default: $PURSER_DB, else purser.yaml's database:, else the project's folder in $XDG_STATE_HOME/purser)"
+const dbFlagHelp = "database: a SQLite file path or a postgres:// URL (default: $PURSER_DB, else purser.yaml's database:, else the project's folder in $XDG_STATE_HOME/purser)"
 
 // locateDatabase applies the one rule that finds the database: --db, then
 // PURSER_DB, then purser.yaml's database:, then the project's default (in
 // the user's state directory, outside every workspace).
 func locateDatabase(flag string, proj *config.Project) database {
+	db := database{Path: proj.Database, From: "the default for the project in " + proj.Dir, Durability: sqlite.Durability(proj.Durability)}
 	switch {
 	case flag != "":
-		return database{Path: flag, From: "--db"}
+		db.Path, db.From = flag, "--db"
 	case os.Getenv("PURSER_DB") != "":
-		return database{Path: os.Getenv("PURSER_DB"), From: "PURSER_DB"}
+		db.Path, db.From = os.Getenv("PURSER_DB"), "PURSER_DB"
 	case proj.DatabaseSet:
-		return database{Path: proj.Database, From: "database: in " + proj.File}
+		db.From = "database: in " + proj.File
 	}
-	return database{Path: proj.Database, From: "the default for the project in " + proj.Dir}
+	return db
 }
 
 // openDatabaseHere opens the database of the working directory's project
 // (or the one --db or PURSER_DB names). Reading commands never create one:
 // a missing database is an error that says which was looked for.
-func openDatabaseHere(ctx context.Context, dbFlag string) (*sqlite.Store, database, error) {
+func openDatabaseHere(ctx context.Context, dbFlag string) (store, database, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return nil, database{}, err
@@ -67,11 +71,8 @@ func openDatabaseHere(ctx context.Context, dbFlag string) (*sqlite.Store, databa
 		return nil, database{}, badInput(err)
 	}
 	db := locateDatabase(dbFlag, proj)
-	store, err := sqlite.OpenExisting(ctx, db.Path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, db, badInput(fmt.Errorf("no database at %s: nothing has run here yet (give --db or PURSER_DB to read another)", db))
-	}
-	return store, db, err
+	store, err := openStore(ctx, db, false)
+	return store, db, errNoDatabase(db, err)
 }
 
 // refuseDatabaseInWorkspace refuses tasks whose workspace holds the
@@ -79,7 +80,7 @@ func openDatabaseHere(ctx context.Context, dbFlag string) (*sqlite.Store, databa
 // enforces its budget.
 func refuseDatabaseInWorkspace(db database, tasks []purser.Task) error {
 	for _, t := range tasks {
-		if contextbuild.Contains(t.Workspace, db.Path) {
+		if isDatabaseFile(db.Path) && contextbuild.Contains(t.Workspace, db.Path) {
 			return badInput(fmt.Errorf("task %s: its workspace %s holds the database in use, %s; an agent working there could rewrite the ledger that enforces its budget. Keep the database outside every workspace (--db, PURSER_DB or database: in purser.yaml)", t.ID, t.Workspace, db))
 		}
 	}
@@ -88,7 +89,7 @@ func refuseDatabaseInWorkspace(db database, tasks []purser.Task) error {
 
 // newEngine wires the engine: the store, the backends, the validators, the
 // context builder and the prices; observe is told of every event.
-func newEngine(store *sqlite.Store, prices *pricing.Catalogue, observe func(purser.Event)) (*engine.Engine, error) {
+func newEngine(store store, prices *pricing.Catalogue, observe func(purser.Event)) (*engine.Engine, error) {
 	cb, err := contextbuild.New()
 	if err != nil {
 		return nil, err
@@ -114,7 +115,7 @@ type session struct {
 	view      *tui.Live
 }
 
-func newSession(cmd *cobra.Command, store *sqlite.Store, prices *pricing.Catalogue, tasks []purser.Task, runBudget *budget.Config) (*session, error) {
+func newSession(cmd *cobra.Command, store store, prices *pricing.Catalogue, tasks []purser.Task, runBudget *budget.Config) (*session, error) {
 	ctx, interrupt := context.WithCancelCause(cmd.Context())
 	view := tui.NewLive(cmd.OutOrStdout(), tui.LiveOptions{Tasks: tasks, RunBudget: runBudget,
 		Interrupt: func() { interrupt(errSignal) }, Quit: quitNow})
@@ -164,7 +165,7 @@ tasks that had not started are left untouched).`,
 			if err := refuseDatabaseInWorkspace(where, tasks); err != nil {
 				return err
 			}
-			store, err := sqlite.OpenWith(cmd.Context(), where.Path, sqlite.Options{Durability: sqlite.Durability(proj.Durability)})
+			store, err := openStore(cmd.Context(), where, true)
 			if err != nil {
 				return err
 			}

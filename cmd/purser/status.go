@@ -56,7 +56,7 @@ func newStatusCmd() *cobra.Command {
 			out := struct {
 				Database string           `json:"database"`
 				Tasks    []taskStatusJSON `json:"tasks"`
-			}{Database: where.Path, Tasks: []taskStatusJSON{}}
+			}{Database: shownDatabase(where.Path), Tasks: []taskStatusJSON{}}
 			for _, rec := range recs {
 				totals, err := store.UsageTotals(cmd.Context(), rec.ID)
 				if err != nil {

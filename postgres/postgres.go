@@ -1,0 +1,826 @@
+// Package postgres is Purser's store in PostgreSQL, for many processes on
+// many machines sharing one ledger and one run budget: pgx through a
+// connection pool, with embedded migrations applied once under an advisory
+// lock. It keeps the same records as the SQLite store (the storetest suite
+// holds both to the same behaviour). Money is BIGINT nano-dollars and times
+// are BIGINT Unix nanoseconds, so both round-trip exactly.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Store is a purser.Store and purser.SharedRunBudget in a PostgreSQL
+// database.
+type Store struct {
+	pool  *pgxpool.Pool
+	where string // the URL without its password, for messages
+}
+
+var (
+	_ purser.Store           = (*Store)(nil)
+	_ purser.SharedRunBudget = (*Store)(nil)
+)
+
+// IsURL says whether a database location is a PostgreSQL URL rather than a
+// file path.
+func IsURL(location string) bool {
+	return strings.HasPrefix(location, "postgres://") || strings.HasPrefix(location, "postgresql://")
+}
+
+// Redact returns a PostgreSQL URL fit to show: its password, in the user
+// part or in the query, is masked. A URL that does not parse is not shown.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(a PostgreSQL URL that does not parse)"
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}
+
+// passwordOf returns the password a URL carries, if any.
+func passwordOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	if pw, ok := u.User.Password(); ok && pw != "" {
+		return pw
+	}
+	return u.Query().Get("password")
+}
+
+// redactedError is an error whose message had the password taken out. It
+// does not unwrap: the error it replaces said the password.
+type redactedError struct{ msg string }
+
+func (e *redactedError) Error() string { return e.msg }
+
+// scrub wraps err with what failed and where, and makes sure the password
+// of raw appears nowhere in the result.
+func scrub(raw, what string, err error) error {
+	wrapped := fmt.Errorf("%s %s: %w", what, Redact(raw), err)
+	pw := passwordOf(raw)
+	if pw == "" || !strings.Contains(wrapped.Error(), pw) {
+		return wrapped
+	}
+	return &redactedError{msg: strings.ReplaceAll(wrapped.Error(), pw, "xxxxx")}
+}
+
+// Open connects to the database at rawURL (postgres://… or
+// postgresql://…) and migrates it. Several processes opening one database
+// at once migrate it once.
+func Open(ctx context.Context, rawURL string) (*Store, error) {
+	s, err := connect(ctx, rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.migrate(ctx); err != nil {
+		s.pool.Close()
+		return nil, scrub(rawURL, "migrate", err)
+	}
+	return s, nil
+}
+
+// OpenExisting connects to a database Purser has already set up: commands
+// that only read never create Purser's tables. A database without them is
+// an error matching os.ErrNotExist.
+func OpenExisting(ctx context.Context, rawURL string) (*Store, error) {
+	s, err := connect(ctx, rawURL)
+	if err != nil {
+		return nil, err
+	}
+	var present bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&present); err != nil {
+		s.pool.Close()
+		return nil, scrub(rawURL, "open database", err)
+	}
+	if !present {
+		s.pool.Close()
+		return nil, fmt.Errorf("open database %s: no Purser tables there: %w", s.where, os.ErrNotExist)
+	}
+	return s, nil
+}
+
+func connect(ctx context.Context, rawURL string) (*Store, error) {
+	if !IsURL(rawURL) {
+		return nil, fmt.Errorf("open database %s: want a postgres:// or postgresql:// URL", Redact(rawURL))
+	}
+	cfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		return nil, scrub(rawURL, "open database", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, scrub(rawURL, "open database", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, scrub(rawURL, "connect to database", err)
+	}
+	return &Store{pool: pool, where: Redact(rawURL)}, nil
+}
+
+// Close closes the pool's connections.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// migrate applies the migrations not yet applied, in one transaction under
+// an advisory lock on the schema: processes starting at once wait for the
+// first, then find nothing left to do.
+func (s *Store) migrate(ctx context.Context) error {
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('purser migrate ' || current_schema(), 0))`); err != nil {
+			return fmt.Errorf("lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
+			return fmt.Errorf("schema_migrations: %w", err)
+		}
+		for _, name := range names {
+			base := name[strings.LastIndexByte(name, '/')+1:]
+			version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+			if err != nil {
+				return fmt.Errorf("migration %s: name must start with its version number", base)
+			}
+			var applied bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, version).Scan(&applied); err != nil {
+				return err
+			}
+			if applied {
+				continue
+			}
+			body, err := migrations.ReadFile(name)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, string(body)); err != nil {
+				return fmt.Errorf("migration %s: %w", base, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`, version, time.Now().UnixNano()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// inTx runs fn in a transaction, again from the start when PostgreSQL
+// aborted it for a deadlock or a serialization failure (two appends that
+// touch the same keys in opposite orders): the work is idempotent.
+func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := pgx.BeginFunc(ctx, s.pool, fn)
+		var pgErr *pgconn.PgError
+		if err == nil || attempt == 5 || !errors.As(err, &pgErr) || (pgErr.Code != "40P01" && pgErr.Code != "40001") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt) * 5 * time.Millisecond):
+		}
+	}
+}
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+func runBudgetJSON(run purser.Run) (string, error) {
+	if run.Budget == nil {
+		return "", nil
+	}
+	b, err := json.Marshal(run.Budget)
+	return string(b), err
+}
+
+// SaveRun records a run, replacing its budget (its clock is kept).
+func (s *Store) SaveRun(ctx context.Context, run purser.Run) error {
+	b, err := runBudgetJSON(run)
+	if err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO runs (id, budget_json, created_at) VALUES ($1, $2, $3)
+		ON CONFLICT (id) DO UPDATE SET budget_json = excluded.budget_json`, run.ID, b, time.Now().UnixNano()); err != nil {
+		return fmt.Errorf("save run %s: %w", run.ID, err)
+	}
+	return nil
+}
+
+// JoinRun creates a run if it does not exist and returns the run as stored.
+func (s *Store) JoinRun(ctx context.Context, run purser.Run) (purser.Run, error) {
+	b, err := runBudgetJSON(run)
+	if err != nil {
+		return run, err
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO runs (id, budget_json, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING`,
+		run.ID, b, time.Now().UnixNano()); err != nil {
+		return run, fmt.Errorf("join run %s: %w", run.ID, err)
+	}
+	return s.Run(ctx, run.ID)
+}
+
+// Run returns a run.
+func (s *Store) Run(ctx context.Context, id string) (purser.Run, error) {
+	run := purser.Run{ID: id}
+	var b string
+	var elapsed int64
+	err := s.pool.QueryRow(ctx, `SELECT budget_json, elapsed_ns FROM runs WHERE id = $1`, id).Scan(&b, &elapsed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return run, fmt.Errorf("run %q: %w", id, purser.ErrNotFound)
+	}
+	if err != nil {
+		return run, fmt.Errorf("run %s: %w", id, err)
+	}
+	run.Elapsed = time.Duration(elapsed)
+	if b != "" {
+		run.Budget = new(budget.Config)
+		if err := json.Unmarshal([]byte(b), run.Budget); err != nil {
+			return run, fmt.Errorf("run %s: stored budget: %w", id, err)
+		}
+	}
+	return run, nil
+}
+
+// SaveRunElapsed records the run's wall time, never lowering it.
+func (s *Store) SaveRunElapsed(ctx context.Context, id string, elapsed time.Duration) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE runs SET elapsed_ns = GREATEST(elapsed_ns, $1) WHERE id = $2`, int64(elapsed), id); err != nil {
+		return fmt.Errorf("save run %s elapsed: %w", id, err)
+	}
+	return nil
+}
+
+// ClaimTask records t RUNNING under t.Owner unless another live owner runs
+// it, in one transaction: a new task is inserted only if no one else
+// inserted it first, and an existing one is locked (SELECT … FOR UPDATE)
+// while its owner is judged, so of two claimers the second sees the first's
+// claim.
+func (s *Store) ClaimTask(ctx context.Context, t purser.TaskRecord, ownerGone func(owner string) bool) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		inserted, err := insertTask(ctx, tx, t)
+		if err != nil || inserted {
+			return err
+		}
+		var state, owner string
+		if err := tx.QueryRow(ctx, `SELECT state, owner FROM tasks WHERE id = $1 FOR UPDATE`, t.ID).Scan(&state, &owner); err != nil {
+			return err
+		}
+		if purser.TaskState(state) == purser.StateRunning && owner != "" && owner != t.Owner && !ownerGone(owner) {
+			return &purser.TaskClaimedError{TaskID: t.ID, Owner: owner}
+		}
+		return saveTask(ctx, tx, t)
+	})
+	var ce *purser.TaskClaimedError
+	if err != nil && !errors.As(err, &ce) {
+		return fmt.Errorf("claim task %s: %w", t.ID, err)
+	}
+	return err
+}
+
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func taskArgs(t purser.TaskRecord) ([]any, error) {
+	b, err := json.Marshal(t.Budget)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UnixNano()
+	return []any{t.ID, t.RunID, t.Goal, t.Workspace, t.File, string(b), string(t.State), t.Reason, int64(t.Elapsed), t.Owner, now, now}, nil
+}
+
+const insertTaskSQL = `INSERT INTO tasks (id, run_id, goal, workspace, file, budget_json, state, reason, elapsed_ns, owner, created_at, updated_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+
+// insertTask inserts t if no task has its ID, saying whether it did.
+func insertTask(ctx context.Context, db execer, t purser.TaskRecord) (bool, error) {
+	args, err := taskArgs(t)
+	if err != nil {
+		return false, err
+	}
+	tag, err := db.Exec(ctx, insertTaskSQL+` ON CONFLICT (id) DO NOTHING`, args...)
+	if err != nil {
+		return false, fmt.Errorf("save task %s: %w", t.ID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+func saveTask(ctx context.Context, db execer, t purser.TaskRecord) error {
+	args, err := taskArgs(t)
+	if err != nil {
+		return err
+	}
+	if _, err := db.Exec(ctx, insertTaskSQL+`
+		ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, goal = excluded.goal, workspace = excluded.workspace,
+			file = excluded.file, budget_json = excluded.budget_json, state = excluded.state, reason = excluded.reason,
+			elapsed_ns = excluded.elapsed_ns, owner = excluded.owner, updated_at = excluded.updated_at`, args...); err != nil {
+		return fmt.Errorf("save task %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// SaveTask creates or updates a task.
+func (s *Store) SaveTask(ctx context.Context, t purser.TaskRecord) error {
+	return saveTask(ctx, s.pool, t)
+}
+
+const taskColumns = `id, run_id, goal, workspace, file, budget_json, state, reason, elapsed_ns, owner, created_at, updated_at`
+
+func scanTask(row pgx.Row) (purser.TaskRecord, error) {
+	var t purser.TaskRecord
+	var budgetJSON, state string
+	var elapsed, created, updated int64
+	if err := row.Scan(&t.ID, &t.RunID, &t.Goal, &t.Workspace, &t.File, &budgetJSON, &state, &t.Reason, &elapsed, &t.Owner, &created, &updated); err != nil {
+		return t, err
+	}
+	if err := json.Unmarshal([]byte(budgetJSON), &t.Budget); err != nil {
+		return t, fmt.Errorf("task %s: stored budget: %w", t.ID, err)
+	}
+	t.State, t.Elapsed = purser.TaskState(state), time.Duration(elapsed)
+	t.CreatedAt, t.UpdatedAt = fromNanos(created), fromNanos(updated)
+	return t, nil
+}
+
+// Task returns one task.
+func (s *Store) Task(ctx context.Context, id string) (purser.TaskRecord, error) {
+	t, err := scanTask(s.pool.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, purser.TaskNotFoundError(id)
+	}
+	if err != nil {
+		return t, fmt.Errorf("task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// collect runs a query and scans each row with scan.
+func collect[T any](ctx context.Context, s *Store, what string, scan func(pgx.Rows) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+// Tasks returns every task, oldest first.
+func (s *Store) Tasks(ctx context.Context) ([]purser.TaskRecord, error) {
+	return collect(ctx, s, "tasks", func(r pgx.Rows) (purser.TaskRecord, error) { return scanTask(r) },
+		`SELECT `+taskColumns+` FROM tasks ORDER BY created_at, id`)
+}
+
+func (s *Store) execOne(ctx context.Context, what, id, query string, args ...any) error {
+	tag, err := s.pool.Exec(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return purser.TaskNotFoundError(id)
+	}
+	return nil
+}
+
+// SetTaskState changes a task's state and says why.
+func (s *Store) SetTaskState(ctx context.Context, id string, state purser.TaskState, reason string) error {
+	return s.execOne(ctx, "set state of task", id, `UPDATE tasks SET state = $1, reason = $2, updated_at = $3 WHERE id = $4`,
+		string(state), reason, time.Now().UnixNano(), id)
+}
+
+// SaveElapsed records the wall time a task has run.
+func (s *Store) SaveElapsed(ctx context.Context, id string, elapsed time.Duration) error {
+	return s.execOne(ctx, "save elapsed time of task", id, `UPDATE tasks SET elapsed_ns = $1, updated_at = $2 WHERE id = $3`,
+		int64(elapsed), time.Now().UnixNano(), id)
+}
+
+// SaveIteration creates or updates an iteration.
+func (s *Store) SaveIteration(ctx context.Context, it purser.IterationRecord) error {
+	vs := it.Validators
+	if vs == nil {
+		vs = []purser.ValidatorResult{}
+	}
+	b, err := json.Marshal(vs)
+	if err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO iterations (task_id, n, started_at, ended_at, outcome, validators_json) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (task_id, n) DO UPDATE SET ended_at = excluded.ended_at, outcome = excluded.outcome, validators_json = excluded.validators_json`,
+		it.TaskID, it.N, nanos(it.StartedAt), nanos(it.EndedAt), it.Outcome, string(b)); err != nil {
+		return fmt.Errorf("save iteration %d of task %s: %w", it.N, it.TaskID, err)
+	}
+	return nil
+}
+
+// Iterations returns a task's iterations in order.
+func (s *Store) Iterations(ctx context.Context, taskID string) ([]purser.IterationRecord, error) {
+	return collect(ctx, s, "iterations of task "+taskID, func(r pgx.Rows) (purser.IterationRecord, error) {
+		it := purser.IterationRecord{TaskID: taskID}
+		var started, ended int64
+		var vj string
+		if err := r.Scan(&it.N, &started, &ended, &it.Outcome, &vj); err != nil {
+			return it, err
+		}
+		it.StartedAt, it.EndedAt = fromNanos(started), fromNanos(ended)
+		if err := json.Unmarshal([]byte(vj), &it.Validators); err != nil {
+			return it, fmt.Errorf("iteration %d: %w", it.N, err)
+		}
+		return it, nil
+	}, `SELECT n, started_at, ended_at, outcome, validators_json FROM iterations WHERE task_id = $1 ORDER BY n`, taskID)
+}
+
+// SaveCall creates or updates a call.
+func (s *Store) SaveCall(ctx context.Context, c purser.CallRecord) error {
+	if _, err := s.pool.Exec(ctx, `INSERT INTO calls (id, task_id, iteration, kind, attempt, model, started_at, ended_at, outcome, error, context_tokens, reserved_usd, reserved_tokens, max_output_tokens, note)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+		ON CONFLICT (id) DO UPDATE SET ended_at = excluded.ended_at, outcome = excluded.outcome, error = excluded.error, note = excluded.note`,
+		c.ID, c.TaskID, c.Iteration, string(c.Kind), c.Attempt, c.Model, nanos(c.StartedAt), nanos(c.EndedAt), string(c.Outcome), c.Error,
+		c.ContextTokens, int64(c.Reserved.USD), c.Reserved.Tokens, c.MaxOutputTokens, c.Note); err != nil {
+		return fmt.Errorf("save call %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// Calls returns a task's calls in the order they started.
+func (s *Store) Calls(ctx context.Context, taskID string) ([]purser.CallRecord, error) {
+	return collect(ctx, s, "calls of task "+taskID, func(r pgx.Rows) (purser.CallRecord, error) {
+		c := purser.CallRecord{TaskID: taskID}
+		var kind, outcome string
+		var started, ended, rusd int64
+		if err := r.Scan(&c.ID, &c.Iteration, &kind, &c.Attempt, &c.Model, &started, &ended, &outcome, &c.Error, &c.ContextTokens, &rusd, &c.Reserved.Tokens, &c.MaxOutputTokens, &c.Note); err != nil {
+			return c, err
+		}
+		c.Kind, c.Outcome, c.Reserved.USD = purser.CallKind(kind), purser.CallOutcome(outcome), budget.USD(rusd)
+		c.StartedAt, c.EndedAt = fromNanos(started), fromNanos(ended)
+		return c, nil
+	}, `SELECT id, iteration, kind, attempt, model, started_at, ended_at, outcome, error, context_tokens, reserved_usd, reserved_tokens, max_output_tokens, note
+		FROM calls WHERE task_id = $1 ORDER BY started_at, id`, taskID)
+}
+
+type totalsKey struct{ scope, id string }
+
+// AppendUsage appends entries to the ledger in one transaction, each once
+// per key, and adds what was new to the task's and run's running totals in
+// the same transaction.
+func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) error {
+	for _, e := range entries {
+		if e.Key == "" {
+			return errors.New("append usage: an idempotency key is required")
+		}
+	}
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		deltas := map[totalsKey]*budget.Totals{}
+		for _, e := range entries {
+			ev := e.Event
+			tag, err := tx.Exec(ctx, `INSERT INTO usage (idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) ON CONFLICT (idem_key) DO NOTHING`,
+				e.Key, e.TaskID, e.RunID, e.CallID, e.Iteration, string(e.Kind), ev.Model, ev.InputTokens, ev.OutputTokens,
+				ev.CacheReadTokens, ev.CacheWriteTokens, ev.ReasoningTokens, int64(ev.USD), ev.CostSource.String(), int64(ev.Elapsed), ev.IterationEnd, nanos(e.At))
+			if err != nil {
+				return fmt.Errorf("%s: %w", e.Key, err)
+			}
+			if tag.RowsAffected() == 0 {
+				continue // already in the ledger: counted once
+			}
+			for _, k := range []totalsKey{{"task", e.TaskID}, {"run", e.RunID}} {
+				if k.id == "" {
+					continue
+				}
+				if deltas[k] == nil {
+					deltas[k] = new(budget.Totals)
+				}
+				deltas[k].Add(ev)
+			}
+		}
+		// The totals rows are updated in one order in every transaction,
+		// so two appends never wait on each other's rows in a cycle.
+		keys := make([]totalsKey, 0, len(deltas))
+		for k := range deltas {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool {
+			return keys[i].scope < keys[j].scope || keys[i].scope == keys[j].scope && keys[i].id < keys[j].id
+		})
+		for _, k := range keys {
+			t := deltas[k]
+			if _, err := tx.Exec(ctx, `INSERT INTO usage_totals (scope, id, usd_nanos, tokens, iterations, reported, estimated, unknown)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+				ON CONFLICT (scope, id) DO UPDATE SET usd_nanos = usage_totals.usd_nanos + excluded.usd_nanos, tokens = usage_totals.tokens + excluded.tokens,
+					iterations = usage_totals.iterations + excluded.iterations, reported = usage_totals.reported + excluded.reported,
+					estimated = usage_totals.estimated + excluded.estimated, unknown = usage_totals.unknown + excluded.unknown`,
+				k.scope, k.id, int64(t.USD), t.Tokens, t.Iterations, t.ReportedEvents, t.EstimatedEvents, t.UnknownEvents); err != nil {
+				return fmt.Errorf("totals of %s %s: %w", k.scope, k.id, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("append usage: %w", err)
+	}
+	return nil
+}
+
+func parseCostSource(s string) budget.CostSource {
+	for _, c := range []budget.CostSource{budget.CostReported, budget.CostEstimated, budget.CostUnknown} {
+		if c.String() == s {
+			return c
+		}
+	}
+	return budget.CostNone
+}
+
+// Usage returns a task's ledger in order.
+func (s *Store) Usage(ctx context.Context, taskID string) ([]purser.LedgerEntry, error) {
+	return collect(ctx, s, "usage of task "+taskID, func(r pgx.Rows) (purser.LedgerEntry, error) {
+		e := purser.LedgerEntry{TaskID: taskID}
+		var kind, source string
+		var usd, elapsed, at int64
+		ev := &e.Event
+		if err := r.Scan(&e.Key, &e.RunID, &e.CallID, &e.Iteration, &kind, &ev.Model, &ev.InputTokens, &ev.OutputTokens, &ev.CacheReadTokens,
+			&ev.CacheWriteTokens, &ev.ReasoningTokens, &usd, &source, &elapsed, &ev.IterationEnd, &at); err != nil {
+			return e, err
+		}
+		e.Kind, ev.USD, ev.CostSource, ev.Elapsed, e.At = purser.CallKind(kind), budget.USD(usd), parseCostSource(source), time.Duration(elapsed), fromNanos(at)
+		return e, nil
+	}, `SELECT idem_key, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at
+		FROM usage WHERE task_id = $1 ORDER BY seq`, taskID)
+}
+
+// CallUsage returns what each call of a task spent, per model, in the order
+// the calls first reported usage, summed by the server over the task's
+// ledger rows (by the usage_task index).
+func (s *Store) CallUsage(ctx context.Context, taskID string) ([]purser.CallUsage, error) {
+	rows, err := s.pool.Query(ctx, `SELECT call_id, model, MIN(iteration), MIN(kind),
+			COALESCE(SUM(CASE WHEN cost_source IN ('reported', 'estimated') THEN usd_nanos ELSE 0 END), 0)::BIGINT,
+			COALESCE(SUM(input_tokens + output_tokens), 0)::BIGINT, COALESCE(SUM(cache_read), 0)::BIGINT,
+			COUNT(*) FILTER (WHERE cost_source = 'reported'), COUNT(*) FILTER (WHERE cost_source = 'estimated'),
+			COUNT(*) FILTER (WHERE cost_source = 'unknown')
+		FROM usage WHERE task_id = $1 AND call_id <> '' GROUP BY call_id, model ORDER BY MIN(seq)`, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("call usage of task %s: %w", taskID, err)
+	}
+	defer rows.Close()
+	var out []purser.CallUsage
+	for rows.Next() {
+		var c purser.CallUsage
+		var kind string
+		var usd int64
+		var iteration int32
+		if err := rows.Scan(&c.CallID, &c.Model, &iteration, &kind, &usd, &c.Totals.Tokens, &c.CachedTokens,
+			&c.Totals.ReportedEvents, &c.Totals.EstimatedEvents, &c.Totals.UnknownEvents); err != nil {
+			return nil, fmt.Errorf("call usage of task %s: %w", taskID, err)
+		}
+		c.Iteration, c.Kind, c.Totals.USD = int(iteration), purser.CallKind(kind), budget.USD(usd)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// UsageTotals returns a task's running totals.
+func (s *Store) UsageTotals(ctx context.Context, taskID string) (budget.Totals, error) {
+	return s.totals(ctx, "task", taskID)
+}
+
+// RunUsageTotals returns a run's running totals, over all its tasks.
+func (s *Store) RunUsageTotals(ctx context.Context, runID string) (budget.Totals, error) {
+	return s.totals(ctx, "run", runID)
+}
+
+func (s *Store) totals(ctx context.Context, scope, id string) (budget.Totals, error) {
+	var t budget.Totals
+	var usd int64
+	err := s.pool.QueryRow(ctx, `SELECT usd_nanos, tokens, iterations, reported, estimated, unknown FROM usage_totals WHERE scope = $1 AND id = $2`,
+		scope, id).Scan(&usd, &t.Tokens, &t.Iterations, &t.ReportedEvents, &t.EstimatedEvents, &t.UnknownEvents)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return budget.Totals{}, nil
+	}
+	if err != nil {
+		return t, fmt.Errorf("usage totals of %s %s: %w", scope, id, err)
+	}
+	t.USD = budget.USD(usd)
+	return t, nil
+}
+
+// SaveDegrade records a degrade action.
+func (s *Store) SaveDegrade(ctx context.Context, d purser.DegradeRecord) error {
+	if _, err := s.pool.Exec(ctx, `INSERT INTO degrade_events (task_id, iteration, call_kind, action, tier, metric, scope, detail, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		d.TaskID, d.Iteration, string(d.Call), string(d.Action), d.Tier.String(), d.Metric.String(), d.Scope.String(), d.Detail, nanos(d.At)); err != nil {
+		return fmt.Errorf("save degrade action of task %s: %w", d.TaskID, err)
+	}
+	return nil
+}
+
+// Degrades returns a task's degrade actions in order.
+func (s *Store) Degrades(ctx context.Context, taskID string) ([]purser.DegradeRecord, error) {
+	return collect(ctx, s, "degrade actions of task "+taskID, func(r pgx.Rows) (purser.DegradeRecord, error) {
+		d := purser.DegradeRecord{TaskID: taskID}
+		var call, action, tier, metric, scope string
+		var at int64
+		if err := r.Scan(&d.Iteration, &call, &action, &tier, &metric, &scope, &d.Detail, &at); err != nil {
+			return d, err
+		}
+		d.Call, d.Action, d.At = purser.CallKind(call), purser.DegradeAction(action), fromNanos(at)
+		if err := d.Tier.UnmarshalText([]byte(tier)); err != nil {
+			return d, fmt.Errorf("stored tier %q: %w", tier, err)
+		}
+		for _, m := range budget.Metrics {
+			if m.String() == metric {
+				d.Metric = m
+			}
+		}
+		if scope == budget.ScopeRun.String() {
+			d.Scope = budget.ScopeRun
+		}
+		return d, nil
+	}, `SELECT iteration, call_kind, action, tier, metric, scope, detail, at FROM degrade_events WHERE task_id = $1 ORDER BY seq`, taskID)
+}
+
+// SaveBudgetChange records a change of a task's budget made by the user.
+func (s *Store) SaveBudgetChange(ctx context.Context, c purser.BudgetChange) error {
+	from, err := json.Marshal(c.From)
+	if err != nil {
+		return err
+	}
+	to, err := json.Marshal(c.To)
+	if err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO budget_changes (task_id, at, by_whom, source, from_json, to_json) VALUES ($1, $2, $3, $4, $5, $6)`,
+		c.TaskID, nanos(c.At), c.By, c.Source, string(from), string(to)); err != nil {
+		return fmt.Errorf("save budget change of task %s: %w", c.TaskID, err)
+	}
+	return nil
+}
+
+// BudgetChanges returns a task's budget changes, oldest first.
+func (s *Store) BudgetChanges(ctx context.Context, taskID string) ([]purser.BudgetChange, error) {
+	return collect(ctx, s, "budget changes of task "+taskID, func(r pgx.Rows) (purser.BudgetChange, error) {
+		c := purser.BudgetChange{TaskID: taskID}
+		var at int64
+		var from, to string
+		if err := r.Scan(&at, &c.By, &c.Source, &from, &to); err != nil {
+			return c, err
+		}
+		c.At = fromNanos(at)
+		if err := json.Unmarshal([]byte(from), &c.From); err != nil {
+			return c, err
+		}
+		return c, json.Unmarshal([]byte(to), &c.To)
+	}, `SELECT at, by_whom, source, from_json, to_json FROM budget_changes WHERE task_id = $1 ORDER BY id`, taskID)
+}
+
+// SaveArtifact stores (or replaces) a named artifact of a task.
+func (s *Store) SaveArtifact(ctx context.Context, taskID, name string, content []byte) error {
+	if content == nil {
+		content = []byte{}
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO artifacts (task_id, name, content, updated_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (task_id, name) DO UPDATE SET content = excluded.content, updated_at = excluded.updated_at`,
+		taskID, name, content, time.Now().UnixNano()); err != nil {
+		return fmt.Errorf("save artifact %s of task %s: %w", name, taskID, err)
+	}
+	return nil
+}
+
+// Artifact returns a named artifact of a task.
+func (s *Store) Artifact(ctx context.Context, taskID, name string) ([]byte, error) {
+	var b []byte
+	err := s.pool.QueryRow(ctx, `SELECT content FROM artifacts WHERE task_id = $1 AND name = $2`, taskID, name).Scan(&b)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("artifact %s of task %s: %w", name, taskID, purser.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("artifact %s of task %s: %w", name, taskID, err)
+	}
+	return b, nil
+}
+
+// serverNanos is the server's clock in Unix nanoseconds (microsecond
+// precision): reservations expire by one clock however the hosts' differ.
+const serverNanos = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000`
+
+type queryRower interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func runHeadroom(ctx context.Context, q queryRower, runID string, caps budget.Amount) (budget.Amount, error) {
+	var spentUSD, spentTokens, heldUSD, heldTokens int64
+	if err := q.QueryRow(ctx, `SELECT
+			COALESCE((SELECT usd_nanos FROM usage_totals WHERE scope = 'run' AND id = $1), 0),
+			COALESCE((SELECT tokens FROM usage_totals WHERE scope = 'run' AND id = $1), 0),
+			COALESCE((SELECT SUM(usd_nanos) FROM run_reservations WHERE run_id = $1 AND expires_at > `+serverNanos+`), 0)::bigint,
+			COALESCE((SELECT SUM(tokens) FROM run_reservations WHERE run_id = $1 AND expires_at > `+serverNanos+`), 0)::bigint`,
+		runID).Scan(&spentUSD, &spentTokens, &heldUSD, &heldTokens); err != nil {
+		return budget.Amount{}, fmt.Errorf("run %s headroom: %w", runID, err)
+	}
+	avail := caps
+	if caps.USD != budget.UnlimitedUSD {
+		avail.USD = max(caps.USD-budget.USD(spentUSD+heldUSD), 0)
+	}
+	if caps.Tokens != budget.Unlimited.Tokens {
+		avail.Tokens = max(caps.Tokens-spentTokens-heldTokens, 0)
+	}
+	return avail, nil
+}
+
+// RunAvailable is what a hold on the run could get now.
+func (s *Store) RunAvailable(ctx context.Context, runID string, caps budget.Amount) (budget.Amount, error) {
+	return runHeadroom(ctx, s.pool, runID, caps)
+}
+
+// ReserveRun holds want against a shared run budget, atomically across
+// every process and host: one transaction takes the run's advisory lock,
+// so holds on one run are decided one at a time, then checks the headroom
+// and records the hold. Nothing is optimistic: a hold that does not fit is
+// refused, never granted and taken back.
+func (s *Store) ReserveRun(ctx context.Context, runID string, caps, want budget.Amount, ttl time.Duration) (func(), error) {
+	var id int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('purser run ' || current_schema() || ' ' || $1, 0))`, runID); err != nil {
+			return err
+		}
+		// Holds of processes that died are gone once expired.
+		if _, err := tx.Exec(ctx, `DELETE FROM run_reservations WHERE run_id = $1 AND expires_at <= `+serverNanos, runID); err != nil {
+			return err
+		}
+		avail, err := runHeadroom(ctx, tx, runID, caps)
+		if err != nil {
+			return err
+		}
+		switch {
+		case want.USD > avail.USD:
+			return &budget.InsufficientBudgetError{Scope: budget.ScopeRun, Metric: budget.Money, Want: want, Available: avail}
+		case want.Tokens > avail.Tokens:
+			return &budget.InsufficientBudgetError{Scope: budget.ScopeRun, Metric: budget.Tokens, Want: want, Available: avail}
+		}
+		return tx.QueryRow(ctx, `INSERT INTO run_reservations (run_id, usd_nanos, tokens, expires_at) VALUES ($1, $2, $3, `+serverNanos+` + $4) RETURNING id`,
+			runID, int64(want.USD), want.Tokens, ttl.Nanoseconds()).Scan(&id)
+	})
+	var ibe *budget.InsufficientBudgetError
+	if errors.As(err, &ibe) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reserve on run %s: %w", runID, err)
+	}
+	return func() {
+		// Released even when the call's context is done; bounded, so a
+		// lost server does not hang the caller (the hold then expires).
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_, _ = s.pool.Exec(ctx, `DELETE FROM run_reservations WHERE id = $1`, id)
+	}, nil
+}
