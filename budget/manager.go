@@ -59,6 +59,8 @@ func (t *Totals) add(ev UsageEvent, withElapsed bool) {
 	case CostReported:
 		t.USD += ev.USD
 		t.ReportedEvents++
+		// Additive, so running sums (the ledger's totals rows) stay right.
+		t.UnknownEvents -= ev.SettlesUnknown
 	case CostEstimated:
 		t.USD += ev.USD
 		t.EstimatedEvents++

@@ -16,12 +16,22 @@ type anthropicUsage struct {
 	CacheWrite int64 `json:"cache_creation_input_tokens"`
 	CacheRead  int64 `json:"cache_read_input_tokens"`
 	Output     int64 `json:"output_tokens"`
+	// CacheCreation splits the cache writes by lifetime, where the API gives it:
+	// a 1-hour write is billed at 2× input, a 5-minute one at 1.25×.
+	CacheCreation *struct {
+		OneHour int64 `json:"ephemeral_1h_input_tokens"`
+	} `json:"cache_creation"`
+	ServiceTier string `json:"service_tier"`
 }
 
 // event normalises to Purser's shape: input counts every prompt token.
 func (u anthropicUsage) event(model string) budget.UsageEvent {
-	return budget.UsageEvent{InputTokens: u.Input + u.CacheRead + u.CacheWrite, CacheReadTokens: u.CacheRead,
-		CacheWriteTokens: u.CacheWrite, OutputTokens: u.Output, Model: model}
+	ev := budget.UsageEvent{InputTokens: u.Input + u.CacheRead + u.CacheWrite, CacheReadTokens: u.CacheRead,
+		CacheWriteTokens: u.CacheWrite, OutputTokens: u.Output, Model: model, ServiceTier: u.ServiceTier}
+	if u.CacheCreation != nil {
+		ev.CacheWrite1hTokens = min(max(u.CacheCreation.OneHour, 0), ev.CacheWriteTokens)
+	}
+	return ev
 }
 
 type modelUsage struct {

@@ -40,5 +40,9 @@ func backends() engine.BackendResolver {
 // before a cent is spent belongs here, so that bad input exits 2 with
 // nothing recorded.
 func loadTask(path string) (purser.Task, *config.Project, error) {
-	return config.LoadTask(path)
+	task, proj, err := config.LoadTask(path)
+	if err == nil && proj != nil {
+		warnPrices(proj.Prices)
+	}
+	return task, proj, err
 }

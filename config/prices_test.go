@@ -1,0 +1,43 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/purser-dev/purser/config"
+)
+
+// purser.yaml's prices: a cache price of 0 is free, a cache price left out is
+// the input price, and a model without input and output is refused.
+func TestProjectPricesTellZeroFromAbsent(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, config.ProjectFileName)
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("prices:\n  free-cache: {input: 2, output: 8, cacheRead: 0, cacheWrite1h: 4}\n  plain: {input: 2, output: 8}\n")
+	p, err := config.LoadProject(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	free, ok := p.Prices.Lookup("free-cache")
+	if !ok || free.Price.CacheRead != 0 || free.Price.CacheWrite != free.Price.Input || free.Price.CacheWrite1h != 4_000_000 {
+		t.Fatalf("free-cache = %+v", free.Price)
+	}
+	if !strings.Contains(free.Source, "sha256:") {
+		t.Fatalf("source %q lacks the file's SHA-256", free.Source)
+	}
+	plain, _ := p.Prices.Lookup("plain")
+	if plain.Price.CacheRead != plain.Price.Input || plain.Price.Input != 2_000_000 {
+		t.Fatalf("plain = %+v", plain.Price)
+	}
+	write("prices:\n  m: {cacheRead: 1}\n")
+	if _, err := config.LoadProject(path); err == nil || !strings.Contains(err.Error(), "prices.m") {
+		t.Fatalf("a price without input and output: %v", err)
+	}
+}
