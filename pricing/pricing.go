@@ -464,10 +464,13 @@ func (s *rateSet) field(base string) **PicoUSD {
 
 // rates resolves a cell against its fallback (the standard cell for a
 // service tier, the tier's short-context cell for a long-context one): a
-// missing field takes the fallback's, as LiteLLM does; at the base, a missing
-// cache price is the input price, and a missing cache-hit price is the
-// cache-read price (DeepSeek gives only input_cost_per_token_cache_hit).
-func (s *rateSet) rates(fallback *Rates) Rates {
+// missing field takes the fallback's, as LiteLLM does. A cache price the
+// entry never gives is the input price of the cell itself (OpenAI and Google
+// bill cache writes as input: a long-context write costs long-context
+// input), and a missing cache-read price is the cache-hit price when given
+// (DeepSeek gives only input_cost_per_token_cache_hit). std is the entry's
+// standard short-context cell.
+func (s *rateSet) rates(fallback *Rates, std *rateSet) Rates {
 	get := func(p *PicoUSD, fb PicoUSD) PicoUSD {
 		if p != nil {
 			return *p
@@ -480,15 +483,21 @@ func (s *rateSet) rates(fallback *Rates) Rates {
 	}
 	r.Input = get(s.input, r.Input)
 	r.Output = get(s.output, r.Output)
-	read := s.cacheRead
+	read, stdRead := s.cacheRead, std.cacheRead
 	if read == nil {
 		read = s.cacheHit
 	}
-	if fallback == nil {
+	if stdRead == nil {
+		stdRead = std.cacheHit
+	}
+	if stdRead == nil {
 		r.CacheRead = get(read, r.Input)
-		r.CacheWrite = get(s.cacheWrite, r.Input)
 	} else {
 		r.CacheRead = get(read, r.CacheRead)
+	}
+	if std.cacheWrite == nil {
+		r.CacheWrite = get(s.cacheWrite, r.Input)
+	} else {
 		r.CacheWrite = get(s.cacheWrite, r.CacheWrite)
 	}
 	r.CacheWrite1h = get(s.cacheWrite1h, r.CacheWrite1h)
@@ -611,8 +620,8 @@ func parseEntry(fields map[string]json.RawMessage) (p Price, skipped []string, o
 	if std == nil || std.input == nil || std.output == nil {
 		return p, skipped, false, nil
 	}
-	base := std.rates(nil)
-	p = priceOf(base, tiersOf(cells, "", base))
+	base := std.rates(nil, std)
+	p = priceOf(base, tiersOf(cells, "", base, std))
 	services := map[string]bool{}
 	for cl := range cells {
 		if cl.service != "" {
@@ -627,8 +636,8 @@ func parseEntry(fields map[string]json.RawMessage) (p Price, skipped []string, o
 			skipped = append(skipped, fmt.Sprintf("%s-tier rates without a short-context input price", s))
 			continue
 		}
-		sBase := sc.rates(&base)
-		sp := priceOf(sBase, tiersOf(cells, s, sBase))
+		sBase := sc.rates(&base, std)
+		sp := priceOf(sBase, tiersOf(cells, s, sBase, std))
 		if p.Services == nil {
 			p.Services = map[string]*Price{}
 		}
@@ -639,11 +648,11 @@ func parseEntry(fields map[string]json.RawMessage) (p Price, skipped []string, o
 
 // tiersOf returns a service tier's long-context tiers, ascending, each
 // falling back to the tier's short-context rates for a field it omits.
-func tiersOf(cells map[cellKey]*rateSet, service string, short Rates) []Tier {
+func tiersOf(cells map[cellKey]*rateSet, service string, short Rates, std *rateSet) []Tier {
 	var out []Tier
 	for cl, rs := range cells {
 		if cl.service == service && cl.above > 0 {
-			out = append(out, Tier{AboveInput: cl.above, Rates: rs.rates(&short)})
+			out = append(out, Tier{AboveInput: cl.above, Rates: rs.rates(&short, std)})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].AboveInput < out[j].AboveInput })

@@ -48,6 +48,7 @@ func TestPricesAsBilled(t *testing.T) {
 		{"gpt-5.5 at 272k", budget.UsageEvent{Model: "gpt-5.5", InputTokens: 272_000, OutputTokens: 1000}, "1.39"},
 		{"gpt-5.5 past 272k", budget.UsageEvent{Model: "gpt-5.5", InputTokens: 272_001, OutputTokens: 1000}, "2.76501"},
 		{"gpt-5.5 past 272k with cached input", budget.UsageEvent{Model: "gpt-5.5", InputTokens: 272_001, CacheReadTokens: 100_000, OutputTokens: 1000}, "1.86501"},
+		{"gpt-5.5 cache write past 272k: billed as long-context input", budget.UsageEvent{Model: "gpt-5.5", InputTokens: 272_001, CacheWriteTokens: 100_000}, "2.72001"},
 		{"gpt-5.5 priority: 2×", budget.UsageEvent{Model: "gpt-5.5", ServiceTier: "priority", InputTokens: 10_000, CacheReadTokens: 2000, OutputTokens: 1000}, "0.142"},
 		{"gpt-5.5 flex: ½", budget.UsageEvent{Model: "gpt-5.5", ServiceTier: "flex", InputTokens: 10_000, OutputTokens: 1000}, "0.04"},
 		{"gpt-5.5 batch", budget.UsageEvent{Model: "gpt-5.5", ServiceTier: "batch", InputTokens: 10_000, OutputTokens: 1000}, "0.04"},

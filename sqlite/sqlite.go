@@ -482,8 +482,8 @@ func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) 
 		return fmt.Errorf("append usage: %w", err)
 	}
 	defer tx.Rollback()
-	insert, err := tx.PrepareContext(ctx, `INSERT INTO usage (idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idem_key) DO NOTHING`)
+	insert, err := tx.PrepareContext(ctx, `INSERT INTO usage (idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idem_key) DO NOTHING`)
 	if err != nil {
 		return err
 	}
@@ -503,7 +503,7 @@ func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) 
 		}
 		ev := e.Event
 		res, err := insert.ExecContext(ctx, e.Key, e.TaskID, e.RunID, e.CallID, e.Iteration, string(e.Kind), ev.Model, ev.InputTokens, ev.OutputTokens,
-			ev.CacheReadTokens, ev.CacheWriteTokens, ev.ReasoningTokens, int64(ev.USD), ev.CostSource.String(), int64(ev.Elapsed), ev.IterationEnd, nanos(e.At))
+			ev.CacheReadTokens, ev.CacheWriteTokens, ev.ReasoningTokens, int64(ev.USD), ev.CostSource.String(), int64(ev.Elapsed), ev.IterationEnd, nanos(e.At), ev.PriceSource, ev.SettlesUnknown)
 		if err != nil {
 			return fmt.Errorf("append usage %s: %w", e.Key, err)
 		}
@@ -538,7 +538,7 @@ func parseCostSource(s string) budget.CostSource {
 
 // Usage returns a task's ledger in order.
 func (s *Store) Usage(ctx context.Context, taskID string) ([]purser.LedgerEntry, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT idem_key, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at
+	rows, err := s.db.QueryContext(ctx, `SELECT idem_key, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown
 		FROM usage WHERE task_id = ? ORDER BY seq`, taskID)
 	if err != nil {
 		return nil, err
@@ -552,7 +552,7 @@ func (s *Store) Usage(ctx context.Context, taskID string) ([]purser.LedgerEntry,
 		var at sql.NullInt64
 		ev := &e.Event
 		if err := rows.Scan(&e.Key, &e.RunID, &e.CallID, &e.Iteration, &kind, &ev.Model, &ev.InputTokens, &ev.OutputTokens, &ev.CacheReadTokens,
-			&ev.CacheWriteTokens, &ev.ReasoningTokens, &usd, &source, &elapsed, &ev.IterationEnd, &at); err != nil {
+			&ev.CacheWriteTokens, &ev.ReasoningTokens, &usd, &source, &elapsed, &ev.IterationEnd, &at, &ev.PriceSource, &ev.SettlesUnknown); err != nil {
 			return nil, err
 		}
 		e.Kind, ev.USD, ev.CostSource, ev.Elapsed, e.At = purser.CallKind(kind), budget.USD(usd), parseCostSource(source), time.Duration(elapsed), fromNanos(at)

@@ -190,9 +190,10 @@ func (p *Parser) observe(id, model string, u anthropicUsage) []budget.UsageEvent
 // function gives exactly what the ledger holds, so the reported total lands
 // to the nano-dollar and no dollar is counted twice — rather than a reported
 // total that "replaces" estimates, which an append-only ledger of
-// non-negative events cannot express. Unknown stays unknown: a streamed event
-// with no price keeps its unknown label, and the reported dollars land in
-// the adjustment.
+// non-negative events cannot express. A streamed event with no price keeps
+// its unknown label in the ledger, the reported dollars land in the
+// adjustment, and the adjustment settles those unknowns (SettlesUnknown):
+// the report is the whole call's cost, so the call ends reported.
 func (p *Parser) Reconcile(price func(budget.UsageEvent) budget.UsageEvent) (events []budget.UsageEvent, note string) {
 	r := p.result
 	if r == nil {
@@ -247,8 +248,12 @@ func (p *Parser) Reconcile(price func(budget.UsageEvent) budget.UsageEvent) (eve
 		note = fmt.Sprintf("reported %s, estimated %s while streaming: the estimate is kept, %s above the report", total, known, -diff)
 		diff = 0
 	}
-	if diff > 0 || adj.Tokens() > 0 {
-		adj.USD, adj.CostSource = diff, budget.CostReported
+	// The report is the call's full cost: it settles every streamed event
+	// that had no price, so a model the catalogue lacks ends reported, not
+	// partial.
+	settles := streamed.UnknownEvents
+	if diff > 0 || adj.Tokens() > 0 || settles > 0 {
+		adj.USD, adj.CostSource, adj.SettlesUnknown = diff, budget.CostReported, settles
 		events = append(events, adj)
 	}
 	return events, note
