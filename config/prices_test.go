@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/pricing"
 )
 
 // purser.yaml's prices: a cache price of 0 is free, a cache price left out is
@@ -39,5 +41,22 @@ func TestProjectPricesTellZeroFromAbsent(t *testing.T) {
 	write("prices:\n  m: {cacheRead: 1}\n")
 	if _, err := config.LoadProject(path); err == nil || !strings.Contains(err.Error(), "prices.m") {
 		t.Fatalf("a price without input and output: %v", err)
+	}
+}
+
+// An event line may say its service tier and its 1-hour cache writes, and is
+// priced at those rates.
+func TestEventLinesCarryServiceTierAndOneHourWrites(t *testing.T) {
+	prices := pricing.Builtin()
+	ev, err := config.ParseEventLine([]byte(`{"model": "gpt-5.5", "inputTokens": 10000, "outputTokens": 1000, "serviceTier": "priority"}`), prices)
+	if err != nil || ev.USD != 160_000_000 || ev.CostSource != budget.CostEstimated {
+		t.Fatalf("priority event %s (%s), %v; want $0.16", ev.USD, ev.CostSource, err)
+	}
+	ev, err = config.ParseEventLine([]byte(`{"model": "claude-sonnet-4-5", "inputTokens": 1000, "cacheWriteTokens": 1000, "cacheWrite1hTokens": 1000}`), prices)
+	if err != nil || ev.USD != 6_000_000 {
+		t.Fatalf("1-hour write %s, %v; want $0.006", ev.USD, err)
+	}
+	if _, err := config.ParseEventLine([]byte(`{"inputTokens": 10, "cacheWriteTokens": 1, "cacheWrite1hTokens": 2}`), prices); err == nil {
+		t.Fatal("more 1-hour writes than writes accepted")
 	}
 }
