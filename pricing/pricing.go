@@ -217,19 +217,28 @@ type Entry struct {
 // modification, but safe for concurrent lookups once built.
 type Catalogue struct {
 	entries  map[string]Entry
+	aliases  map[string]string // bare name → the decorated key that prices it (see Resolve)
 	warnings []string
 }
 
 // New returns an empty catalogue.
-func New() *Catalogue { return &Catalogue{entries: map[string]Entry{}} }
+func New() *Catalogue { return &Catalogue{entries: map[string]Entry{}, aliases: map[string]string{}} }
 
 // Set adds or replaces a model's price.
 func (c *Catalogue) Set(e Entry) {
 	if c.entries == nil {
 		c.entries = map[string]Entry{}
 	}
+	if c.aliases == nil {
+		c.aliases = map[string]string{}
+	}
 	e.Model = strings.ToLower(strings.TrimSpace(e.Model))
 	c.entries[e.Model] = e
+	if bare := normalise(e.Model); bare != e.Model {
+		if best, ok := c.aliases[bare]; !ok || len(e.Model) < len(best) || len(e.Model) == len(best) && e.Model < best {
+			c.aliases[bare] = e.Model
+		}
+	}
 }
 
 // Merge copies every entry of other into c, overriding c's, and keeps
@@ -356,17 +365,11 @@ func (c *Catalogue) Resolve(model string) (Entry, Resolution, bool) {
 			return e, r, true
 		}
 	}
-	want := map[string]bool{}
-	for _, n := range r.Tried {
-		want[n] = true
-	}
 	best := ""
-	for key := range c.entries {
-		if !want[normalise(key)] {
-			continue
-		}
-		if best == "" || len(key) < len(best) || (len(key) == len(best) && key < best) {
+	for _, n := range r.Tried {
+		if key, ok := c.aliases[n]; ok {
 			best = key
+			break
 		}
 	}
 	if best == "" {
