@@ -53,7 +53,7 @@ type Group struct {
 	// TooFew is set when the group has fewer than MinRuns runs: it gets no
 	// proposal.
 	TooFew     bool
-	UpperBound bool   // totals only: savings are upper bounds
+	TotalsOnly bool   // totals only: savings (total − cap) are lower bounds
 	Basis      string // "solved runs" or "all runs (too few solved)"
 	Proposals  []Proposal
 	// TradeOff is for the first proposal's metric (money when known).
@@ -134,7 +134,7 @@ func adviseGroup(prices *pricing.Catalogue, system, model string, runs []replay.
 			g.Solved++
 		}
 		if len(r.Calls) == 0 {
-			g.UpperBound = true
+			g.TotalsOnly = true
 		}
 	}
 	basis := func(f runFigures) bool { return f.solved }

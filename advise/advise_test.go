@@ -87,7 +87,7 @@ func TestAdviseOutputs(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"agent · m: 4 runs, 3 solved", "optimal $0.90", "hard $1.20", "$0.90  p50 of all", "█", "░",
-		"hard: {usd: 1.2, tokens: 1000, maxIterations: 10}", "totals only: savings are upper bounds"} {
+		"hard: {usd: 1.2, tokens: 1000, maxIterations: 10}", "totals only: savings are lower bounds"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
 		}

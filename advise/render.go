@@ -15,8 +15,8 @@ import (
 // candidate hard caps, a chart of the distribution, and the proposal as YAML.
 func WriteText(w io.Writer, g Group) error {
 	fmt.Fprintf(w, "%s · %s: %d runs, %d solved", g.System, g.Model, g.Runs, g.Solved)
-	if g.UpperBound {
-		fmt.Fprint(w, " (totals only: savings are upper bounds)")
+	if g.TotalsOnly {
+		fmt.Fprint(w, " (totals only: savings are lower bounds)")
 	}
 	fmt.Fprintln(w)
 	if g.TooFew {

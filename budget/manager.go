@@ -70,6 +70,8 @@ func (t *Totals) add(ev UsageEvent, withElapsed bool) {
 	case CostReported:
 		t.USD = t.USD.Plus(ev.USD)
 		t.ReportedEvents++
+		// Additive, so running sums (the ledger's totals rows) stay right.
+		t.UnknownEvents -= ev.SettlesUnknown
 	case CostEstimated:
 		t.USD = t.USD.Plus(ev.USD)
 		t.EstimatedEvents++

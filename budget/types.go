@@ -195,10 +195,25 @@ type UsageEvent struct {
 	CacheReadTokens  int64
 	CacheWriteTokens int64
 	ReasoningTokens  int64 // part of OutputTokens, kept for reports
+	// CacheWrite1hTokens is the part of CacheWriteTokens written to the
+	// 1-hour cache (Anthropic bills it at 2× input, the 5-minute cache at
+	// 1.25×); the rest are 5-minute writes.
+	CacheWrite1hTokens int64
+	// ServiceTier is the provider's service tier for the request ("standard",
+	// "priority", "flex", "batch"); empty is standard.
+	ServiceTier string
 
 	USD        USD // meaningful when CostSource is reported or estimated
 	CostSource CostSource
 	Model      string
+	// PriceSource says, for an estimated or unknown cost, which price table
+	// priced the event and which of its rates applied (or why none did).
+	PriceSource string
+	// SettlesUnknown, on a reported event, counts the earlier unknown-cost
+	// events of the same call whose dollars this report includes: they stop
+	// counting as unknown (Claude Code reports a call's full cost at its end,
+	// after the streamed usage of an unpriced model was recorded as unknown).
+	SettlesUnknown int64
 
 	// Elapsed is wall time to add to the budget's clock, for usage replayed
 	// from a record. A live task's time comes from the Manager's clock.
@@ -224,6 +239,10 @@ func (e UsageEvent) Validate() error {
 		return fmt.Errorf("cacheWriteTokens: must not be negative, got %d", e.CacheWriteTokens)
 	case e.ReasoningTokens < 0 || e.ReasoningTokens > e.OutputTokens:
 		return fmt.Errorf("reasoningTokens: must be between 0 and outputTokens (%d), got %d", e.OutputTokens, e.ReasoningTokens)
+	case e.CacheWrite1hTokens < 0 || e.CacheWrite1hTokens > e.CacheWriteTokens:
+		return fmt.Errorf("cacheWrite1hTokens: must be between 0 and cacheWriteTokens (%d), got %d", e.CacheWriteTokens, e.CacheWrite1hTokens)
+	case e.SettlesUnknown < 0 || (e.SettlesUnknown > 0 && e.CostSource != CostReported):
+		return fmt.Errorf("settlesUnknown: only a reported cost settles unknown ones, and never a negative count (got %d, %s)", e.SettlesUnknown, e.CostSource)
 	case SatAdd(e.CacheReadTokens, e.CacheWriteTokens) > e.InputTokens:
 		return fmt.Errorf("cacheReadTokens + cacheWriteTokens (%d) must not exceed inputTokens (%d): input counts cached tokens too",
 			e.CacheReadTokens+e.CacheWriteTokens, e.InputTokens)

@@ -22,14 +22,19 @@ const MaxEventLine = 1 << 20
 // Usage is one usage event as written in an events file (JSON Lines) and in
 // a sim script's step. Every field is optional.
 type Usage struct {
-	InputTokens      int64       `json:"inputTokens,omitempty" yaml:"inputTokens,omitempty"`
-	OutputTokens     int64       `json:"outputTokens,omitempty" yaml:"outputTokens,omitempty"`
-	CacheReadTokens  int64       `json:"cacheReadTokens,omitempty" yaml:"cacheReadTokens,omitempty"`
-	CacheWriteTokens int64       `json:"cacheWriteTokens,omitempty" yaml:"cacheWriteTokens,omitempty"`
-	CostUSD          *budget.USD `json:"costUsd,omitempty" yaml:"costUsd,omitempty"`
-	Model            string      `json:"model,omitempty" yaml:"model,omitempty"`
-	ElapsedMs        float64     `json:"elapsedMs,omitempty" yaml:"elapsedMs,omitempty"`
-	IterationEnd     bool        `json:"iterationEnd,omitempty" yaml:"iterationEnd,omitempty"`
+	InputTokens      int64 `json:"inputTokens,omitempty" yaml:"inputTokens,omitempty"`
+	OutputTokens     int64 `json:"outputTokens,omitempty" yaml:"outputTokens,omitempty"`
+	CacheReadTokens  int64 `json:"cacheReadTokens,omitempty" yaml:"cacheReadTokens,omitempty"`
+	CacheWriteTokens int64 `json:"cacheWriteTokens,omitempty" yaml:"cacheWriteTokens,omitempty"`
+	// CacheWrite1hTokens is the part of the cache writes held for one hour
+	// (billed higher); ServiceTier the provider's service tier (priority,
+	// flex, batch; empty is standard).
+	CacheWrite1hTokens int64       `json:"cacheWrite1hTokens,omitempty" yaml:"cacheWrite1hTokens,omitempty"`
+	ServiceTier        string      `json:"serviceTier,omitempty" yaml:"serviceTier,omitempty"`
+	CostUSD            *budget.USD `json:"costUsd,omitempty" yaml:"costUsd,omitempty"`
+	Model              string      `json:"model,omitempty" yaml:"model,omitempty"`
+	ElapsedMs          float64     `json:"elapsedMs,omitempty" yaml:"elapsedMs,omitempty"`
+	IterationEnd       bool        `json:"iterationEnd,omitempty" yaml:"iterationEnd,omitempty"`
 }
 
 // Event turns the written form into a usage event, priced: a given costUsd
@@ -41,13 +46,15 @@ func (u Usage) Event(prices *pricing.Catalogue) (budget.UsageEvent, error) {
 		return budget.UsageEvent{}, fmt.Errorf("elapsedMs: out of range")
 	}
 	ev := budget.UsageEvent{
-		InputTokens:      u.InputTokens,
-		OutputTokens:     u.OutputTokens,
-		CacheReadTokens:  u.CacheReadTokens,
-		CacheWriteTokens: u.CacheWriteTokens,
-		Model:            u.Model,
-		Elapsed:          time.Duration(u.ElapsedMs * float64(time.Millisecond)),
-		IterationEnd:     u.IterationEnd,
+		InputTokens:        u.InputTokens,
+		OutputTokens:       u.OutputTokens,
+		CacheReadTokens:    u.CacheReadTokens,
+		CacheWriteTokens:   u.CacheWriteTokens,
+		CacheWrite1hTokens: u.CacheWrite1hTokens,
+		ServiceTier:        u.ServiceTier,
+		Model:              u.Model,
+		Elapsed:            time.Duration(u.ElapsedMs * float64(time.Millisecond)),
+		IterationEnd:       u.IterationEnd,
 	}
 	if u.CostUSD != nil {
 		ev.USD, ev.CostSource = *u.CostUSD, budget.CostReported

@@ -50,11 +50,15 @@ type taskFile struct {
 	Degrade    *degradeFile    `yaml:"degrade"`
 }
 
+// priceFile is one model's prices in purser.yaml, dollars per million
+// tokens. Pointers tell "not given" from 0: a cache price left out is the
+// input price, a cache price of 0 is free.
 type priceFile struct {
-	Input      float64 `yaml:"input"`
-	Output     float64 `yaml:"output"`
-	CacheRead  float64 `yaml:"cacheRead"`
-	CacheWrite float64 `yaml:"cacheWrite"`
+	Input        *float64 `yaml:"input"`
+	Output       *float64 `yaml:"output"`
+	CacheRead    *float64 `yaml:"cacheRead"`
+	CacheWrite   *float64 `yaml:"cacheWrite"`
+	CacheWrite1h *float64 `yaml:"cacheWrite1h"`
 }
 
 type projectFile struct {
@@ -195,20 +199,28 @@ func (l Loader) LoadProject(path string) (*Project, error) {
 		p.Prices.Merge(c)
 	}
 	for model, pr := range pf.Prices {
-		for field, v := range map[string]float64{"input": pr.Input, "output": pr.Output, "cacheRead": pr.CacheRead, "cacheWrite": pr.CacheWrite} {
-			if v < 0 || v > 1e6 {
+		if pr.Input == nil || pr.Output == nil {
+			return nil, d.at("prices."+model, "want input and output, in dollars per million tokens", nil)
+		}
+		perMillion := map[string]pricing.PicoUSD{}
+		for field, v := range map[string]*float64{"input": pr.Input, "output": pr.Output, "cacheRead": pr.CacheRead, "cacheWrite": pr.CacheWrite, "cacheWrite1h": pr.CacheWrite1h} {
+			if v == nil {
+				continue
+			}
+			if *v < 0 || *v > 1e6 {
 				return nil, d.at("prices."+model+"."+field, "want dollars per million tokens, from 0 to 1000000", nil)
 			}
+			perMillion[field] = pricing.PerMillion(*v)
 		}
-		cr, cw := pr.CacheRead, pr.CacheWrite
-		if cr == 0 {
-			cr = pr.Input
+		given := func(field string, fallback pricing.PicoUSD) pricing.PicoUSD {
+			if v, ok := perMillion[field]; ok {
+				return v
+			}
+			return fallback
 		}
-		if cw == 0 {
-			cw = pr.Input
-		}
-		p.Prices.Set(pricing.Entry{Model: model, Source: path, Price: pricing.Price{Input: pricing.PerMillion(pr.Input),
-			Output: pricing.PerMillion(pr.Output), CacheRead: pricing.PerMillion(cr), CacheWrite: pricing.PerMillion(cw)}})
+		in := perMillion["input"]
+		p.Prices.Set(pricing.Entry{Model: model, Source: pricing.FileSource(path, data) + " (prices:)", Price: pricing.Price{Input: in, Output: perMillion["output"],
+			CacheRead: given("cacheRead", in), CacheWrite: given("cacheWrite", in), CacheWrite1h: given("cacheWrite1h", 0)}})
 	}
 	return p, nil
 }

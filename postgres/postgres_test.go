@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"net/url"
 	"os"
 	"strings"
@@ -69,9 +70,14 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
+	// Each migration is recorded once, however many opened at once.
+	files, err := fs.Glob(os.DirFS("migrations"), "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var n int
-	if err := conn.QueryRow(context.Background(), `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("%d migrations recorded (%v), want 1", n, err)
+	if err := conn.QueryRow(context.Background(), `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil || n != len(files) {
+		t.Fatalf("%d migrations recorded (%v), want %d", n, err, len(files))
 	}
 }
 

@@ -1,10 +1,18 @@
 // Package pricing is Purser's price catalogue: what a model's tokens cost,
 // and the estimate of a call's cost from its tokens. A model with no known
 // price is priced as unknown, never as zero.
+//
+// A price carries every dimension that changes a bill and that LiteLLM's
+// model_prices_and_context_window.json records per token: input, output,
+// cache reads, 5-minute and 1-hour cache writes, reasoning output, long-context
+// tiers (rates that apply to the whole request once its input passes a
+// threshold) and service tiers (priority, flex, batch).
 package pricing
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +22,7 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/purser-dev/purser/budget"
@@ -28,24 +37,154 @@ type PicoUSD int64
 // providers publish them. 5 dollars per million tokens is 5_000_000 pico-USD.
 func PerMillion(dollars float64) PicoUSD { return PicoUSD(dollars*1e6 + 0.5) }
 
-// Price is what one model charges per token.
-type Price struct {
-	Input      PicoUSD // uncached input
-	Output     PicoUSD // output, reasoning included
-	CacheRead  PicoUSD // input read from the cache
-	CacheWrite PicoUSD // input written to the cache
+// Rates is one set of per-token prices. A zero CacheWrite1h prices 1-hour
+// cache writes at CacheWrite (the table gave no 1-hour price; the estimate
+// says so); a zero Reasoning prices reasoning tokens as output.
+type Rates struct {
+	Input        PicoUSD // uncached input
+	Output       PicoUSD // output, reasoning included unless Reasoning is set
+	CacheRead    PicoUSD // input read from the cache
+	CacheWrite   PicoUSD // input written to the cache (5-minute cache)
+	CacheWrite1h PicoUSD // input written to the 1-hour cache
+	Reasoning    PicoUSD // reasoning output, when priced apart from output
 }
 
-// Cost estimates what a usage event's tokens cost at this price:
-// (input − cache read − cache write) × input + cache read × its price +
-// cache write × its price + output × output.
+// Tier is a long-context tier: its rates apply to a whole request whose
+// input (cached tokens included) exceeds AboveInput tokens, as Anthropic,
+// Google and OpenAI bill it.
+type Tier struct {
+	AboveInput int64
+	Rates      Rates
+}
+
+// Service tiers a provider may bill a request under.
+const (
+	ServiceStandard = "standard"
+	ServicePriority = "priority"
+	ServiceFlex     = "flex"
+	ServiceBatch    = "batch"
+)
+
+// Price is what one model charges per token: standard rates, long-context
+// tiers (ascending), and the prices of other service tiers by name
+// (ServicePriority, ServiceFlex, ServiceBatch), each with its own tiers.
+type Price struct {
+	Input        PicoUSD
+	Output       PicoUSD
+	CacheRead    PicoUSD
+	CacheWrite   PicoUSD
+	CacheWrite1h PicoUSD
+	Reasoning    PicoUSD
+	Tiers        []Tier
+	Services     map[string]*Price
+}
+
+// Base returns the standard, short-context rates.
+func (p Price) Base() Rates {
+	return Rates{Input: p.Input, Output: p.Output, CacheRead: p.CacheRead, CacheWrite: p.CacheWrite, CacheWrite1h: p.CacheWrite1h, Reasoning: p.Reasoning}
+}
+
+// Applied is the rates an event is priced at and how they were chosen.
+type Applied struct {
+	Rates   Rates
+	Service string // the service tier priced ("standard" when none was asked)
+	Above   int64  // the long-context threshold passed, 0 if none
+	Notes   []string
+	// Unpriced is set when the event cannot be priced honestly (a priority
+	// request on a model whose priority rates are not known): the estimate
+	// would be low, so the cost is unknown.
+	Unpriced string
+}
+
+// Describe is a short account of the rates applied, for provenance.
+func (a Applied) Describe() string {
+	parts := []string{a.Service}
+	if a.Above > 0 {
+		parts = append(parts, fmt.Sprintf("input above %s tokens", groupDigits(a.Above)))
+	} else {
+		parts = append(parts, "base rates")
+	}
+	parts = append(parts, a.Notes...)
+	return strings.Join(parts, ", ")
+}
+
+// Rate chooses the rates for an event: the service tier it was billed under,
+// then the highest long-context tier its input passes.
+func (p Price) Rate(ev budget.UsageEvent) Applied {
+	service := strings.ToLower(strings.TrimSpace(ev.ServiceTier))
+	if service == "" || service == "default" || service == "auto" {
+		service = ServiceStandard
+	}
+	a := Applied{Service: service}
+	chosen := &p
+	if service != ServiceStandard {
+		if sp, ok := p.Services[service]; ok {
+			chosen = sp
+		} else if service == ServicePriority {
+			// Priority costs more than standard: standard rates would count less money.
+			a.Unpriced = "the table gives no priority rates for this model"
+			return a
+		} else {
+			// Flex and batch cost less than standard: standard rates are an upper bound.
+			a.Notes = append(a.Notes, "no "+service+" rates in the table, priced at standard (an upper bound)")
+			a.Service = ServiceStandard
+		}
+	}
+	a.Rates = chosen.Base()
+	for _, t := range chosen.Tiers {
+		if ev.InputTokens > t.AboveInput {
+			a.Rates, a.Above = t.Rates, t.AboveInput
+		}
+	}
+	if chosen != &p && len(chosen.Tiers) == 0 {
+		for _, t := range p.Tiers {
+			if ev.InputTokens > t.AboveInput {
+				a.Notes = append(a.Notes, fmt.Sprintf("the table gives no %s rates above %s input tokens: %s base rates used (may be low)", a.Service, groupDigits(t.AboveInput), a.Service))
+				break
+			}
+		}
+	}
+	if ev.CacheWrite1hTokens > 0 && a.Rates.CacheWrite1h == 0 {
+		a.Notes = append(a.Notes, "no 1-hour cache-write price in the table: 1-hour writes priced as 5-minute writes (may be low)")
+	}
+	return a
+}
+
+// Cost estimates what a usage event's tokens cost at this price, the whole
+// request at the rates Rate chooses. It is zero when Rate finds the event
+// unpriceable; Estimate reports such an event as unknown.
 func (p Price) Cost(ev budget.UsageEvent) budget.USD {
+	a := p.Rate(ev)
+	if a.Unpriced != "" {
+		return 0
+	}
+	return a.Rates.Cost(ev)
+}
+
+// Cost prices an event's tokens at these rates:
+// uncached input × input + cache reads × their price + 5-minute and 1-hour
+// cache writes × theirs + output × output (reasoning at its own price when
+// set), rounded half up to the nano-dollar.
+func (r Rates) Cost(ev budget.UsageEvent) budget.USD {
 	uncached := max(ev.InputTokens-ev.CacheReadTokens-ev.CacheWriteTokens, 0)
+	write1h := min(max(ev.CacheWrite1hTokens, 0), max(ev.CacheWriteTokens, 0))
+	write5m := max(ev.CacheWriteTokens-write1h, 0)
+	w1h := r.CacheWrite1h
+	if w1h == 0 {
+		w1h = r.CacheWrite
+	}
+	reasoning, output := int64(0), ev.OutputTokens
+	if r.Reasoning > 0 {
+		reasoning = min(max(ev.ReasoningTokens, 0), max(ev.OutputTokens, 0))
+		output -= reasoning
+	}
 	var pico satInt
-	pico.addProduct(uncached, int64(p.Input))
-	pico.addProduct(ev.CacheReadTokens, int64(p.CacheRead))
-	pico.addProduct(ev.CacheWriteTokens, int64(p.CacheWrite))
-	pico.addProduct(ev.OutputTokens, int64(p.Output))
+	pico.addProduct(uncached, int64(r.Input))
+	pico.addProduct(ev.CacheReadTokens, int64(r.CacheRead))
+	pico.addProduct(write5m, int64(r.CacheWrite))
+	pico.addProduct(write1h, int64(w1h))
+	pico.addProduct(output, int64(r.Output))
+	pico.addProduct(reasoning, int64(r.Reasoning))
 	// Round half up from pico- to nano-dollars.
 	return budget.USD((uint64(pico) + 500) / 1000)
 }
@@ -70,33 +209,54 @@ func (s *satInt) addProduct(a, b int64) {
 type Entry struct {
 	Model  string
 	Price  Price
-	Source string // where the price was read, and when
+	Source string // which table the price was read from: built-in with its date, or a file with its SHA-256
 }
 
 // Catalogue maps model names to prices. The zero value is empty; use
 // Builtin for today's main models. A Catalogue is not safe for concurrent
 // modification, but safe for concurrent lookups once built.
 type Catalogue struct {
-	entries map[string]Entry
+	entries  map[string]Entry
+	aliases  map[string]string // bare name → the decorated key that prices it (see Resolve)
+	warnings []string
 }
 
 // New returns an empty catalogue.
-func New() *Catalogue { return &Catalogue{entries: map[string]Entry{}} }
+func New() *Catalogue { return &Catalogue{entries: map[string]Entry{}, aliases: map[string]string{}} }
 
 // Set adds or replaces a model's price.
 func (c *Catalogue) Set(e Entry) {
 	if c.entries == nil {
 		c.entries = map[string]Entry{}
 	}
+	if c.aliases == nil {
+		c.aliases = map[string]string{}
+	}
 	e.Model = strings.ToLower(strings.TrimSpace(e.Model))
 	c.entries[e.Model] = e
+	if bare := normalise(e.Model); bare != e.Model {
+		if best, ok := c.aliases[bare]; !ok || len(e.Model) < len(best) || len(e.Model) == len(best) && e.Model < best {
+			c.aliases[bare] = e.Model
+		}
+	}
 }
 
-// Merge copies every entry of other into c, overriding c's.
+// Merge copies every entry of other into c, overriding c's, and keeps
+// other's warnings.
 func (c *Catalogue) Merge(other *Catalogue) {
 	for _, e := range other.entries {
 		c.Set(e)
 	}
+	c.warnings = append(c.warnings, other.warnings...)
+}
+
+// Warnings lists what reading the catalogue's price tables left out: price
+// keys it does not model, each named. The CLI prints them on stderr.
+func (c *Catalogue) Warnings() []string {
+	if c == nil {
+		return nil
+	}
+	return append([]string(nil), c.warnings...)
 }
 
 // Len returns the number of priced model names.
@@ -114,10 +274,14 @@ func (c *Catalogue) Models() []string {
 
 var (
 	contextSuffix = regexp.MustCompile(`\[[^\]]*\]$`) // claude-opus-4-8[1m]
-	bedrockPrefix = regexp.MustCompile(`^((us|eu|apac|global|jp|au)\.)?(anthropic|meta|amazon|mistral|cohere)\.`)
+	bedrockPrefix = regexp.MustCompile(`^((us|eu|apac|global|jp|au)\.)?(anthropic|meta|amazon|mistral|cohere|deepseek|openai)\.`)
 	bedrockSuffix = regexp.MustCompile(`-v\d+(:\d+)?$`)               // …-20250929-v1:0
 	vertexDate    = regexp.MustCompile(`@(\d{8}|latest|default)$`)    // claude-sonnet-4-5@20250929
 	datedSuffix   = regexp.MustCompile(`-(\d{8}|\d{4}-\d{2}-\d{2})$`) // -20250929, -2025-08-07
+	// OpenRouter writes Anthropic versions with a dot (claude-sonnet-4.5);
+	// Anthropic, and so the tables, with a hyphen. Only Claude names are
+	// rewritten: OpenAI and Google versions are dotted in their own names.
+	claudeDotted = regexp.MustCompile(`^(claude-(?:[a-z]+-)?\d+)\.(\d+)`)
 )
 
 // candidates lists the names a model may be priced under, most specific
@@ -153,32 +317,81 @@ func candidates(model string) []string {
 	name = bedrockSuffix.ReplaceAllString(name, "")
 	name = vertexDate.ReplaceAllString(name, "")
 	add(name)
-	add(datedSuffix.ReplaceAllString(name, ""))
+	undated := datedSuffix.ReplaceAllString(name, "")
+	add(undated)
+	// claude-sonnet-4.5 → claude-sonnet-4-5 (claude-3.5-haiku → claude-3-5-haiku).
+	for _, n := range []string{name, undated} {
+		add(claudeDotted.ReplaceAllString(n, "$1-$2"))
+	}
 	return out
 }
 
-// Lookup finds the price of a model, matching the name exactly first and
-// then without provider decorations (context-window tags such as "[1m]",
-// provider prefixes such as "anthropic/", Bedrock and Vertex forms, dated
-// suffixes). It returns the catalogue entry that matched.
-func (c *Catalogue) Lookup(model string) (Entry, bool) {
-	if c == nil {
-		return Entry{}, false
+// normalise is the bare name a decorated table key stands for (its last
+// candidate): openrouter/anthropic/claude-sonnet-4.5 → claude-sonnet-4-5.
+func normalise(model string) string {
+	c := candidates(model)
+	if len(c) == 0 {
+		return ""
 	}
-	for _, n := range candidates(model) {
-		if e, ok := c.entries[n]; ok {
-			return e, true
-		}
-	}
-	return Entry{}, false
+	return c[len(c)-1]
 }
 
-// Estimate prices an event's tokens. It returns the event with USD and
-// CostSource set: estimated when the model is priced, unknown when it is not
-// and the event has tokens, and unchanged when the event already carries a
-// reported or estimated cost or has no tokens, so pricing an event twice
-// changes nothing. The engine calls it on every usage event it records;
-// backends never do.
+// Resolution is how a model name was matched in the catalogue.
+type Resolution struct {
+	Query     string   // the name asked for
+	Tried     []string // the names tried, in order
+	MatchedAs string   // the tried name that matched
+	Key       string   // the catalogue key that priced it
+	Alias     bool     // matched through a decorated key's bare name (a prefix added)
+}
+
+// Resolve finds the price of a model, matching the name exactly first and
+// then without provider decorations (context-window tags such as "[1m]",
+// provider prefixes such as "anthropic/", Bedrock and Vertex forms, dated
+// suffixes, OpenRouter's dotted Claude versions). When no table key has a
+// tried name, a key that is a decorated form of it is taken (a table holding
+// only "gemini/gemini-2.5-pro" prices "gemini-2.5-pro"); among several, the
+// shortest key, then the first in order — so "anthropic.claude-…" is chosen
+// over its regional "eu.anthropic.claude-…" twin. A different model is never
+// guessed: matching is on whole names, never on prefixes.
+func (c *Catalogue) Resolve(model string) (Entry, Resolution, bool) {
+	r := Resolution{Query: model, Tried: candidates(model)}
+	if c == nil {
+		return Entry{}, r, false
+	}
+	for _, n := range r.Tried {
+		if e, ok := c.entries[n]; ok {
+			r.MatchedAs, r.Key = n, n
+			return e, r, true
+		}
+	}
+	best := ""
+	for _, n := range r.Tried {
+		if key, ok := c.aliases[n]; ok {
+			best = key
+			break
+		}
+	}
+	if best == "" {
+		return Entry{}, r, false
+	}
+	r.MatchedAs, r.Key, r.Alias = normalise(best), best, true
+	return c.entries[best], r, true
+}
+
+// Lookup finds the price of a model as Resolve does and returns the entry.
+func (c *Catalogue) Lookup(model string) (Entry, bool) {
+	e, _, ok := c.Resolve(model)
+	return e, ok
+}
+
+// Estimate prices an event's tokens. It returns the event with USD,
+// CostSource and PriceSource set: estimated when the model is priced, unknown
+// when it is not (or when its rates for the event's service tier are not
+// known and standard rates would count less) and the event has tokens, and
+// unchanged when the event already carries a reported or estimated cost or
+// has no tokens, so pricing an event twice changes nothing. The engine calls
+// it on every usage event it records; backends never do.
 func (c *Catalogue) Estimate(ev budget.UsageEvent) budget.UsageEvent {
 	if ev.CostSource == budget.CostReported || ev.CostSource == budget.CostEstimated {
 		return ev
@@ -186,33 +399,129 @@ func (c *Catalogue) Estimate(ev budget.UsageEvent) budget.UsageEvent {
 	if ev.Tokens() == 0 {
 		return ev
 	}
-	e, ok := c.Lookup(ev.Model)
+	e, r, ok := c.Resolve(ev.Model)
 	if !ok {
 		ev.USD, ev.CostSource = 0, budget.CostUnknown
+		ev.PriceSource = fmt.Sprintf("no price for %q in the catalogue", ev.Model)
 		return ev
 	}
-	ev.USD, ev.CostSource = e.Price.Cost(ev), budget.CostEstimated
+	a := e.Price.Rate(ev)
+	ev.PriceSource = fmt.Sprintf("%s as %s (%s)", e.Source, r.Key, a.Describe())
+	if a.Unpriced != "" {
+		ev.USD, ev.CostSource = 0, budget.CostUnknown
+		ev.PriceSource = fmt.Sprintf("%s as %s: %s service tier: %s", e.Source, r.Key, a.Service, a.Unpriced)
+		return ev
+	}
+	ev.USD, ev.CostSource = a.Rates.Cost(ev), budget.CostEstimated
 	return ev
-}
-
-// litellmEntry is one model in LiteLLM's model_prices_and_context_window.json.
-type litellmEntry struct {
-	Input      *json.Number `json:"input_cost_per_token"`
-	Output     *json.Number `json:"output_cost_per_token"`
-	CacheRead  *json.Number `json:"cache_read_input_token_cost"`
-	CacheWrite *json.Number `json:"cache_creation_input_token_cost"`
 }
 
 // ErrNoPrices is returned when a price file priced no model at all.
 var ErrNoPrices = errors.New("no model with an input_cost_per_token and output_cost_per_token")
 
+// The LiteLLM keys Purser models. A key is a base, then optionally a
+// long-context suffix (_above_200k_tokens), then optionally a service tier
+// (_priority, _flex, _batches) — in that order, as LiteLLM writes them
+// (input_cost_per_token_above_200k_tokens_priority).
+var priceKey = regexp.MustCompile(`^(input_cost_per_token_cache_hit|input_cost_per_token|output_cost_per_reasoning_token|output_cost_per_token|cache_read_input_token_cost|cache_creation_input_token_cost_above_1hr|cache_creation_input_token_cost)(?:_above_(\d+)k_tokens)?(?:_(priority|flex|batches))?$`)
+
+// looksLikePrice is a key that seems to change a bill: reported by name
+// when Purser does not model it.
+func looksLikePrice(key string) bool {
+	k := strings.ToLower(key)
+	return strings.Contains(k, "cost") || strings.Contains(k, "price") || strings.Contains(k, "multiplier") ||
+		k == "provider_specific_entry"
+}
+
+// cellKey names one cell of an entry's rates: a long-context threshold
+// (0: none) and a service tier ("": standard).
+type cellKey struct {
+	above   int64
+	service string
+}
+
+// rateSet gathers one (tier, service) cell's rates while a file is read.
+type rateSet struct {
+	input, output, cacheRead, cacheHit, cacheWrite, cacheWrite1h, reasoning *PicoUSD
+}
+
+func (s *rateSet) field(base string) **PicoUSD {
+	switch base {
+	case "input_cost_per_token":
+		return &s.input
+	case "output_cost_per_token":
+		return &s.output
+	case "cache_read_input_token_cost":
+		return &s.cacheRead
+	case "input_cost_per_token_cache_hit":
+		return &s.cacheHit
+	case "cache_creation_input_token_cost":
+		return &s.cacheWrite
+	case "cache_creation_input_token_cost_above_1hr":
+		return &s.cacheWrite1h
+	case "output_cost_per_reasoning_token":
+		return &s.reasoning
+	}
+	return nil
+}
+
+// rates resolves a cell against its fallback (the standard cell for a
+// service tier, the tier's short-context cell for a long-context one): a
+// missing field takes the fallback's, as LiteLLM does. A cache price the
+// entry never gives is the input price of the cell itself (OpenAI and Google
+// bill cache writes as input: a long-context write costs long-context
+// input), and a missing cache-read price is the cache-hit price when given
+// (DeepSeek gives only input_cost_per_token_cache_hit). std is the entry's
+// standard short-context cell.
+func (s *rateSet) rates(fallback *Rates, std *rateSet) Rates {
+	get := func(p *PicoUSD, fb PicoUSD) PicoUSD {
+		if p != nil {
+			return *p
+		}
+		return fb
+	}
+	var r Rates
+	if fallback != nil {
+		r = *fallback
+	}
+	r.Input = get(s.input, r.Input)
+	r.Output = get(s.output, r.Output)
+	read, stdRead := s.cacheRead, std.cacheRead
+	if read == nil {
+		read = s.cacheHit
+	}
+	if stdRead == nil {
+		stdRead = std.cacheHit
+	}
+	if stdRead == nil {
+		r.CacheRead = get(read, r.Input)
+	} else {
+		r.CacheRead = get(read, r.CacheRead)
+	}
+	if std.cacheWrite == nil {
+		r.CacheWrite = get(s.cacheWrite, r.Input)
+	} else {
+		r.CacheWrite = get(s.cacheWrite, r.CacheWrite)
+	}
+	r.CacheWrite1h = get(s.cacheWrite1h, r.CacheWrite1h)
+	r.Reasoning = get(s.reasoning, r.Reasoning)
+	if r.Reasoning == r.Output {
+		r.Reasoning = 0 // priced as output: nothing apart
+	}
+	return r
+}
+
 // ParseLiteLLM reads prices in the format of LiteLLM's
-// model_prices_and_context_window.json: an object of model name → fields
-// input_cost_per_token, output_cost_per_token, cache_read_input_token_cost and
-// cache_creation_input_token_cost, in dollars per token. Other fields are
-// ignored, as are entries without input and output prices (embeddings,
-// images, the "sample_spec" entry). A missing cache price falls back to the
-// input price, as LiteLLM does. source labels where the file came from.
+// model_prices_and_context_window.json: an object of model name → fields in
+// dollars per token. It reads every per-token price key: input, output,
+// cache read (or DeepSeek's input_cost_per_token_cache_hit), cache creation
+// (5-minute) and its _above_1hr (1-hour) variant, reasoning output, each
+// with its long-context (_above_Nk_tokens) and service-tier (_priority,
+// _flex, _batches) variants. Entries without input and output prices
+// (embeddings, images, the "sample_spec" entry) are skipped. A key that
+// looks like a price and is not modelled (audio, image, per-query,
+// regional uplift…) is named in the catalogue's Warnings, with how many
+// models carry it — never dropped in silence. source labels the file.
 func ParseLiteLLM(data []byte, source string) (*Catalogue, error) {
 	var raw map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -220,59 +529,167 @@ func ParseLiteLLM(data []byte, source string) (*Catalogue, error) {
 	if err := dec.Decode(&raw); err != nil {
 		return nil, fmt.Errorf("%s: not a JSON object of model prices: %w", source, err)
 	}
+	names := make([]string, 0, len(raw))
+	for name := range raw {
+		names = append(names, name)
+	}
+	sort.Strings(names)
 	c := New()
-	for name, msg := range raw {
+	unknown := map[string][]string{} // key → models
+	for _, name := range names {
 		if name == "sample_spec" || strings.TrimSpace(name) == "" {
 			continue
 		}
-		var le litellmEntry
-		d := json.NewDecoder(bytes.NewReader(msg))
+		var fields map[string]json.RawMessage
+		d := json.NewDecoder(bytes.NewReader(raw[name]))
 		d.UseNumber()
-		if err := d.Decode(&le); err != nil {
+		if err := d.Decode(&fields); err != nil {
+			return nil, fmt.Errorf("%s: model %q: not an object of fields: %w", source, name, err)
+		}
+		p, skipped, ok, err := parseEntry(fields)
+		if err != nil {
 			return nil, fmt.Errorf("%s: model %q: %w", source, name, err)
 		}
-		if le.Input == nil || le.Output == nil {
+		if !ok {
 			continue
 		}
-		var p Price
-		var err error
-		field := func(n *json.Number, key string, fallback PicoUSD) PicoUSD {
-			if err != nil {
-				return 0
-			}
-			if n == nil {
-				return fallback
-			}
-			var v PicoUSD
-			v, err = parsePerToken(string(*n))
-			if err != nil {
-				err = fmt.Errorf("%s: model %q: %s: %w", source, name, key, err)
-			}
-			return v
-		}
-		p.Input = field(le.Input, "input_cost_per_token", 0)
-		p.Output = field(le.Output, "output_cost_per_token", 0)
-		p.CacheRead = field(le.CacheRead, "cache_read_input_token_cost", p.Input)
-		p.CacheWrite = field(le.CacheWrite, "cache_creation_input_token_cost", p.Input)
-		if err != nil {
-			return nil, err
+		for _, k := range skipped {
+			unknown[k] = append(unknown[k], name)
 		}
 		c.Set(Entry{Model: name, Price: p, Source: source})
 	}
 	if c.Len() == 0 {
 		return nil, fmt.Errorf("%s: %w", source, ErrNoPrices)
 	}
+	keys := make([]string, 0, len(unknown))
+	for k := range unknown {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		models := unknown[k]
+		c.warnings = append(c.warnings, fmt.Sprintf("%s: price key %q is not modelled, so the charges it describes are not estimated (%d priced model(s), e.g. %s)",
+			source, k, len(models), models[0]))
+	}
 	return c, nil
 }
 
+// parseEntry reads one model's fields. ok is false for an entry with no
+// input or output price. skipped lists the keys that look like prices and
+// are not modelled (zero-valued ones excepted: they add nothing to a bill).
+func parseEntry(fields map[string]json.RawMessage) (p Price, skipped []string, ok bool, err error) {
+	type cell = cellKey
+	cells := map[cell]*rateSet{}
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		m := priceKey.FindStringSubmatch(key)
+		if m == nil {
+			if looksLikePrice(key) && !isZero(fields[key]) {
+				skipped = append(skipped, key)
+			}
+			continue
+		}
+		var above int64
+		if m[2] != "" {
+			k, perr := strconv.ParseInt(m[2], 10, 64)
+			if perr != nil || k <= 0 || k > math.MaxInt64/1000 {
+				return p, nil, false, fmt.Errorf("%s: threshold %q out of range", key, m[2])
+			}
+			above = k * 1000
+		}
+		service := m[3]
+		if service == "batches" {
+			service = ServiceBatch
+		}
+		var num json.Number
+		if uerr := json.Unmarshal(fields[key], &num); uerr != nil {
+			return p, nil, false, fmt.Errorf("%s: want a number of dollars per token, got %s", key, fields[key])
+		}
+		v, perr := parsePerToken(string(num))
+		if perr != nil {
+			return p, nil, false, fmt.Errorf("%s: %w", key, perr)
+		}
+		cl := cell{above, service}
+		if cells[cl] == nil {
+			cells[cl] = &rateSet{}
+		}
+		*cells[cl].field(m[1]) = &v
+	}
+	std := cells[cell{}]
+	if std == nil || std.input == nil || std.output == nil {
+		return p, skipped, false, nil
+	}
+	base := std.rates(nil, std)
+	p = priceOf(base, tiersOf(cells, "", base, std))
+	services := map[string]bool{}
+	for cl := range cells {
+		if cl.service != "" {
+			services[cl.service] = true
+		}
+	}
+	for s := range services {
+		sc := cells[cell{0, s}]
+		if sc == nil || sc.input == nil {
+			// Only long-context rates for this tier, or no input price: the
+			// tier cannot be priced from this entry.
+			skipped = append(skipped, fmt.Sprintf("%s-tier rates without a short-context input price", s))
+			continue
+		}
+		sBase := sc.rates(&base, std)
+		sp := priceOf(sBase, tiersOf(cells, s, sBase, std))
+		if p.Services == nil {
+			p.Services = map[string]*Price{}
+		}
+		p.Services[s] = &sp
+	}
+	return p, skipped, true, nil
+}
+
+// tiersOf returns a service tier's long-context tiers, ascending, each
+// falling back to the tier's short-context rates for a field it omits.
+func tiersOf(cells map[cellKey]*rateSet, service string, short Rates, std *rateSet) []Tier {
+	var out []Tier
+	for cl, rs := range cells {
+		if cl.service == service && cl.above > 0 {
+			out = append(out, Tier{AboveInput: cl.above, Rates: rs.rates(&short, std)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].AboveInput < out[j].AboveInput })
+	return out
+}
+
+func priceOf(r Rates, tiers []Tier) Price {
+	return Price{Input: r.Input, Output: r.Output, CacheRead: r.CacheRead, CacheWrite: r.CacheWrite, CacheWrite1h: r.CacheWrite1h, Reasoning: r.Reasoning, Tiers: tiers}
+}
+
+func isZero(raw json.RawMessage) bool {
+	var n json.Number
+	if json.Unmarshal(raw, &n) != nil {
+		return false
+	}
+	f, err := n.Float64()
+	return err == nil && f == 0
+}
+
 // LoadLiteLLM reads a price file in LiteLLM's format (see ParseLiteLLM),
-// labelled with its path.
+// labelled with its path and the SHA-256 of its contents.
 func LoadLiteLLM(path string) (*Catalogue, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	return ParseLiteLLM(data, path)
+	return ParseLiteLLM(data, FileSource(path, data))
+}
+
+// FileSource labels a price file: its path and the SHA-256 of its bytes, so
+// an estimate says exactly which table priced it.
+func FileSource(path string, data []byte) string {
+	sum := sha256.Sum256(data)
+	return fmt.Sprintf("file %s sha256:%s", path, hex.EncodeToString(sum[:]))
 }
 
 // parsePerToken reads a dollars-per-token figure exactly into pico-dollars.
@@ -290,4 +707,17 @@ func parsePerToken(s string) (PicoUSD, error) {
 		return 0, fmt.Errorf("%s dollars per token is out of range", s)
 	}
 	return PicoUSD(n.Int64()), nil
+}
+
+// groupDigits writes 200000 as 200,000.
+func groupDigits(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

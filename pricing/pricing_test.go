@@ -2,6 +2,7 @@ package pricing_test
 
 import (
 	"os"
+	"reflect"
 	"testing"
 
 	"github.com/purser-dev/purser/budget"
@@ -72,7 +73,7 @@ func TestLookupNameVariants(t *testing.T) {
 	// gpt-5-mini must not be priced as gpt-5, nor gpt-4o-mini as gpt-4o.
 	mini, _ := c.Lookup("gpt-5-mini")
 	full, _ := c.Lookup("gpt-5")
-	if mini.Price == full.Price {
+	if reflect.DeepEqual(mini.Price, full.Price) {
 		t.Fatal("gpt-5-mini priced as gpt-5")
 	}
 }
@@ -119,7 +120,7 @@ func TestParseLiteLLM(t *testing.T) {
 		t.Fatalf("priced %d models (%v), want 3: sample_spec and the embedding are skipped", c.Len(), c.Models())
 	}
 	e, ok := c.Lookup("claude-sonnet-4-5-20250929")
-	if !ok || e.Price != (pricing.Price{Input: 3_000_000, Output: 15_000_000, CacheRead: 300_000, CacheWrite: 3_750_000}) {
+	if !ok || !reflect.DeepEqual(e.Price, pricing.Price{Input: 3_000_000, Output: 15_000_000, CacheRead: 300_000, CacheWrite: 3_750_000}) {
 		t.Fatalf("claude-sonnet-4-5 = %+v, %v", e, ok)
 	}
 	// A provider-prefixed key is found under the name a backend reports.

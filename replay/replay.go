@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"os"
 	"sort"
 	"time"
@@ -38,7 +39,7 @@ type Run struct {
 	Model      string
 	Resolved   *bool // nil: no label
 	// Calls is empty for a run recorded with totals only; it is then
-	// replayed as one call and its figures are upper bounds.
+	// replayed as one call, and its saving is a lower bound.
 	Calls             []Call
 	TotalCostUSD      *budget.USD
 	TotalInputTokens  int64
@@ -61,16 +62,21 @@ type Result struct {
 	StoppedAtCall *int `json:"stoppedAtCall"`
 	// RecordedUSD is what the run spent; SpentUSD what it would have spent
 	// under the budget; SavedUSD the difference.
-	RecordedUSD budget.USD       `json:"recordedUsd"`
-	SpentUSD    budget.USD       `json:"spentUsd"`
-	SavedUSD    budget.USD       `json:"savedUsd"`
-	USDSource   budget.USDSource `json:"usdSource"`
-	SpentTokens int64            `json:"spentTokens"`
-	Stopped     bool             `json:"stopped"`
-	SolvedCut   bool             `json:"solvedCut"`
-	// UpperBound marks a run recorded with totals only: its savings are an
-	// upper bound (total − cap), its stop point unknown.
-	UpperBound bool `json:"upperBound"`
+	RecordedUSD budget.USD `json:"recordedUsd"`
+	// RecordedUSDSource is the provenance of RecordedUSD: unknown when no
+	// call's cost is known (RecordedUSD is then 0 and means nothing), partial
+	// when it is a lower bound.
+	RecordedUSDSource budget.USDSource `json:"recordedUsdSource"`
+	SpentUSD          budget.USD       `json:"spentUsd"`
+	SavedUSD          budget.USD       `json:"savedUsd"`
+	USDSource         budget.USDSource `json:"usdSource"`
+	SpentTokens       int64            `json:"spentTokens"`
+	Stopped           bool             `json:"stopped"`
+	SolvedCut         bool             `json:"solvedCut"`
+	// TotalsOnly marks a run recorded with totals only: replayed as one call
+	// clamped to the cap, its saving (total − cap) is a lower bound and its
+	// stop point unknown.
+	TotalsOnly bool `json:"totalsOnly"`
 	// NaiveSpentUSD is what a check-then-spend rule (stop once spend has
 	// reached the cap, checked before each call) would have spent.
 	NaiveSpentUSD budget.USD `json:"naiveSpentUsd"`
@@ -86,7 +92,7 @@ type Summary struct {
 	Stopped     int        `json:"stopped"`
 	SolvedCut   int        `json:"solvedCut"`
 	Solved      int        `json:"solved"`
-	UpperBounds int        `json:"upperBounds"`
+	TotalsOnly  int        `json:"totalsOnly"` // runs recorded with totals only: their savings are lower bounds
 	Calls       int        `json:"calls"`
 	RecordedUSD budget.USD `json:"recordedUsd"`
 	SpentUSD    budget.USD `json:"spentUsd"`
@@ -122,7 +128,7 @@ func ReplayRun(cfg budget.Config, prices *pricing.Catalogue, r Run) (Result, err
 	res := Result{InstanceID: r.InstanceID, System: r.System, Model: r.Model, Resolved: r.Resolved}
 	calls := r.Calls
 	if len(calls) == 0 {
-		res.UpperBound = true
+		res.TotalsOnly = true
 		calls = []Call{{InputTokens: r.TotalInputTokens, OutputTokens: r.TotalOutputTokens, CacheReadTokens: r.TotalCacheRead,
 			CostUSD: r.TotalCostUSD, Model: r.Model}}
 	}
@@ -142,13 +148,13 @@ func ReplayRun(cfg budget.Config, prices *pricing.Catalogue, r Run) (Result, err
 		if i > 0 && !c.At.IsZero() && !calls[i-1].At.IsZero() {
 			ev.Elapsed = max(c.At.Sub(calls[i-1].At), 0)
 		}
-		if res.UpperBound {
+		if res.TotalsOnly {
 			ev.Elapsed = r.WallTime
 		}
 		events[i] = ev
 		recorded.Add(ev)
 	}
-	res.RecordedUSD, res.recorded = recorded.USD, recorded
+	res.RecordedUSD, res.RecordedUSDSource, res.recorded = recorded.USD, recorded.USDSource(), recorded
 	res.NaiveSpentUSD = naiveSpend(cfg, events)
 
 	for i, ev := range events {
@@ -159,16 +165,25 @@ func ReplayRun(cfg budget.Config, prices *pricing.Catalogue, r Run) (Result, err
 		}
 		resv, err := m.Reserve(want)
 		var short *budget.InsufficientBudgetError
-		if errors.As(err, &short) && res.UpperBound {
+		clamped := false
+		if errors.As(err, &short) && res.TotalsOnly {
 			// Totals only: the one "call" is clamped to what fits, so the
-			// figures are the cap itself — an upper bound on what was saved.
+			// spend is the cap itself and the saving total − cap — a lower
+			// bound, since admission would have stopped the run before a
+			// call that crossed the cap, at or below it.
 			ev = clamp(ev, short.Available)
 			want = budget.Amount{USD: min(want.USD, short.Available.USD), Tokens: ev.Tokens()}
 			resv, err = m.Reserve(want)
+			clamped = true
 		}
 		if err != nil {
 			res.Stopped, res.StoppedAtCall = true, &n
 			break
+		}
+		if clamped {
+			// Its recorded total passed the cap: stopped, whatever the
+			// tier the clamped figures land on.
+			res.Stopped, res.StoppedAtCall = true, ptr(n)
 		}
 		before := m.Tier()
 		resv.Commit(ev)
@@ -192,25 +207,50 @@ func ReplayRun(cfg budget.Config, prices *pricing.Catalogue, r Run) (Result, err
 	res.SpentUSD, res.SpentTokens, res.USDSource = st.UsedUSD, st.UsedTokens, st.USDSource
 	res.SavedUSD = res.RecordedUSD - res.SpentUSD
 	res.SolvedCut = res.Stopped && r.Resolved != nil && *r.Resolved && res.StoppedAtCall != nil &&
-		(*res.StoppedAtCall < len(events) || res.UpperBound && res.SavedUSD > 0 || res.SpentTokens < recorded.Tokens)
+		(*res.StoppedAtCall < len(events) || res.TotalsOnly && res.SavedUSD > 0 || res.SpentTokens < recorded.Tokens)
 	return res, nil
 }
 
-// clamp shrinks an event of totals to what is available, keeping its mix.
+// clamp shrinks an event of totals to what is available, keeping its mix,
+// in exact integer arithmetic: every part is scaled by the smallest of the
+// ratios available/recorded over the capped metrics, rounded down, and the
+// binding metric lands exactly on what was available (the dollars on the
+// cap when money binds), so the clamped run reaches its cap.
 func clamp(ev budget.UsageEvent, avail budget.Amount) budget.UsageEvent {
-	frac := 1.0
+	num, den := int64(1), int64(1)     // the scale, num/den ≤ 1
+	smaller := func(n, d int64) bool { // n/d < num/den, compared exactly
+		hi1, lo1 := bits.Mul64(uint64(n), uint64(den))
+		hi2, lo2 := bits.Mul64(uint64(num), uint64(d))
+		return hi1 < hi2 || hi1 == hi2 && lo1 < lo2
+	}
+	tokensBind, usdBind := false, false
 	if t := ev.Tokens(); t > 0 && avail.Tokens < t {
-		frac = math.Min(frac, float64(avail.Tokens)/float64(t))
+		num, den, tokensBind = max(avail.Tokens, 0), t, true
 	}
-	if ev.USD > 0 && avail.USD < ev.USD {
-		frac = math.Min(frac, float64(avail.USD)/float64(ev.USD))
+	if ev.USD > 0 && avail.USD < ev.USD && smaller(int64(max(avail.USD, 0)), int64(ev.USD)) {
+		num, den, usdBind, tokensBind = int64(max(avail.USD, 0)), int64(ev.USD), true, false
 	}
-	scale := func(v int64) int64 { return int64(math.Floor(float64(v) * frac)) }
+	scale := func(v int64) int64 {
+		if v <= 0 || num == den {
+			return max(v, 0)
+		}
+		hi, lo := bits.Mul64(uint64(v), uint64(num))
+		q, _ := bits.Div64(hi, lo, uint64(den)) // v·num/den ≤ v: no overflow
+		return int64(q)
+	}
 	out := ev
 	out.InputTokens, out.OutputTokens = scale(ev.InputTokens), scale(ev.OutputTokens)
+	if tokensBind {
+		// The floors may leave a token or two short of the cap: give them to
+		// the output, so the clamped run reaches the token cap exactly.
+		out.OutputTokens += max(avail.Tokens-out.InputTokens-out.OutputTokens, 0)
+	}
 	out.CacheReadTokens, out.CacheWriteTokens = min(scale(ev.CacheReadTokens), out.InputTokens), 0
 	out.ReasoningTokens = min(scale(ev.ReasoningTokens), out.OutputTokens)
-	if ev.USD > 0 {
+	switch {
+	case usdBind:
+		out.USD = avail.USD
+	case ev.USD > 0:
 		out.USD = min(budget.USD(scale(int64(ev.USD))), avail.USD)
 	}
 	return out
@@ -274,8 +314,8 @@ func (s *Summary) add(cfg budget.Config, r Result) {
 	if r.Resolved != nil && *r.Resolved {
 		s.Solved++
 	}
-	if r.UpperBound {
-		s.UpperBounds++
+	if r.TotalsOnly {
+		s.TotalsOnly++
 	}
 	s.RecordedUSD += r.RecordedUSD
 	s.recorded.ReportedEvents += r.recorded.ReportedEvents

@@ -46,8 +46,9 @@ func usd(s string) budget.USD {
 //	   itself). Not stopped.
 //	d: 0.50 0.50 = 1.00 exactly, solved. WARNING after call 1, HARD after call 2,
 //	   its last: stopped (spend reached the cap) but nothing cut.
-//	e: totals only, 2.50 > 1.00: clamped to the cap — spent 1.00, saved 1.50 (an
-//	   upper bound), stopped at call 1, a solved run cut.
+//	e: totals only, 2.50 > 1.00: clamped to the cap — spent 1.00, saved 1.50 (a
+//	   lower bound: admission stops at or below the cap), stopped at call 1, a
+//	   solved run cut.
 //	f: totals only, 0.40, no label: not stopped.
 //
 // Summary: 6 runs, 3 stopped (b, d, e), 1 solved run cut (e), recorded 6.50,
@@ -77,9 +78,9 @@ func TestReplayWorkedByHand(t *testing.T) {
 	for _, r := range rep.Runs {
 		w := wants[r.InstanceID]
 		if !eq(r.WarningAtCall, w.warning) || !eq(r.StoppedAtCall, w.stopped) || r.SpentUSD != usd(w.spent) || r.SavedUSD != usd(w.saved) ||
-			r.Stopped != w.isStopped || r.SolvedCut != w.cut || r.UpperBound != w.upper {
+			r.Stopped != w.isStopped || r.SolvedCut != w.cut || r.TotalsOnly != w.upper {
 			t.Errorf("run %s = warning %v stopped %v spent %s saved %s stopped %v cut %v upper %v; want %+v",
-				r.InstanceID, deref(r.WarningAtCall), deref(r.StoppedAtCall), r.SpentUSD, r.SavedUSD, r.Stopped, r.SolvedCut, r.UpperBound, w)
+				r.InstanceID, deref(r.WarningAtCall), deref(r.StoppedAtCall), r.SpentUSD, r.SavedUSD, r.Stopped, r.SolvedCut, r.TotalsOnly, w)
 		}
 		if r.SpentUSD > usd("1.00") {
 			t.Errorf("run %s spent %s, past the hard cap", r.InstanceID, r.SpentUSD)
@@ -87,7 +88,7 @@ func TestReplayWorkedByHand(t *testing.T) {
 	}
 	s := rep.Summary
 	if s.Runs != 6 || s.Stopped != 3 || s.SolvedCut != 1 || s.RecordedUSD != usd("6.50") || s.SpentUSD != usd("4.60") || s.SavedUSD != usd("1.90") ||
-		s.NaiveOvershootUSD != usd("1.70") || s.UpperBounds != 2 {
+		s.NaiveOvershootUSD != usd("1.70") || s.TotalsOnly != 2 {
 		t.Fatalf("summary = %+v", s)
 	}
 	if len(rep.Groups) != 2 || rep.Groups[0].System != "agent" || rep.Groups[0].Stopped != 2 || rep.Groups[1].SavedUSD != usd("1.50") {

@@ -538,8 +538,8 @@ func (s *Store) Calls(ctx context.Context, taskID string) ([]purser.CallRecord, 
 
 // The ledger's statements, prepared when the store opens.
 const (
-	insertUsageSQL = `INSERT INTO usage (idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idem_key) DO NOTHING`
+	insertUsageSQL = `INSERT INTO usage (idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idem_key) DO NOTHING`
 	addTotalSQL = `INSERT INTO usage_totals (scope, id, usd_nanos, tokens, iterations, reported, estimated, unknown)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (scope, id) DO UPDATE SET usd_nanos = usd_nanos + excluded.usd_nanos, tokens = tokens + excluded.tokens,
@@ -583,7 +583,7 @@ func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) 
 		}
 		ev := e.Event
 		res, err := insert.ExecContext(ctx, e.Key, e.TaskID, e.RunID, e.CallID, e.Iteration, string(e.Kind), ev.Model, ev.InputTokens, ev.OutputTokens,
-			ev.CacheReadTokens, ev.CacheWriteTokens, ev.ReasoningTokens, int64(ev.USD), ev.CostSource.String(), int64(ev.Elapsed), ev.IterationEnd, nanos(e.At))
+			ev.CacheReadTokens, ev.CacheWriteTokens, ev.ReasoningTokens, int64(ev.USD), ev.CostSource.String(), int64(ev.Elapsed), ev.IterationEnd, nanos(e.At), ev.PriceSource, ev.SettlesUnknown)
 		if err != nil {
 			return fmt.Errorf("append usage %s: %w", e.Key, err)
 		}
@@ -625,7 +625,7 @@ func parseCostSource(s string) budget.CostSource {
 
 // Usage returns a task's ledger in order.
 func (s *Store) Usage(ctx context.Context, taskID string) ([]purser.LedgerEntry, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT idem_key, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at
+	rows, err := s.db.QueryContext(ctx, `SELECT idem_key, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown
 		FROM usage WHERE task_id = ? ORDER BY seq`, taskID)
 	if err != nil {
 		return nil, err
@@ -639,7 +639,7 @@ func (s *Store) Usage(ctx context.Context, taskID string) ([]purser.LedgerEntry,
 		var at sql.NullInt64
 		ev := &e.Event
 		if err := rows.Scan(&e.Key, &e.RunID, &e.CallID, &e.Iteration, &kind, &ev.Model, &ev.InputTokens, &ev.OutputTokens, &ev.CacheReadTokens,
-			&ev.CacheWriteTokens, &ev.ReasoningTokens, &usd, &source, &elapsed, &ev.IterationEnd, &at); err != nil {
+			&ev.CacheWriteTokens, &ev.ReasoningTokens, &usd, &source, &elapsed, &ev.IterationEnd, &at, &ev.PriceSource, &ev.SettlesUnknown); err != nil {
 			return nil, err
 		}
 		e.Kind, ev.USD, ev.CostSource, ev.Elapsed, e.At = purser.CallKind(kind), budget.USD(usd), parseCostSource(source), time.Duration(elapsed), fromNanos(at)

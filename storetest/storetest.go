@@ -129,9 +129,12 @@ func testLedgerEntryRoundTrip(t *testing.T, open Opener) {
 	want := []purser.LedgerEntry{
 		{Key: "c1/1", TaskID: "t", RunID: "r", CallID: "c1", Iteration: 2, Kind: purser.CallMain, At: at,
 			Event: budget.UsageEvent{Model: "m-large", InputTokens: 1200, OutputTokens: 300, CacheReadTokens: 800, CacheWriteTokens: 7,
-				ReasoningTokens: 40, USD: 12_345, CostSource: budget.CostEstimated, Elapsed: 1500 * time.Millisecond, IterationEnd: true}},
+				ReasoningTokens: 40, USD: 12_345, CostSource: budget.CostEstimated, Elapsed: 1500 * time.Millisecond, IterationEnd: true,
+				PriceSource: "built-in 2026-11-23: standard rates"}},
 		{Key: "c2/1", TaskID: "t", CallID: "c2", Iteration: 3, Kind: purser.CallSelfReview, At: at.Add(time.Second),
 			Event: budget.UsageEvent{Model: "m-small", OutputTokens: 1, CostSource: budget.CostNone}},
+		{Key: "c2/2", TaskID: "t", CallID: "c2", Iteration: 3, Kind: purser.CallSelfReview, At: at.Add(2 * time.Second),
+			Event: budget.UsageEvent{Model: "m-small", USD: 99, CostSource: budget.CostReported, SettlesUnknown: 2}},
 	}
 	if err := s.AppendUsage(ctx, want...); err != nil {
 		t.Fatal(err)
@@ -756,6 +759,7 @@ func testCallUsage(t *testing.T, open Opener) {
 		{Key: "a/3", TaskID: "t", CallID: "a", Iteration: 1, Kind: purser.CallMain, Event: budget.UsageEvent{Model: "m2", InputTokens: 7, CostSource: budget.CostUnknown}},
 		{Key: "end/1", TaskID: "t", Iteration: 1, Event: budget.UsageEvent{IterationEnd: true}},
 		{Key: "b/1", TaskID: "t", CallID: "b", Iteration: 2, Kind: purser.CallSelfReview, Event: budget.UsageEvent{Model: "m1", InputTokens: 1, OutputTokens: 1, USD: 1, CostSource: budget.CostReported}},
+		{Key: "a/4", TaskID: "t", CallID: "a", Iteration: 1, Kind: purser.CallMain, Event: budget.UsageEvent{Model: "m2", USD: 4, CostSource: budget.CostReported, SettlesUnknown: 1}},
 		{Key: "x/1", TaskID: "other", CallID: "x", Iteration: 1, Kind: purser.CallMain, Event: budget.UsageEvent{Model: "m1", InputTokens: 999}},
 	}
 	for range 2 { // the second append is a replay: ignored
@@ -769,7 +773,7 @@ func testCallUsage(t *testing.T, open Opener) {
 	}
 	want := []purser.CallUsage{
 		{CallID: "a", Iteration: 1, Kind: purser.CallMain, Model: "m1", CachedTokens: 40, Totals: budget.Totals{USD: 8, Tokens: 165, ReportedEvents: 1, EstimatedEvents: 1}},
-		{CallID: "a", Iteration: 1, Kind: purser.CallMain, Model: "m2", Totals: budget.Totals{Tokens: 7, UnknownEvents: 1}},
+		{CallID: "a", Iteration: 1, Kind: purser.CallMain, Model: "m2", Totals: budget.Totals{USD: 4, Tokens: 7, ReportedEvents: 1}},
 		{CallID: "b", Iteration: 2, Kind: purser.CallSelfReview, Model: "m1", Totals: budget.Totals{USD: 1, Tokens: 2, ReportedEvents: 1}},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {

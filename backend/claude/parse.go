@@ -16,12 +16,22 @@ type anthropicUsage struct {
 	CacheWrite int64 `json:"cache_creation_input_tokens"`
 	CacheRead  int64 `json:"cache_read_input_tokens"`
 	Output     int64 `json:"output_tokens"`
+	// CacheCreation splits the cache writes by lifetime, where the API gives it:
+	// a 1-hour write is billed at 2× input, a 5-minute one at 1.25×.
+	CacheCreation *struct {
+		OneHour int64 `json:"ephemeral_1h_input_tokens"`
+	} `json:"cache_creation"`
+	ServiceTier string `json:"service_tier"`
 }
 
 // event normalises to Purser's shape: input counts every prompt token.
 func (u anthropicUsage) event(model string) budget.UsageEvent {
-	return budget.UsageEvent{InputTokens: u.Input + u.CacheRead + u.CacheWrite, CacheReadTokens: u.CacheRead,
-		CacheWriteTokens: u.CacheWrite, OutputTokens: u.Output, Model: model}
+	ev := budget.UsageEvent{InputTokens: u.Input + u.CacheRead + u.CacheWrite, CacheReadTokens: u.CacheRead,
+		CacheWriteTokens: u.CacheWrite, OutputTokens: u.Output, Model: model, ServiceTier: u.ServiceTier}
+	if u.CacheCreation != nil {
+		ev.CacheWrite1hTokens = min(max(u.CacheCreation.OneHour, 0), ev.CacheWriteTokens)
+	}
+	return ev
 }
 
 type modelUsage struct {
@@ -180,9 +190,10 @@ func (p *Parser) observe(id, model string, u anthropicUsage) []budget.UsageEvent
 // function gives exactly what the ledger holds, so the reported total lands
 // to the nano-dollar and no dollar is counted twice — rather than a reported
 // total that "replaces" estimates, which an append-only ledger of
-// non-negative events cannot express. Unknown stays unknown: a streamed event
-// with no price keeps its unknown label, and the reported dollars land in
-// the adjustment.
+// non-negative events cannot express. A streamed event with no price keeps
+// its unknown label in the ledger, the reported dollars land in the
+// adjustment, and the adjustment settles those unknowns (SettlesUnknown):
+// the report is the whole call's cost, so the call ends reported.
 func (p *Parser) Reconcile(price func(budget.UsageEvent) budget.UsageEvent) (events []budget.UsageEvent, note string) {
 	r := p.result
 	if r == nil {
@@ -237,8 +248,12 @@ func (p *Parser) Reconcile(price func(budget.UsageEvent) budget.UsageEvent) (eve
 		note = fmt.Sprintf("reported %s, estimated %s while streaming: the estimate is kept, %s above the report", total, known, -diff)
 		diff = 0
 	}
-	if diff > 0 || adj.Tokens() > 0 {
-		adj.USD, adj.CostSource = diff, budget.CostReported
+	// The report is the call's full cost: it settles every streamed event
+	// that had no price, so a model the catalogue lacks ends reported, not
+	// partial.
+	settles := streamed.UnknownEvents
+	if diff > 0 || adj.Tokens() > 0 || settles > 0 {
+		adj.USD, adj.CostSource, adj.SettlesUnknown = diff, budget.CostReported, settles
 		events = append(events, adj)
 	}
 	return events, note

@@ -149,7 +149,8 @@ func FuzzParser(f *testing.F) {
 // was recorded with, whatever that pricing is: the ledger ends at the report
 // to the nano-dollar when the estimate was lower, keeps the estimate when it
 // was higher (no negative money), and when the stream had no price at all
-// the reported dollars still land, labelled partial, never $0.
+// the reported dollars still land and settle the stream's unknowns: the call
+// is reported, never partial and never $0.
 func TestReconcileAgainstTheRecordersPricing(t *testing.T) {
 	const fixture = "tool.stream-json-partial.stdout.jsonl"
 	reported, _ := budget.ParseUSD("0.020875")
@@ -175,7 +176,7 @@ func TestReconcileAgainstTheRecordersPricing(t *testing.T) {
 	}{
 		{"a lower estimate is topped up to the report", scaled(1, 3), func(budget.USD) budget.USD { return reported }, budget.SourceEstimated, "difference", true},
 		{"a higher estimate is kept", scaled(3, 1), func(s budget.USD) budget.USD { return s }, budget.SourceEstimated, "the estimate is kept", false},
-		{"an unpriced stream gets the reported dollars", pricing.New(), func(budget.USD) budget.USD { return reported }, budget.SourcePartial, "no known price", true},
+		{"an unpriced stream gets the reported dollars", pricing.New(), func(budget.USD) budget.USD { return reported }, budget.SourceReported, "no known price", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -152,7 +152,17 @@ func rolloutTotal(b []byte) (Usage, bool) {
 
 // FeedRollout reads one line of the rollout file, which Codex writes after
 // every model call (and which survives a kill), and returns what it adds.
+// When no model was asked for, the model the rollout's turn context names
+// is the one the tokens are priced at.
 func (p *Parser) FeedRollout(b []byte) []budget.UsageEvent {
+	if model := rolloutModel(b); model != "" {
+		p.mu.Lock()
+		if p.model == "" {
+			p.model = model
+		}
+		p.mu.Unlock()
+		return nil
+	}
 	total, ok := rolloutTotal(b)
 	if !ok {
 		return nil
@@ -160,6 +170,20 @@ func (p *Parser) FeedRollout(b []byte) []budget.UsageEvent {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.observeLocked(total)
+}
+
+// rolloutModel reads the model a rollout line's turn context names, if any.
+func rolloutModel(b []byte) string {
+	var l struct {
+		Type    string `json:"type"`
+		Payload struct {
+			Model string `json:"model"`
+		} `json:"payload"`
+	}
+	if json.Unmarshal(b, &l) != nil || l.Type != "turn_context" {
+		return ""
+	}
+	return strings.TrimSpace(l.Payload.Model)
 }
 
 // Recover reads a whole rollout file and returns what the stream had not

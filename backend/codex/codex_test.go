@@ -136,3 +136,25 @@ func TestRolloutThenTurnCompletedCountsOnce(t *testing.T) {
 		}
 	}
 }
+
+// With no model configured, the rollout's turn context names the model the
+// tokens are priced at: none of them is left unknown.
+func TestModelFromTheRolloutWhenNoneConfigured(t *testing.T) {
+	data, err := os.ReadFile("testdata/sigterm.after-tool-turn.rollout.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := codex.NewParser("").Recover(data)
+	if len(evs) == 0 {
+		t.Fatal("nothing recovered")
+	}
+	for _, ev := range evs {
+		if ev.Model != "gpt-5.5" {
+			t.Fatalf("event model %q, want the rollout's gpt-5.5", ev.Model)
+		}
+	}
+	// A configured model is kept.
+	if evs := codex.NewParser("gpt-5.4").Recover(data); len(evs) == 0 || evs[0].Model != "gpt-5.4" {
+		t.Fatalf("configured model overridden: %+v", evs)
+	}
+}

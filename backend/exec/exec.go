@@ -150,10 +150,8 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		return purser.CallResult{}, fmt.Errorf("exec: %w", err)
 	}
 	res := purser.CallResult{Text: output.String()}
-	if usage.err != nil {
-		res.Note = usage.err.Error()
-	}
-	if usage.events == 0 {
+	res.Note = usage.note()
+	if usage.events == 0 && usage.bad == 0 {
 		// No report: money is unknown for this call, never $0.
 		report(budget.UsageEvent{Model: req.Model, CostSource: budget.CostUnknown})
 		res.Note = strings.TrimPrefix(res.Note+"; the command reported no usage: only time and iterations count, its dollars are unknown", "; ")
@@ -176,12 +174,13 @@ type usageLines struct {
 	model  string
 	report purser.UsageFunc
 	events int
+	bad    int   // lines that could not be read
 	err    error // the first bad line, reported in the call's note
 }
 
 func (u *usageLines) read(l proc.Line) {
 	if l.TooLong {
-		u.fail(fmt.Errorf("PURSER_USAGE_FILE line %d: longer than %d bytes, ignored", l.N, config.MaxEventLine))
+		u.fail(fmt.Errorf("PURSER_USAGE_FILE line %d: longer than %d bytes", l.N, config.MaxEventLine))
 		return
 	}
 	text := bytes.TrimSpace(l.Text)
@@ -190,7 +189,7 @@ func (u *usageLines) read(l proc.Line) {
 	}
 	ev, err := config.ParseEventLine(text, nil)
 	if err != nil {
-		u.fail(fmt.Errorf("PURSER_USAGE_FILE line %d: %v (ignored)", l.N, err))
+		u.fail(fmt.Errorf("PURSER_USAGE_FILE line %d: %v", l.N, err))
 		return
 	}
 	if ev.Model == "" {
@@ -200,8 +199,25 @@ func (u *usageLines) read(l proc.Line) {
 	u.report(ev)
 }
 
+// fail notes a line that could not be read and records its usage as unknown:
+// whatever it reported (tokens, dollars) is missing from the ledger, so the
+// call's money becomes partial — never less money under a reported label.
 func (u *usageLines) fail(err error) {
+	u.bad++
 	if u.err == nil {
 		u.err = err
 	}
+	u.report(budget.UsageEvent{Model: u.model, CostSource: budget.CostUnknown})
+}
+
+// note says which lines could not be read.
+func (u *usageLines) note() string {
+	if u.bad == 0 {
+		return ""
+	}
+	more := ""
+	if u.bad > 1 {
+		more = fmt.Sprintf(" (and %d more unreadable line(s))", u.bad-1)
+	}
+	return fmt.Sprintf("%v%s: what it reported is unknown, so this call's dollars are partial", u.err, more)
 }

@@ -137,3 +137,26 @@ func TestBadUsageLinesAreNotedNotFatal(t *testing.T) {
 		})
 	}
 }
+
+// A script reporting $0.10, $0.25 and $0.40 with an unreadable middle line
+// ends with the readable $0.50, labelled partial, and the note names the
+// line: never less money under a reported label.
+func TestBadUsageLineMakesTheCallPartial(t *testing.T) {
+	b, ws := agent(t, `u="$PURSER_USAGE_FILE"
+echo '{"costUsd": 0.10, "inputTokens": 10}' >> "$u"
+echo '{"costUsd": 0.25, "inputTokens": }' >> "$u"
+echo '{"costUsd": 0.40, "inputTokens": 10}' >> "$u"
+`)
+	var c collector
+	res, err := b.Call(context.Background(), purser.CallRequest{Workspace: ws, Model: "m"}, c.report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tot := c.totals()
+	if tot.USD != budget.Dollars(1)/2 || tot.USDSource() != budget.SourcePartial {
+		t.Fatalf("totals %s (%s), want $0.50 partial; note %q", tot.USD, tot.USDSource(), res.Note)
+	}
+	if !strings.Contains(res.Note, "PURSER_USAGE_FILE line 2") || !strings.Contains(res.Note, "partial") {
+		t.Fatalf("note %q", res.Note)
+	}
+}

@@ -57,5 +57,9 @@ func backendTypes() config.BackendTypes {
 // every backend the files declare, decoded strictly; and, for the backend
 // the task runs on, its script, command or key checked on this machine.
 func loadTask(path string) (purser.Task, *config.Project, error) {
-	return config.Loader{Backends: backendTypes()}.LoadTask(path)
+	task, proj, err := config.Loader{Backends: backendTypes()}.LoadTask(path)
+	if err == nil && proj != nil {
+		warnPrices(proj.Prices)
+	}
+	return task, proj, err
 }

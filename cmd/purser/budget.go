@@ -91,5 +91,14 @@ func loadPrices(path string) (*pricing.Catalogue, error) {
 		return nil, fmt.Errorf("pricing: %w", err)
 	}
 	prices.Merge(file)
+	warnPrices(prices)
 	return prices, nil
+}
+
+// warnPrices prints, on stderr, the price keys a table holds that Purser
+// does not model: charges that will not be estimated are named, not hidden.
+func warnPrices(prices *pricing.Catalogue) {
+	for _, w := range prices.Warnings() {
+		fmt.Fprintln(os.Stderr, "purser: warning:", w)
+	}
 }

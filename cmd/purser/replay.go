@@ -47,7 +47,10 @@ before each call as the engine does: a call that would pass a hard cap is not
 made, and the run stops there. For each run: the call at which it would have
 entered WARNING and been stopped, the spend recorded and the spend under the
 budget, and whether a solved run would have been cut. Runs with totals only
-are replayed as one call and flagged as upper bounds.
+are replayed as one call clamped to the cap (in exact integer arithmetic) and
+counted as stopped whenever their total reaches the cap; their saving, total −
+cap, is a lower bound (admission would have stopped them at or below the cap)
+and their stop point is unknown.
 
 The corpus format is that of ../shared/replay/replay.jsonl; --from-db replays
 Purser's own history instead.`,
@@ -92,16 +95,16 @@ func printReplay(w io.Writer, rep replay.Report) error {
 	fmt.Fprintf(w, "Recorded spend %s; under this budget %s; saved %s.\n",
 		budget.FormatUSD(s.RecordedUSD, s.USDSource), budget.FormatUSD(s.SpentUSD, s.USDSource), budget.FormatUSD(s.SavedUSD, s.USDSource))
 	fmt.Fprintf(w, "A check-then-spend rule would have gone %s past the hard cap; admission goes nowhere past it.\n", s.NaiveOvershootUSD)
-	if s.UpperBounds > 0 {
-		fmt.Fprintf(w, "%d runs have totals only: their savings are upper bounds (total − cap) and their stop point unknown.\n", s.UpperBounds)
+	if s.TotalsOnly > 0 {
+		fmt.Fprintf(w, "%d runs have totals only: their savings (total − cap) are lower bounds, and their stop point unknown.\n", s.TotalsOnly)
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SYSTEM\tMODEL\tRUNS\tSTOPPED\tSOLVED CUT\tRECORDED\tSPENT\tSAVED\tNOTE")
 	for _, g := range rep.Groups {
 		note := ""
-		if g.UpperBounds == g.Runs {
-			note = "totals only: upper bounds"
+		if g.TotalsOnly == g.Runs {
+			note = "totals only: savings are lower bounds"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\t%s\t%s\n", g.System, g.Model, g.Runs, g.Stopped, g.SolvedCut, g.Solved,
 			budget.FormatUSD(g.RecordedUSD, g.USDSource), budget.FormatUSD(g.SpentUSD, g.USDSource), budget.FormatUSD(g.SavedUSD, g.USDSource), note)

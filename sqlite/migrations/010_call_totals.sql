@@ -21,5 +21,5 @@ INSERT INTO call_totals (call_id, model, task_id, iteration, kind, first_seq, us
 SELECT call_id, model, task_id, MIN(iteration), MIN(kind), MIN(seq),
        SUM(CASE WHEN cost_source IN ('reported', 'estimated') THEN usd_nanos ELSE 0 END),
        SUM(input_tokens + output_tokens), SUM(cache_read),
-       SUM(cost_source = 'reported'), SUM(cost_source = 'estimated'), SUM(cost_source = 'unknown')
+       SUM(cost_source = 'reported'), SUM(cost_source = 'estimated'), SUM(cost_source = 'unknown') - SUM(settles_unknown)
 FROM usage WHERE call_id != '' GROUP BY call_id, model;

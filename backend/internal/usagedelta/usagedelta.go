@@ -22,9 +22,12 @@ func Grow(have, want budget.UsageEvent) (delta, next budget.UsageEvent) {
 		CacheWriteTokens: max(want.CacheWriteTokens-have.CacheWriteTokens, 0),
 		ReasoningTokens:  max(want.ReasoningTokens-have.ReasoningTokens, 0),
 		Model:            want.Model,
+		ServiceTier:      want.ServiceTier,
 	}
+	delta.CacheWrite1hTokens = max(want.CacheWrite1hTokens-have.CacheWrite1hTokens, 0)
 	delta.CacheReadTokens = min(delta.CacheReadTokens, delta.InputTokens)
 	delta.CacheWriteTokens = min(delta.CacheWriteTokens, delta.InputTokens-delta.CacheReadTokens)
+	delta.CacheWrite1hTokens = min(delta.CacheWrite1hTokens, delta.CacheWriteTokens)
 	delta.ReasoningTokens = min(delta.ReasoningTokens, delta.OutputTokens)
 	next = Add(have, delta)
 	next.Model = want.Model
@@ -37,6 +40,7 @@ func Add(a, b budget.UsageEvent) budget.UsageEvent {
 	a.OutputTokens += b.OutputTokens
 	a.CacheReadTokens += b.CacheReadTokens
 	a.CacheWriteTokens += b.CacheWriteTokens
+	a.CacheWrite1hTokens += b.CacheWrite1hTokens
 	a.ReasoningTokens += b.ReasoningTokens
 	return a
 }
@@ -48,6 +52,7 @@ func Min(a, b budget.UsageEvent) budget.UsageEvent {
 	a.OutputTokens = min(a.OutputTokens, b.OutputTokens)
 	a.CacheReadTokens = min(a.CacheReadTokens, b.CacheReadTokens)
 	a.CacheWriteTokens = min(a.CacheWriteTokens, b.CacheWriteTokens)
+	a.CacheWrite1hTokens = min(a.CacheWrite1hTokens, b.CacheWrite1hTokens, a.CacheWriteTokens)
 	a.ReasoningTokens = min(a.ReasoningTokens, b.ReasoningTokens)
 	return a
 }
