@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -38,7 +39,7 @@ var (
 	degradesDesc = prometheus.NewDesc("purser_degrade_actions_total",
 		"Degrade actions taken, by action and by the tier they were taken at.", []string{"action", "tier"}, nil)
 	scrapeErrorDesc = prometheus.NewDesc("purser_store_read_errors",
-		"1 when this scrape could not read the store; the other metrics are then missing.", nil, nil)
+		"1 when this scrape could not read the store (the other metrics are then missing; purser serve logs why), else 0.", nil, nil)
 )
 
 var (
@@ -68,12 +69,17 @@ func bounded(v string, known []string) string {
 // counted, and restarting `purser serve` loses nothing.
 type Collector struct {
 	store   purser.Store
+	logger  *slog.Logger
 	timeout time.Duration
 }
 
-// NewCollector returns a Collector over store.
-func NewCollector(store purser.Store) *Collector {
-	return &Collector{store: store, timeout: 10 * time.Second}
+// NewCollector returns a Collector over store; logger (nil: discard) is
+// told why a scrape could not read the store.
+func NewCollector(store purser.Store, logger *slog.Logger) *Collector {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Collector{store: store, logger: logger, timeout: 10 * time.Second}
 }
 
 // Describe sends every metric's description.
@@ -101,7 +107,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	t, err := c.read(ctx)
 	if err != nil {
-		ch <- prometheus.NewInvalidMetric(scrapeErrorDesc, err)
+		// A gauge an alert can fire on, rather than a failed scrape that
+		// looks like a dead server.
+		c.logger.Error("metrics: read the store", "err", err)
+		ch <- prometheus.MustNewConstMetric(scrapeErrorDesc, prometheus.GaugeValue, 1)
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(scrapeErrorDesc, prometheus.GaugeValue, 0)

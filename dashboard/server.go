@@ -78,7 +78,7 @@ func NewHandler(store purser.Store, o Options) http.Handler {
 		panic(err) // the embedded tree is fixed at build time
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewCollector(store))
+	reg.MustRegister(NewCollector(store, o.Logger))
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
