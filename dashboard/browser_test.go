@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,4 +167,53 @@ func TestBrowserSeesATaskGoOptimalWarningBlocked(t *testing.T) {
 	path := filepath.Join(shots, "dashboard-blocked.png")
 	must(t, os.WriteFile(path, png, 0o644))
 	t.Logf("screenshot: %s", path)
+}
+
+// TestBrowserShowsStoreTextAsText loads a store whose task goal and
+// STATUS.md hold HTML (agents write whatever they like) and checks the page
+// shows it as text: no element the store's text could have created exists.
+func TestBrowserShowsStoreTextAsText(t *testing.T) {
+	chromium := findChromium()
+	if chromium == "" {
+		t.Skip("no chromium binary on PATH (install Debian's chromium package to run the browser test)")
+	}
+	srv := httptest.NewServer(dashboard.NewHandler(filledStore(t), dashboard.Options{}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(filepath.Join(t.TempDir(), "profile")))
+	defer cancelAlloc()
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	card := `article[data-task="blocked"]`
+	must(t, chromedp.Do(browser,
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(card+`[data-state="BLOCKED"]`)),
+		chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('details').forEach(d => d.open = true)`),
+	))
+	injected, err := chromedp.Run(browser, chromedp.Evaluate[int](`document.querySelectorAll('main script, main img').length`))
+	must(t, err)
+	if injected != 0 {
+		t.Errorf("the store's HTML became %d elements", injected)
+	}
+	goal, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(card+` .goal`)))
+	must(t, err)
+	if goal != "Fix <script>alert(1)</script> the parser" {
+		t.Errorf("goal shown as %q, want the text as stored", goal)
+	}
+	status, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(card+` details[data-key="blocked/STATUS.md"] pre`)))
+	must(t, err)
+	if !strings.Contains(status, "<img src=x onerror=alert(1)>") {
+		t.Errorf("STATUS.md shown as %q", status)
+	}
+	// Tier in words, not colour alone: the badge and the gauge's label.
+	label, err := chromedp.Run(browser, chromedp.AttributeValue(chromedp.CSS(card+` .gauge[data-metric="tokens"] [role="meter"]`), "aria-valuetext"))
+	must(t, err)
+	if !strings.Contains(label.Value, "tier HARD") {
+		t.Errorf("tokens gauge label %q does not say its tier", label.Value)
+	}
 }

@@ -218,6 +218,7 @@ func loadTask(ctx context.Context, s purser.Store, rec purser.TaskRecord) (TaskV
 			perCall[e.CallID].Add(e.Event)
 		}
 	}
+	tv.Spend = thin(tv.Spend, maxSpendPoints)
 	degrades, err := s.Degrades(ctx, rec.ID)
 	if err != nil {
 		return tv, fmt.Errorf("read degrade actions of task %s: %w", rec.ID, err)
@@ -256,6 +257,22 @@ func loadTask(ctx context.Context, s purser.Store, rec purser.TaskRecord) (TaskV
 		tv.Docs = append(tv.Docs, ArtifactView{Name: name, Text: redact.String(string(body))})
 	}
 	return tv, nil
+}
+
+// maxSpendPoints bounds the spend chart's points: a long task's ledger
+// holds an entry per streamed usage chunk, more than a chart can show.
+const maxSpendPoints = 400
+
+// thin keeps at most n points, evenly spread, the first and last among them.
+func thin(points []SpendPoint, n int) []SpendPoint {
+	if len(points) <= n {
+		return points
+	}
+	out := make([]SpendPoint, 0, n)
+	for i := range n - 1 {
+		out = append(out, points[i*(len(points)-1)/(n-1)])
+	}
+	return append(out, points[len(points)-1])
 }
 
 // budgetView computes a budget's status from its totals and draws a gauge

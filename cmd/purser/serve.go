@@ -48,6 +48,9 @@ func newServeCmd() *cobra.Command {
 			srv := &http.Server{
 				Handler:           dashboard.NewHandler(store, dashboard.Options{Token: token, Logger: logger}),
 				ReadHeaderTimeout: 10 * time.Second,
+				// Live streams end when the command is stopped, rather
+				// than holding Shutdown until its deadline.
+				BaseContext: func(net.Listener) context.Context { return cmd.Context() },
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "database: %s\ndashboard: http://%s/  metrics: http://%s/metrics\n", where, ln.Addr(), ln.Addr())
 			done := make(chan error, 1)
