@@ -172,12 +172,15 @@ func TestBrowserSeesATaskGoOptimalWarningBlocked(t *testing.T) {
 // TestBrowserShowsStoreTextAsText loads a store whose task goal and
 // STATUS.md hold HTML (agents write whatever they like) and checks the page
 // shows it as text: no element the store's text could have created exists.
+// The server wants a token, given once in the page's address.
 func TestBrowserShowsStoreTextAsText(t *testing.T) {
 	chromium := findChromium()
 	if chromium == "" {
 		t.Skip("no chromium binary on PATH (install Debian's chromium package to run the browser test)")
 	}
-	srv := httptest.NewServer(dashboard.NewHandler(filledStore(t), dashboard.Options{}))
+	// With a token, as off loopback: the page, its script, its style and
+	// its event stream must all get through.
+	srv := httptest.NewServer(dashboard.NewHandler(filledStore(t), dashboard.Options{Token: "s3cret"}))
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -191,7 +194,7 @@ func TestBrowserShowsStoreTextAsText(t *testing.T) {
 	defer cancelBrowser()
 	card := `article[data-task="blocked"]`
 	must(t, chromedp.Do(browser,
-		chromedp.Navigate(srv.URL+"/"),
+		chromedp.Navigate(srv.URL+"/?token=s3cret"),
 		chromedp.WaitVisible(chromedp.CSS(card+`[data-state="BLOCKED"]`)),
 		chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('details').forEach(d => d.open = true)`),
 	))

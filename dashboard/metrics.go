@@ -121,12 +121,22 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, typ := range []string{"input", "output", "cache_read", "cache_write", "reasoning"} {
 		ch <- prometheus.MustNewConstMetric(tokensDesc, prometheus.CounterValue, float64(t.tokens[typ]), typ)
 	}
-	for k, n := range t.calls {
-		ch <- prometheus.MustNewConstMetric(callsDesc, prometheus.CounterValue, float64(n), k[0], k[1])
+	// Every known combination, zeros included, so that rates and alerts
+	// see a series from the first scrape; "other" only when it occurs.
+	for _, kind := range append(callKinds, "other") {
+		for _, outcome := range append(callOutcomes, "other") {
+			if n, ok := t.calls[[2]string{kind, outcome}]; ok || (kind != "other" && outcome != "other") {
+				ch <- prometheus.MustNewConstMetric(callsDesc, prometheus.CounterValue, float64(n), kind, outcome)
+			}
+		}
 	}
 	ch <- prometheus.MustNewConstMetric(refusalsDesc, prometheus.CounterValue, float64(t.refusals))
-	for k, n := range t.tasks {
-		ch <- prometheus.MustNewConstMetric(tasksDesc, prometheus.GaugeValue, float64(n), k[0], k[1])
+	for _, state := range append(taskStates, "other") {
+		for _, tier := range []string{"optimal", "warning", "hard"} {
+			if n, ok := t.tasks[[2]string{state, tier}]; ok || state != "other" {
+				ch <- prometheus.MustNewConstMetric(tasksDesc, prometheus.GaugeValue, float64(n), state, tier)
+			}
+		}
 	}
 	for tier, n := range t.runs {
 		ch <- prometheus.MustNewConstMetric(runsDesc, prometheus.GaugeValue, float64(n), tier)

@@ -85,6 +85,9 @@ func TestMetricsMatchTheStore(t *testing.T) {
 		{"purser_degrade_actions_total", "action=shrink_context,tier=warning", 1},
 		{"purser_degrade_actions_total", "action=disable_self_review,tier=warning", 1},
 		{"purser_store_read_errors", "", 0},
+		// Known combinations are there at zero from the first scrape.
+		{"purser_calls_total", "kind=planning,outcome=cancelled", 0},
+		{"purser_tasks", "state=DONE,tier=optimal", 0},
 	} {
 		got, ok := value(fams, tc.name, tc.labels)
 		if !ok {
@@ -97,6 +100,9 @@ func TestMetricsMatchTheStore(t *testing.T) {
 	}
 	if f := fams["purser_spend_usd_total"]; f == nil || f.GetType() != dto.MetricType_COUNTER {
 		t.Errorf("purser_spend_usd_total must be a counter, got %v", f.GetType())
+	}
+	if _, ok := value(fams, "purser_calls_total", "kind=other,outcome=ok"); ok {
+		t.Error(`purser_calls_total{kind="other"} appears without such a call`)
 	}
 	// No label carries a task or run id: series stay bounded however many
 	// tasks run.

@@ -33,8 +33,9 @@ var ErrTokenRequired = errors.New("a token is required to listen on an address o
 // Options configure a Handler.
 type Options struct {
 	// Token, when set, must come with every request: as
-	// "Authorization: Bearer TOKEN" or as the query parameter token=TOKEN
-	// (the page's event stream cannot send headers).
+	// "Authorization: Bearer TOKEN", as the query parameter token=TOKEN, or
+	// in the cookie a valid query token sets (a browser's requests for the
+	// page's script and its event stream cannot send headers).
 	Token string
 	// PollInterval is how often a live stream reads the store; 0 means
 	// DefaultPollInterval.
@@ -91,6 +92,9 @@ func NewHandler(store purser.Store, o Options) http.Handler {
 	return h.secure(mux)
 }
 
+// tokenCookie carries the token for a browser that opened /?token=TOKEN.
+const tokenCookie = "purser_token"
+
 type handler struct {
 	store purser.Store
 	o     Options
@@ -105,14 +109,23 @@ func (h *handler) secure(next http.Handler) http.Handler {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Referrer-Policy", "no-referrer")
 		if len(want) > 0 {
-			got := r.URL.Query().Get("token")
+			got, fromQuery := r.URL.Query().Get("token"), true
+			if c, err := r.Cookie(tokenCookie); err == nil && got == "" {
+				got, fromQuery = c.Value, false
+			}
 			if auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-				got = auth
+				got, fromQuery = auth, false
 			}
 			if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="purser"`)
 				http.Error(w, "unauthorized: give the token as Authorization: Bearer TOKEN or ?token=TOKEN", http.StatusUnauthorized)
 				return
+			}
+			if fromQuery {
+				// The page's own requests (its script, style and event
+				// stream) then carry the token without putting it in more
+				// URLs.
+				http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: got, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 			}
 		}
 		next.ServeHTTP(w, r)

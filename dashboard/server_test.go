@@ -114,11 +114,15 @@ func TestEveryRequestNeedsTheToken(t *testing.T) {
 		{"wrong bearer", "/", "Bearer s3cre", http.StatusUnauthorized},
 		{"page with token", "/?token=s3cret", "", http.StatusOK},
 		{"asset without token", "/static/app.js", "", http.StatusUnauthorized},
+		{"asset with the cookie", "/static/app.js", "cookie:s3cret", http.StatusOK},
+		{"stream with a wrong cookie", "/api/snapshot", "cookie:nope", http.StatusUnauthorized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, err := http.NewRequest("GET", srv.URL+tc.path, nil)
 			must(t, err)
-			if tc.header != "" {
+			if v, ok := strings.CutPrefix(tc.header, "cookie:"); ok {
+				req.AddCookie(&http.Cookie{Name: "purser_token", Value: v})
+			} else if tc.header != "" {
 				req.Header.Set("Authorization", tc.header)
 			}
 			resp, err := http.DefaultClient.Do(req)
@@ -126,6 +130,10 @@ func TestEveryRequestNeedsTheToken(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != tc.want {
 				t.Errorf("GET %s: got %d, want %d", tc.path, resp.StatusCode, tc.want)
+			}
+			setsCookie := len(resp.Cookies()) > 0
+			if want := strings.Contains(tc.path, "token=") && tc.want == http.StatusOK; setsCookie != want {
+				t.Errorf("GET %s: sets a cookie %v, want %v", tc.path, setsCookie, want)
 			}
 		})
 	}

@@ -26,7 +26,8 @@ func newServeCmd() *cobra.Command {
 		Long: "Serve a live web dashboard of the runs, tasks, budgets, degrade actions and calls in the database,\n" +
 			"and Prometheus metrics at /metrics. It listens on " + defaultServeAddr + " by default; listening on any\n" +
 			"other than a loopback address needs a token (--token or PURSER_SERVE_TOKEN), which every request\n" +
-			"must then carry as \"Authorization: Bearer TOKEN\" or ?token=TOKEN.",
+			"must then carry as \"Authorization: Bearer TOKEN\" or, from a browser, by opening /?token=TOKEN once\n" +
+			"(the page keeps it in a cookie).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if token == "" {
