@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"embed"
 	"encoding/json"
@@ -74,6 +75,7 @@ func NewHandler(store purser.Store, o Options) http.Handler {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := &handler{store: store, o: o}
+	h.feed = newFeed(h.load, o.PollInterval)
 	static, err := fs.Sub(staticFiles, "static")
 	if err != nil {
 		panic(err) // the embedded tree is fixed at build time
@@ -98,6 +100,7 @@ const tokenCookie = "purser_token"
 type handler struct {
 	store purser.Store
 	o     Options
+	feed  *feed
 }
 
 // secure checks the token, in constant time, and sets headers that keep
@@ -132,8 +135,8 @@ func (h *handler) secure(next http.Handler) http.Handler {
 	})
 }
 
-func (h *handler) load(r *http.Request) ([]byte, error) {
-	snap, err := Load(r.Context(), h.store)
+func (h *handler) load(ctx context.Context) ([]byte, error) {
+	snap, err := Load(ctx, h.store)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +144,7 @@ func (h *handler) load(r *http.Request) ([]byte, error) {
 }
 
 func (h *handler) snapshot(w http.ResponseWriter, r *http.Request) {
-	body, err := h.load(r)
+	body, err := h.load(r.Context())
 	if err != nil {
 		h.o.Logger.Error("read the store", "err", err)
 		http.Error(w, "could not read the store: "+err.Error(), http.StatusInternalServerError)
@@ -153,43 +156,33 @@ func (h *handler) snapshot(w http.ResponseWriter, r *http.Request) {
 }
 
 // events streams the snapshot as Server-Sent Events: one "snapshot" event
-// now and one each time the store's content changes, read every poll
-// interval; an "error" event when the store cannot be read.
+// now and one each time the store's content changes (the feed reads it every
+// poll interval); an "error" event when the store cannot be read.
 func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	tick := time.NewTicker(h.o.PollInterval)
-	defer tick.Stop()
-	var last []byte
-	var lastErr string
+	if rc.Flush() != nil {
+		return
+	}
+	updates, unsubscribe := h.feed.subscribe()
+	defer unsubscribe()
 	for {
-		body, err := h.load(r)
-		switch {
-		case err != nil && r.Context().Err() != nil:
-			return
-		case err != nil:
-			if err.Error() != lastErr {
-				h.o.Logger.Error("read the store", "err", err)
-				lastErr = err.Error()
-				if writeEvent(w, "error", []byte(err.Error())) != nil {
-					return
-				}
-			}
-		case !bytes.Equal(body, last):
-			last, lastErr = body, ""
-			if writeEvent(w, "snapshot", body) != nil {
-				return
-			}
-		}
-		if rc.Flush() != nil {
-			return
-		}
 		select {
 		case <-r.Context().Done():
 			return
-		case <-tick.C:
+		case u := <-updates:
+			var err error
+			if u.err != nil {
+				h.o.Logger.Error("read the store", "err", u.err)
+				err = writeEvent(w, "error", []byte(u.err.Error()))
+			} else {
+				err = writeEvent(w, "snapshot", u.body)
+			}
+			if err != nil || rc.Flush() != nil {
+				return
+			}
 		}
 	}
 }

@@ -165,36 +165,74 @@ func TestPageAndAssetsAreServedFromTheBinary(t *testing.T) {
 	}
 }
 
-func TestEventStreamSendsTheSnapshot(t *testing.T) {
+// snapshots reads a stream's snapshot events, in order.
+func snapshots(t *testing.T, ctx context.Context, url string) <-chan dashboard.Snapshot {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	must(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	out := make(chan dashboard.Snapshot, 100)
+	go func() {
+		defer resp.Body.Close()
+		defer close(out)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<24)
+		var event string
+		for sc.Scan() {
+			line := sc.Text()
+			if e, ok := strings.CutPrefix(line, "event: "); ok {
+				event = e
+			}
+			if data, ok := strings.CutPrefix(line, "data: "); ok && event == "snapshot" {
+				var snap dashboard.Snapshot
+				if json.Unmarshal([]byte(data), &snap) != nil {
+					return
+				}
+				out <- snap
+			}
+		}
+	}()
+	return out
+}
+
+func stateOf(snap dashboard.Snapshot, task string) string {
+	for _, r := range snap.Runs {
+		for _, tv := range r.Tasks {
+			if tv.ID == task {
+				return tv.State
+			}
+		}
+	}
+	return ""
+}
+
+func TestEveryOpenStreamSeesTheStoreChange(t *testing.T) {
 	store := filledStore(t)
 	srv := httptest.NewServer(dashboard.NewHandler(store, dashboard.Options{PollInterval: 20 * time.Millisecond}))
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", srv.URL+"/events", nil)
-	must(t, err)
-	resp, err := http.DefaultClient.Do(req)
-	must(t, err)
-	defer resp.Body.Close()
-	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
-		t.Fatalf("content type %q", ct)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<24)
-	var event string
-	for sc.Scan() {
-		line := sc.Text()
-		if e, ok := strings.CutPrefix(line, "event: "); ok {
-			event = e
+	streams := []<-chan dashboard.Snapshot{snapshots(t, ctx, srv.URL+"/events"), snapshots(t, ctx, srv.URL+"/events")}
+	for i, s := range streams {
+		snap, ok := <-s
+		if !ok || stateOf(snap, "fresh") != "PENDING" || stateOf(snap, "blocked") != "BLOCKED" {
+			t.Fatalf("stream %d: first snapshot %+v", i, snap)
 		}
-		if data, ok := strings.CutPrefix(line, "data: "); ok && event == "snapshot" {
-			var snap dashboard.Snapshot
-			must(t, json.Unmarshal([]byte(data), &snap))
-			if len(snap.Runs) != 1 || snap.Runs[0].Tasks[0].State != "BLOCKED" {
-				t.Fatalf("snapshot event: %+v", snap)
+	}
+	must(t, store.SetTaskState(ctx, "fresh", "RUNNING", ""))
+	for i, s := range streams {
+		seen := false
+		for snap := range s {
+			if seen = stateOf(snap, "fresh") == "RUNNING"; seen {
+				break
 			}
-			return
+		}
+		if !seen {
+			t.Fatalf("stream %d ended without showing the task RUNNING", i)
 		}
 	}
-	t.Fatalf("stream ended without a snapshot: %v", sc.Err())
 }
