@@ -11,11 +11,13 @@ import (
 // core does no I/O.
 func TestDependencyArrow(t *testing.T) {
 	forbidden := map[string][]string{
-		"github.com/purser-dev/purser":         {"/sqlite", "/backend/", "/engine", "/config", "os/exec", "database/sql"},
-		"github.com/purser-dev/purser/budget":  {"github.com/", "os", "io", "net", "database/sql", "log"},
-		"github.com/purser-dev/purser/engine":  {"/sqlite", "/backend/", "/config", "/validate", "database/sql", "os/exec"},
-		"github.com/purser-dev/purser/pricing": {"/sqlite", "/backend/", "/engine"},
-		"github.com/purser-dev/purser/tui":     {"/sqlite", "/backend/", "/engine", "/config"},
+		"github.com/purser-dev/purser":           {"/sqlite", "/backend/", "/engine", "/config", "os/exec", "database/sql"},
+		"github.com/purser-dev/purser/budget":    {"github.com/", "os", "io", "net", "database/sql", "log"},
+		"github.com/purser-dev/purser/engine":    {"/sqlite", "/backend/", "/config", "/validate", "database/sql", "os/exec"},
+		"github.com/purser-dev/purser/pricing":   {"/sqlite", "/backend/", "/engine"},
+		"github.com/purser-dev/purser/tui":       {"/sqlite", "/backend/", "/engine", "/config"},
+		"github.com/purser-dev/purser/dashboard": {"/sqlite", "/postgres", "/backend/", "/engine", "/config"},
+		"github.com/purser-dev/purser/storetest": {"/sqlite", "/postgres", "/backend/", "/engine"},
 	}
 	for pkg, bad := range forbidden {
 		out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, pkg).Output()

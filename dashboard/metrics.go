@@ -1,0 +1,224 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+)
+
+// Every label below takes its values from a fixed set (the store's
+// enumerations, with anything else counted as "other"), so no series grows
+// with the number of tasks, runs or calls: no task or run id is a label.
+var (
+	spendDesc = prometheus.NewDesc("purser_spend_usd_total",
+		"Money spent, in US dollars, by where the figure came from: reported by the backend or estimated by Purser from its price catalogue. Spend nobody knows is not in here: see purser_unknown_cost_events_total.",
+		[]string{"source"}, nil)
+	unknownDesc = prometheus.NewDesc("purser_unknown_cost_events_total",
+		"Usage events that spent money nobody knows how much of (never counted as $0).", nil, nil)
+	tokensDesc = prometheus.NewDesc("purser_tokens_total",
+		"Tokens used, by type. input and output are the budget's tokens; cache_read and cache_write are part of input, reasoning is part of output.",
+		[]string{"type"}, nil)
+	callsDesc = prometheus.NewDesc("purser_calls_total",
+		"Backend calls, retries included, by kind and outcome.", []string{"kind", "outcome"}, nil)
+	refusalsDesc = prometheus.NewDesc("purser_admission_refusals_total",
+		"Calls the budget did not admit (nothing was sent).", nil, nil)
+	tasksDesc = prometheus.NewDesc("purser_tasks",
+		"Tasks by state and by the tier of their own budget.", []string{"state", "tier"}, nil)
+	runsDesc = prometheus.NewDesc("purser_runs",
+		"Runs by the tier of the run budget; runs without a run budget are tier \"none\".", []string{"tier"}, nil)
+	hardStopsDesc = prometheus.NewDesc("purser_hard_stops",
+		"Tasks stopped by their budget (BLOCKED).", nil, nil)
+	degradesDesc = prometheus.NewDesc("purser_degrade_actions_total",
+		"Degrade actions taken, by action and by the tier they were taken at.", []string{"action", "tier"}, nil)
+	scrapeErrorDesc = prometheus.NewDesc("purser_store_read_errors",
+		"1 when this scrape could not read the store (the other metrics are then missing; purser serve logs why), else 0.", nil, nil)
+)
+
+var (
+	callKinds    = []string{string(purser.CallPlanning), string(purser.CallMain), string(purser.CallSelfReview)}
+	callOutcomes = []string{string(purser.CallOK), string(purser.CallCancelled), string(purser.CallTransient), string(purser.CallFailed), string(purser.CallRefused), string(purser.CallInterrupted)}
+	taskStates   = []string{string(purser.StatePending), string(purser.StateRunning), string(purser.StateDone), string(purser.StateBlocked), string(purser.StateFailed)}
+	degradeNames = func() []string {
+		var out []string
+		for _, a := range purser.KnownDegradeActions {
+			out = append(out, string(a))
+		}
+		return out
+	}()
+)
+
+// bounded returns v when it is one of the known values, else "other": the
+// store is read as it is, and a label must not take arbitrary values.
+func bounded(v string, known []string) string {
+	if slices.Contains(known, v) {
+		return v
+	}
+	return "other"
+}
+
+// Collector computes Purser's metrics from a store at scrape time. It
+// keeps no state, so several processes writing one database are all
+// counted, and restarting `purser serve` loses nothing.
+type Collector struct {
+	store   purser.Store
+	logger  *slog.Logger
+	timeout time.Duration
+}
+
+// NewCollector returns a Collector over store; logger (nil: discard) is
+// told why a scrape could not read the store.
+func NewCollector(store purser.Store, logger *slog.Logger) *Collector {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Collector{store: store, logger: logger, timeout: 10 * time.Second}
+}
+
+// Describe sends every metric's description.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{spendDesc, unknownDesc, tokensDesc, callsDesc, refusalsDesc, tasksDesc, runsDesc, hardStopsDesc, degradesDesc, scrapeErrorDesc} {
+		ch <- d
+	}
+}
+
+type tally struct {
+	spend    map[budget.CostSource]budget.USD
+	unknown  int64
+	tokens   map[string]int64
+	calls    map[[2]string]int64
+	refusals int64
+	tasks    map[[2]string]int64
+	runs     map[string]int64
+	blocked  int64
+	degrades map[[2]string]int64
+}
+
+// Collect reads the store and sends the metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	t, err := c.read(ctx)
+	if err != nil {
+		// A gauge an alert can fire on, rather than a failed scrape that
+		// looks like a dead server.
+		c.logger.Error("metrics: read the store", "err", err)
+		ch <- prometheus.MustNewConstMetric(scrapeErrorDesc, prometheus.GaugeValue, 1)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(scrapeErrorDesc, prometheus.GaugeValue, 0)
+	for _, src := range []budget.CostSource{budget.CostReported, budget.CostEstimated} {
+		ch <- prometheus.MustNewConstMetric(spendDesc, prometheus.CounterValue, t.spend[src].Float(), src.String())
+	}
+	ch <- prometheus.MustNewConstMetric(unknownDesc, prometheus.CounterValue, float64(t.unknown))
+	for _, typ := range []string{"input", "output", "cache_read", "cache_write", "reasoning"} {
+		ch <- prometheus.MustNewConstMetric(tokensDesc, prometheus.CounterValue, float64(t.tokens[typ]), typ)
+	}
+	// Every known combination, zeros included, so that rates and alerts
+	// see a series from the first scrape; "other" only when it occurs.
+	for _, kind := range append(callKinds, "other") {
+		for _, outcome := range append(callOutcomes, "other") {
+			if n, ok := t.calls[[2]string{kind, outcome}]; ok || (kind != "other" && outcome != "other") {
+				ch <- prometheus.MustNewConstMetric(callsDesc, prometheus.CounterValue, float64(n), kind, outcome)
+			}
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(refusalsDesc, prometheus.CounterValue, float64(t.refusals))
+	for _, state := range append(taskStates, "other") {
+		for _, tier := range []string{"optimal", "warning", "hard"} {
+			if n, ok := t.tasks[[2]string{state, tier}]; ok || state != "other" {
+				ch <- prometheus.MustNewConstMetric(tasksDesc, prometheus.GaugeValue, float64(n), state, tier)
+			}
+		}
+	}
+	for tier, n := range t.runs {
+		ch <- prometheus.MustNewConstMetric(runsDesc, prometheus.GaugeValue, float64(n), tier)
+	}
+	ch <- prometheus.MustNewConstMetric(hardStopsDesc, prometheus.GaugeValue, float64(t.blocked))
+	for k, n := range t.degrades {
+		ch <- prometheus.MustNewConstMetric(degradesDesc, prometheus.CounterValue, float64(n), k[0], k[1])
+	}
+}
+
+func (c *Collector) read(ctx context.Context) (tally, error) {
+	t := tally{spend: map[budget.CostSource]budget.USD{}, tokens: map[string]int64{}, calls: map[[2]string]int64{},
+		tasks: map[[2]string]int64{}, runs: map[string]int64{}, degrades: map[[2]string]int64{}}
+	recs, err := c.store.Tasks(ctx)
+	if err != nil {
+		return t, fmt.Errorf("read tasks: %w", err)
+	}
+	runs := map[string]bool{}
+	for _, rec := range recs {
+		if !runs[rec.RunID] {
+			runs[rec.RunID] = true
+			bv, err := runBudget(ctx, c.store, rec.RunID)
+			if err != nil {
+				return t, err
+			}
+			tier := "none"
+			if bv != nil {
+				tier = strings.ToLower(bv.Tier)
+			}
+			t.runs[tier]++
+		}
+		totals, err := c.store.UsageTotals(ctx, rec.ID)
+		if err != nil {
+			return t, fmt.Errorf("read usage totals of task %s: %w", rec.ID, err)
+		}
+		totals.Time = rec.Elapsed
+		m, err := budget.NewManager(rec.Budget, budget.Options{Initial: totals})
+		if err != nil {
+			return t, fmt.Errorf("task %s: %w", rec.ID, err)
+		}
+		t.tasks[[2]string{bounded(string(rec.State), taskStates), m.Status().Tier.String()}]++
+		if rec.State == purser.StateBlocked {
+			t.blocked++
+		}
+		usage, err := c.store.Usage(ctx, rec.ID)
+		if err != nil {
+			return t, fmt.Errorf("read ledger of task %s: %w", rec.ID, err)
+		}
+		for _, e := range usage {
+			ev := e.Event
+			switch ev.CostSource {
+			case budget.CostReported, budget.CostEstimated:
+				t.spend[ev.CostSource] += ev.USD
+			case budget.CostUnknown:
+				t.unknown++
+			}
+			t.tokens["input"] += ev.InputTokens
+			t.tokens["output"] += ev.OutputTokens
+			t.tokens["cache_read"] += ev.CacheReadTokens
+			t.tokens["cache_write"] += ev.CacheWriteTokens
+			t.tokens["reasoning"] += ev.ReasoningTokens
+		}
+		calls, err := c.store.Calls(ctx, rec.ID)
+		if err != nil {
+			return t, fmt.Errorf("read calls of task %s: %w", rec.ID, err)
+		}
+		for _, call := range calls {
+			if call.Outcome == "" {
+				continue // still running: counted when it ends
+			}
+			t.calls[[2]string{bounded(string(call.Kind), callKinds), bounded(string(call.Outcome), callOutcomes)}]++
+			if call.Outcome == purser.CallRefused {
+				t.refusals++
+			}
+		}
+		degrades, err := c.store.Degrades(ctx, rec.ID)
+		if err != nil {
+			return t, fmt.Errorf("read degrade actions of task %s: %w", rec.ID, err)
+		}
+		for _, d := range degrades {
+			t.degrades[[2]string{bounded(string(d.Action), degradeNames), d.Tier.String()}]++
+		}
+	}
+	return t, nil
+}

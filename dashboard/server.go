@@ -1,0 +1,202 @@
+package dashboard
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/purser-dev/purser"
+)
+
+//go:embed static
+var staticFiles embed.FS
+
+// DefaultPollInterval is how often a live page's stream reads the store.
+const DefaultPollInterval = 500 * time.Millisecond
+
+// ErrTokenRequired is returned by CheckBind for a non-loopback address
+// without a token.
+var ErrTokenRequired = errors.New("a token is required to listen on an address other than loopback")
+
+// Options configure a Handler.
+type Options struct {
+	// Token, when set, must come with every request: as
+	// "Authorization: Bearer TOKEN", as the query parameter token=TOKEN, or
+	// in the cookie a valid query token sets (a browser's requests for the
+	// page's script and its event stream cannot send headers).
+	Token string
+	// PollInterval is how often a live stream reads the store; 0 means
+	// DefaultPollInterval.
+	PollInterval time.Duration
+	// Logger receives errors reading the store; nil discards them.
+	Logger *slog.Logger
+}
+
+// CheckBind refuses to listen on a non-loopback address without a token:
+// the dashboard shows agents' output and spend to whoever can reach it.
+func CheckBind(addr, token string) error {
+	if token != "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("address %q: want host:port: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("address %q: %w (give --token or PURSER_SERVE_TOKEN)", addr, ErrTokenRequired)
+}
+
+// NewHandler returns the dashboard's HTTP handler over store: the page and
+// its assets at /, the snapshot as JSON at /api/snapshot, the live stream
+// at /events and Prometheus metrics at /metrics.
+func NewHandler(store purser.Store, o Options) http.Handler {
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &handler{store: store, o: o}
+	h.feed = newFeed(h.load, o.PollInterval)
+	static, err := fs.Sub(staticFiles, "static")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(store, o.Logger))
+
+	mux := http.NewServeMux()
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFileFS(w, r, static, "index.html")
+	})
+	mux.HandleFunc("GET /api/snapshot", h.snapshot)
+	mux.HandleFunc("GET /events", h.events)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	return h.secure(mux)
+}
+
+// tokenCookie carries the token for a browser that opened /?token=TOKEN.
+const tokenCookie = "purser_token"
+
+type handler struct {
+	store purser.Store
+	o     Options
+	feed  *feed
+}
+
+// secure checks the token, in constant time, and sets headers that keep
+// the page from loading anything but its own files.
+func (h *handler) secure(next http.Handler) http.Handler {
+	want := []byte(h.o.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "no-referrer")
+		if len(want) > 0 {
+			got, fromQuery := r.URL.Query().Get("token"), true
+			if c, err := r.Cookie(tokenCookie); err == nil && got == "" {
+				got, fromQuery = c.Value, false
+			}
+			if auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+				got, fromQuery = auth, false
+			}
+			if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="purser"`)
+				http.Error(w, "unauthorized: give the token as Authorization: Bearer TOKEN or ?token=TOKEN", http.StatusUnauthorized)
+				return
+			}
+			if fromQuery {
+				// The page's own requests (its script, style and event
+				// stream) then carry the token without putting it in more
+				// URLs.
+				http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: got, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (h *handler) load(ctx context.Context) ([]byte, error) {
+	snap, err := Load(ctx, h.store)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(snap)
+}
+
+func (h *handler) snapshot(w http.ResponseWriter, r *http.Request) {
+	body, err := h.load(r.Context())
+	if err != nil {
+		h.o.Logger.Error("read the store", "err", err)
+		http.Error(w, "could not read the store: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(body)
+}
+
+// events streams the snapshot as Server-Sent Events: one "snapshot" event
+// now and one each time the store's content changes (the feed reads it every
+// poll interval); an "error" event when the store cannot be read.
+func (h *handler) events(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	if rc.Flush() != nil {
+		return
+	}
+	updates, unsubscribe := h.feed.subscribe()
+	defer unsubscribe()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case u := <-updates:
+			var err error
+			if u.err != nil {
+				h.o.Logger.Error("read the store", "err", u.err)
+				err = writeEvent(w, "error", []byte(u.err.Error()))
+			} else {
+				err = writeEvent(w, "snapshot", u.body)
+			}
+			if err != nil || rc.Flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+// writeEvent writes one SSE event; data lines may not hold a newline.
+func writeEvent(w http.ResponseWriter, name string, data []byte) error {
+	var b bytes.Buffer
+	b.WriteString("event: " + name + "\n")
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		b.WriteString("data: ")
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	b.WriteByte('\n')
+	_, err := w.Write(b.Bytes())
+	return err
+}
