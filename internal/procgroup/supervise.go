@@ -18,6 +18,11 @@ import (
 // supervisor of one child: `BINARY __purser_supervise FD -- PATH ARGS…`.
 const SupervisorArg = "__purser_supervise"
 
+// MarkEnv names the variable the supervisor puts in its child's
+// environment, "PID START" of the supervisor: every process below it that
+// keeps its environment carries it.
+const MarkEnv = "PURSER_SUPERVISOR"
+
 // deathSignal is what the kernel sends the supervisor when the thread of
 // Purser that started it dies (Pdeathsig). A signal no agent is sent by
 // Purser, so it is never mistaken for a graceful stop.
@@ -119,7 +124,11 @@ func superviseMain(args []string) int {
 	for i := 3; i < fd; i++ {
 		files = append(files, os.NewFile(uintptr(i), "extra"))
 	}
-	child, err := os.StartProcess(args[2], args[2:], &os.ProcAttr{Env: os.Environ(), Files: files})
+	// The mark lets a later Purser find what is left of this call even if
+	// this supervisor was itself killed (KillLeftovers).
+	self, _ := Stat(os.Getpid())
+	env := append(os.Environ(), MarkEnv+"="+strconv.Itoa(os.Getpid())+" "+self.Start)
+	child, err := os.StartProcess(args[2], args[2:], &os.ProcAttr{Env: env, Files: files})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "purser supervisor: start %s: %v\n", args[2], err)
 		return 127

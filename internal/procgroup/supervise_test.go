@@ -51,11 +51,13 @@ func playRole(role string) int {
 			procgroup.DisableSupervision()
 		}
 		cmd := next("agent")
-		if _, err := procgroup.Start(cmd); err != nil {
+		g, err := procgroup.Start(cmd)
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "owner:", err)
 			return 1
 		}
 		record(role)
+		recordLine("group " + g.ID())
 		_ = cmd.Wait()
 		return 0
 	case "agent":
@@ -80,13 +82,17 @@ func playRole(role string) int {
 }
 
 func record(role string) {
+	p, _ := procgroup.Stat(os.Getpid())
+	recordLine(fmt.Sprintf("%s %d %s", role, os.Getpid(), p.Start))
+}
+
+func recordLine(line string) {
 	f, err := os.OpenFile(os.Getenv(pidsEnv), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
 	if err != nil {
 		return
 	}
 	defer f.Close()
-	p, _ := procgroup.Stat(os.Getpid())
-	fmt.Fprintf(f, "%s %d %s\n", role, os.Getpid(), p.Start)
+	fmt.Fprintln(f, line)
 }
 
 type recorded struct {
@@ -145,7 +151,7 @@ func startOwner(t *testing.T, supervised bool) (*exec.Cmd, map[string]recorded) 
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got := readPids(t, pids)
-		if len(got) == 3 {
+		if len(got) == 4 {
 			return owner, got
 		}
 		if time.Now().After(deadline) {
@@ -200,6 +206,7 @@ func TestKilledOwnerLeavesNoAgentBehind(t *testing.T) {
 		}
 		_ = owner.Wait()
 		delete(procs, "owner")
+		delete(procs, "group")
 		if left := aliveAfter(procs, 2*time.Second); len(left) > 0 {
 			for _, r := range left {
 				_ = syscall.Kill(r.pid, syscall.SIGKILL)
@@ -219,11 +226,43 @@ func TestWithoutSupervisorTheGrandchildEscapes(t *testing.T) {
 	}
 	_ = owner.Wait()
 	delete(procs, "owner")
+	delete(procs, "group")
 	left := aliveAfter(procs, 500*time.Millisecond)
 	for _, r := range left {
 		_ = syscall.Kill(r.pid, syscall.SIGKILL)
 	}
 	if len(left) == 0 {
 		t.Fatal("unsupervised, the agent and its grandchild died with the owner: the kill -9 test proves nothing")
+	}
+}
+
+// On resume Purser kills what a dead owner's call left running, found by the
+// group ID it recorded: here the supervisor itself was killed (so it could
+// not clean up), and the agent and its setsid grandchild, orphaned to
+// init, are found by the supervisor's mark in their environment.
+func TestKillLeftoversFindsWhatADeadSupervisorLeft(t *testing.T) {
+	owner, procs := startOwner(t, true)
+	defer func() { _ = owner.Process.Kill(); _ = owner.Wait() }()
+	group := procs["group"]
+	id := fmt.Sprintf("%d %s", group.pid, group.start)
+	if err := syscall.Kill(group.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	delete(procs, "owner")
+	delete(procs, "group")
+	if left := aliveAfter(procs, 200*time.Millisecond); len(left) != 2 {
+		t.Fatalf("after the supervisor's SIGKILL alone, want the agent and grandchild still running, got %+v", left)
+	}
+	if n := procgroup.KillLeftovers(id); n < 2 {
+		t.Errorf("KillLeftovers(%q) found %d processes, want the agent and grandchild at least", id, n)
+	}
+	if left := aliveAfter(procs, 2*time.Second); len(left) > 0 {
+		for _, r := range left {
+			_ = syscall.Kill(r.pid, syscall.SIGKILL)
+		}
+		t.Fatalf("still alive after KillLeftovers: %+v", left)
+	}
+	if n := procgroup.KillLeftovers(id); n != 0 {
+		t.Errorf("a second KillLeftovers found %d processes, want none", n)
 	}
 }
