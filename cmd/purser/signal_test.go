@@ -119,12 +119,12 @@ func TestGracefulStopOnSignal(t *testing.T) {
 // a validator that ignores SIGTERM.
 func TestSecondSignalExitsAtOnce(t *testing.T) {
 	bin := buildPurser(t)
-	dir := signalFixture(t, "trap \"\" TERM; while true; do sleep 0.1; done")
+	dir := signalFixture(t, stubbornValidator)
 	if err := os.WriteFile(filepath.Join(dir, "sim.yaml"), []byte("steps:\n  - usage: {inputTokens: 10}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := startPurser(t, bin, dir, "run", "task.yaml")
-	time.Sleep(800 * time.Millisecond) // the validator is running
+	waitTrapped(t, dir)
 	cmd.Process.Signal(syscall.SIGINT)
 	time.Sleep(200 * time.Millisecond)
 	start := time.Now()
@@ -139,12 +139,12 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 // to be killed: the second signal is what makes the exit immediate.
 func TestFirstSignalAloneWaitsForTheValidator(t *testing.T) {
 	bin := buildPurser(t)
-	dir := signalFixture(t, "trap \"\" TERM; while true; do sleep 0.1; done")
+	dir := signalFixture(t, stubbornValidator)
 	if err := os.WriteFile(filepath.Join(dir, "sim.yaml"), []byte("steps:\n  - usage: {inputTokens: 10}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := startPurser(t, bin, dir, "run", "task.yaml")
-	time.Sleep(800 * time.Millisecond)
+	waitTrapped(t, dir)
 	start := time.Now()
 	cmd.Process.Signal(syscall.SIGINT)
 	code := exitCode(t, cmd.Wait())
@@ -153,5 +153,24 @@ func TestFirstSignalAloneWaitsForTheValidator(t *testing.T) {
 	}
 	if state, _ := taskState(t, bin, dir); state != "PENDING" {
 		t.Fatalf("state %s", state)
+	}
+}
+
+// stubbornValidator ignores SIGTERM, and says so by a file once it does.
+const stubbornValidator = "trap \"\" TERM; touch trapped; while true; do sleep 0.1; done"
+
+// waitTrapped waits until the stubborn validator runs with its trap set: a
+// fixed sleep is not enough on a loaded machine.
+func waitTrapped(t *testing.T, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "ws", "trapped")); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the validator did not start within 60 s")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
