@@ -17,13 +17,15 @@ func TestStopKillsGroupAndEscapees(t *testing.T) {
 	script := `echo started; sleep 60 & echo $! > inner.pid; setsid sleep 60 & echo $! > escaped.pid; trap '' INT; sleep 0.2; echo ready; wait`
 	ctx, cancel := context.WithCancel(context.Background())
 	var lines []string
-	go func() {
-		time.Sleep(400 * time.Millisecond)
-		cancel()
-	}()
-	start := time.Now()
+	var start time.Time
 	out, err := proc.Run(ctx, proc.Command{Path: "sh", Args: []string{"-c", script}, Dir: dir, Grace: 200 * time.Millisecond}, func(l []byte) {
 		lines = append(lines, string(l))
+		// Stopped once its trap is set: a fixed delay is too short when the
+		// machine is loaded.
+		if string(l) == "ready" {
+			start = time.Now()
+			cancel()
+		}
 	})
 	if err != nil {
 		t.Fatal(err)
