@@ -69,9 +69,10 @@ var killCLIs = []killCLI{
 // Issue 11, item 1: `kill -9` of purser while a real CLI is mid-call leaves
 // no agent process alive 2 s later, and after `purser resume` the ledger
 // equals what the mock delivered (replies written whole to a client that was
-// still there). The kill lands at a seeded random moment between the
-// agent's start and 4 s later: in its first model call, its tool run, or its
-// second model call (held 3 s by the mock). PURSER_KILL_TRIALS trials per
+// still there). The kill lands at a seeded random moment 0-4 s after the
+// agent's start (its start-up, its first model call) or after the first
+// reply the mock delivered (the tool run, the second model call, which the
+// mock holds 3 s). PURSER_KILL_TRIALS trials per
 // CLI (2 by default, so CI stays fast).
 func TestKill9MidCall(t *testing.T) {
 	dir := clis(t)
@@ -98,7 +99,12 @@ func TestKill9MidCall(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var worst time.Duration
 			for i := range trials {
-				if gone := killTrial(t, c, dir, url, i, time.Duration(rng.IntN(4000))*time.Millisecond); gone > worst {
+				// Half the kills are timed from the agent's start (its start-up
+				// and first model call), half from the first reply the mock
+				// delivered (the tool run, and the second call held 3 s).
+				afterReply := rng.IntN(2) == 1
+				delay := time.Duration(rng.IntN(4000)) * time.Millisecond
+				if gone := killTrial(t, c, dir, url, i, afterReply, delay); gone > worst {
 					worst = gone
 				}
 			}
@@ -109,7 +115,7 @@ func TestKill9MidCall(t *testing.T) {
 
 // killTrial runs one trial and returns how long after the kill the last
 // agent process was seen gone.
-func killTrial(t *testing.T, c killCLI, cliDir, url string, trial int, killAfter time.Duration) time.Duration {
+func killTrial(t *testing.T, c killCLI, cliDir, url string, trial int, afterReply bool, killAfter time.Duration) time.Duration {
 	base := t.TempDir()
 	ws, home := filepath.Join(base, "ws"), filepath.Join(base, "home")
 	for _, d := range []string{ws, home} {
@@ -148,6 +154,21 @@ func killTrial(t *testing.T, c killCLI, cliDir, url string, trial int, killAfter
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	anchor := "the agent started"
+	if afterReply {
+		anchor = "the first reply"
+		for {
+			if n, _ := mockDelivered(t, url, c.tokens); n > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				_ = run.Process.Kill()
+				_ = run.Wait()
+				t.Fatalf("trial %d: no reply delivered within 60 s\n%s", trial, out.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	time.Sleep(killAfter)
 	if err := run.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -167,8 +188,8 @@ func killTrial(t *testing.T, c killCLI, cliDir, url string, trial int, killAfter
 	gone := time.Since(killedAt)
 	if len(left) > 0 {
 		killAgents(home, ws)
-		t.Fatalf("trial %d (kill %s after the agent started): agent processes alive 2 s after purser's SIGKILL:\n%s",
-			trial, killAfter, strings.Join(left, "\n"))
+		t.Fatalf("trial %d (kill %s after %s): agent processes alive 2 s after purser's SIGKILL:\n%s",
+			trial, killAfter, anchor, strings.Join(left, "\n"))
 	}
 
 	res := exec.Command(purserBin, "resume", id)
@@ -194,11 +215,11 @@ func killTrial(t *testing.T, c killCLI, cliDir, url string, trial int, killAfter
 	delivered, replies := mockDelivered(t, url, c.tokens)
 	got := status.Tasks[0]
 	if got.Status != "DONE" || got.Budget.UsedTokens != delivered {
-		t.Fatalf("trial %d (kill %s after the agent started): after resume %s with %d tokens in the ledger; the mock delivered %d (%s)\n%s",
-			trial, killAfter, got.Status, got.Budget.UsedTokens, delivered, replies, resOut)
+		t.Fatalf("trial %d (kill %s after %s): after resume %s with %d tokens in the ledger; the mock delivered %d (%s)\n%s",
+			trial, killAfter, anchor, got.Status, got.Budget.UsedTokens, delivered, replies, resOut)
 	}
-	t.Logf("trial %d: kill %s after the agent started; agent gone within %s; ledger %d tokens = delivered (%s)",
-		trial, killAfter, gone.Round(time.Millisecond), got.Budget.UsedTokens, replies)
+	t.Logf("trial %d: kill %s after %s; agent gone within %s; ledger %d tokens = delivered (%s)",
+		trial, killAfter, anchor, gone.Round(time.Millisecond), got.Budget.UsedTokens, replies)
 	return gone
 }
 
