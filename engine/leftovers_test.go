@@ -66,3 +66,38 @@ func TestResumeKillsTheDeadOwnersCallFirst(t *testing.T) {
 		}
 	}
 }
+
+// processBackend says its call runs in process "P 1", then looks in the
+// store, while the call is still in flight, for that process on the call.
+type processBackend struct {
+	store interface {
+		Calls(context.Context, string) ([]purser.CallRecord, error)
+	}
+	seen string
+}
+
+func (b *processBackend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
+	purser.CallStarted(ctx, "P 1")
+	calls, err := b.store.Calls(ctx, req.TaskID)
+	if err != nil {
+		return purser.CallResult{}, err
+	}
+	for _, c := range calls {
+		if c.EndedAt.IsZero() {
+			b.seen = c.Process
+		}
+	}
+	return purser.CallResult{}, nil
+}
+
+// The process a backend reports is on the call record while the call is
+// still running: a crash at any later moment leaves it for the resume.
+func TestCallProcessIsRecordedWhileTheCallRuns(t *testing.T) {
+	f := newFixture(t, "steps:\n  - usage: {inputTokens: 100}\n")
+	b := &processBackend{store: f.store}
+	f.cfg.Backends = func(purser.BackendSpec) (purser.Backend, error) { return b, nil }
+	_ = f.run() // the validator fails: the call is what matters here
+	if b.seen != "P 1" {
+		t.Fatalf("in flight, the call record held process %q, want %q", b.seen, "P 1")
+	}
+}
