@@ -69,6 +69,10 @@ type CallRecord struct {
 	Reserved        budget.Amount
 	MaxOutputTokens int64
 	Note            string // e.g. the backend's reported cost against Purser's estimate
+	// Process is the process running the call, as the backend gave it to
+	// CallStarted ("" when none or not yet started): on resume, what a dead
+	// owner's call left running is found by it and killed.
+	Process string
 }
 
 // LedgerEntry is one usage event in the append-only usage ledger. Key makes

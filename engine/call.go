@@ -174,6 +174,14 @@ func (t *taskRun) makeCall(ctx context.Context, pc *preparedCall, res *budget.Re
 	if avail := t.budget.Available(); avail.USD != budget.UnlimitedUSD {
 		maxUSD = avail.USD + pc.rec.Reserved.USD // what is left, this call's own reservation included
 	}
+	// The call's process is recorded before the agent sends anything, so a
+	// resume after a crash can end what is left of it.
+	callCtx = purser.WithCallStarted(callCtx, func(process string) {
+		pc.rec.Process = process
+		if err := e.cfg.Store.SaveCall(context.WithoutCancel(ctx), pc.rec); err != nil {
+			t.log.Warn("recording the call's process", "error", err)
+		}
+	})
 	result, callErr := t.backend.Call(callCtx, purser.CallRequest{TaskID: t.task.ID, Kind: pc.kind, Iteration: t.iteration, Attempt: pc.rec.Attempt,
 		Model: pc.model, Prompt: pc.prompt, ContextTokens: pc.ctx.Tokens, MaxOutputTokens: pc.rec.MaxOutputTokens, MaxUSD: maxUSD,
 		Workspace: t.task.Workspace, Price: usage.price}, usage.report)

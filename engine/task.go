@@ -163,6 +163,12 @@ func (t *taskRun) markInterruptedCalls(ctx context.Context) error {
 		if c.Outcome != "" || !c.EndedAt.IsZero() {
 			continue
 		}
+		// Nothing of the dead owner's call may run beside the resumed task.
+		if k, ok := t.e.cfg.Owners.(purser.LeftoverKiller); ok && c.Process != "" {
+			if n := k.KillLeftovers(c.Process); n > 0 {
+				t.log.Warn("killed processes a dead owner's call left running", "call", c.ID, "processes", n)
+			}
+		}
 		c.Outcome = purser.CallInterrupted
 		c.EndedAt = t.e.cfg.Clock.Now()
 		c.Error = "Purser stopped mid-call (its process died); the usage recorded up to then stands"

@@ -15,7 +15,15 @@ import (
 // one that reused its pid.
 type Owners struct{}
 
-var _ purser.Owners = Owners{}
+var (
+	_ purser.Owners         = Owners{}
+	_ purser.LeftoverKiller = Owners{}
+)
+
+// KillLeftovers kills what a call's process (as proc.Run gave it to
+// purser.CallStarted) left running: its group, if its leader still runs,
+// and every process below its supervisor, wherever it went.
+func (Owners) KillLeftovers(process string) int { return procgroup.KillLeftovers(process) }
 
 // Self is this process's owner ID.
 func (Owners) Self() string {

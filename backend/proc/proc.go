@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/internal/procgroup"
 	"github.com/purser-dev/purser/redact"
 )
@@ -72,6 +73,9 @@ func Run(ctx context.Context, c Command, onLine func([]byte)) (Outcome, error) {
 		errR.Close()
 		return Outcome{}, fmt.Errorf("start %s: %w", c.Path, err)
 	}
+	// Recorded with the call, so that a resume after Purser's death can
+	// make sure nothing of it still runs.
+	purser.CallStarted(ctx, group.ID())
 	sig := c.Interrupt
 	if sig == 0 {
 		sig = syscall.SIGINT

@@ -11,12 +11,16 @@ import (
 	"syscall"
 
 	"github.com/purser-dev/purser/backend/proc"
+	"github.com/purser-dev/purser/internal/procgroup"
 )
 
 // errSignal is the cause of a context cancelled by SIGINT or SIGTERM.
 var errSignal = errors.New("stopped by a signal")
 
 func main() {
+	// First: run as an agent's supervisor if asked to, else have every
+	// agent and validator started under one (docs/reliability.md).
+	procgroup.Supervise()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	sigs := make(chan os.Signal, 2)
 	// SIGHUP too: a closed terminal or a lost SSH session stops the run the

@@ -20,6 +20,7 @@ import (
 // descendants watched while it runs.
 type Group struct {
 	pgid      int
+	lifeline  *os.File // the supervisor's lifeline; nil when unsupervised
 	seen      *descendants
 	watchDone chan struct{}
 	endOnce   sync.Once
@@ -27,15 +28,30 @@ type Group struct {
 
 // Start starts cmd as the leader of a new process group and begins watching
 // its descendants. cmd must not be started yet; its SysProcAttr is set.
+// Once Supervise has enabled it, cmd runs under a supervisor that leads
+// the group and kills everything below it if this process dies; Wait then
+// reports the supervisor's exit, which is the child's.
 func Start(cmd *exec.Cmd) (*Group, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
-	if err := cmd.Start(); err != nil {
+	lifeline, err := wrap(cmd)
+	if err != nil {
 		return nil, err
 	}
-	g := &Group{pgid: cmd.Process.Pid, seen: newDescendants(cmd.Process.Pid), watchDone: make(chan struct{})}
+	err = startLocked(cmd)
+	if lifeline != nil {
+		// Our copy of the read end goes: only the supervisor holds it.
+		cmd.ExtraFiles[len(cmd.ExtraFiles)-1].Close()
+	}
+	if err != nil {
+		if lifeline != nil {
+			lifeline.Close()
+		}
+		return nil, err
+	}
+	g := &Group{pgid: cmd.Process.Pid, lifeline: lifeline, seen: newDescendants(cmd.Process.Pid), watchDone: make(chan struct{})}
 	go g.seen.watch(g.watchDone)
 	running.add(g)
 	return g, nil
@@ -98,6 +114,9 @@ func (g *Group) End() {
 		g.seen.scan()
 		close(g.watchDone)
 		g.kill()
+		if g.lifeline != nil {
+			g.lifeline.Close()
+		}
 		waitGone(g.pgid, time.Second)
 	})
 }
@@ -236,3 +255,7 @@ func (d *descendants) killAll() {
 		}
 	}
 }
+
+// PGID is the group's id: the pid of its leader (the supervisor, when
+// supervised).
+func (g *Group) PGID() int { return g.pgid }

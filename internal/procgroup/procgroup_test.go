@@ -1,6 +1,7 @@
 package procgroup_test
 
 import (
+	"bufio"
 	"errors"
 	"os"
 	"os/exec"
@@ -14,10 +15,18 @@ import (
 // A leader that ignores the signal is killed, with its group, once the
 // grace is over; End after that is harmless, and safe to repeat.
 func TestStopKillsALeaderThatIgnoresTheSignal(t *testing.T) {
-	cmd := exec.Command("sh", "-c", "trap '' TERM; sleep 60 & wait")
+	cmd := exec.Command("sh", "-c", "trap '' TERM; echo trapped; sleep 60 & wait")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	g, err := procgroup.Start(cmd)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Under the supervisor sh starts later: wait until its trap is set.
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatalf("sh did not say its trap is set: %v", err)
 	}
 	exited := make(chan struct{})
 	var waitErr error
@@ -25,7 +34,6 @@ func TestStopKillsALeaderThatIgnoresTheSignal(t *testing.T) {
 		waitErr = cmd.Wait()
 		close(exited)
 	}()
-	time.Sleep(100 * time.Millisecond) // let sh set its trap
 	g.Stop(syscall.SIGTERM, 200*time.Millisecond, exited)
 	select {
 	case <-exited:
