@@ -4,22 +4,40 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/purser-dev/purser/postgres/pgtest"
 )
 
-// Two purser processes share one SQLite database and one run budget: no
-// "database is locked", no lost rows, and the run budget is not overrun.
+// Two purser processes share one database and one run budget, on SQLite
+// and on PostgreSQL: no "database is locked", no lost rows, the shared token
+// cap holds across them, and a database password never reaches the output.
 func TestTwoProcessesShareARunBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two purser processes")
 	}
-	t.Parallel()
+	for _, store := range []struct {
+		name string
+		db   func(t *testing.T, dir string) string
+	}{
+		{"sqlite", func(t *testing.T, dir string) string { return filepath.Join(dir, "shared.db") }},
+		{"postgres", func(t *testing.T, _ string) string { return pgtest.NewSchema(t) }},
+	} {
+		t.Run(store.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			twoProcessesShareARunBudget(t, dir, store.db(t, dir))
+		})
+	}
+}
+
+func twoProcessesShareARunBudget(t *testing.T, dir, db string) {
 	bin := buildPurser(t)
-	dir := t.TempDir()
 	const runCap = 40_000
 	files := map[string]string{
 		"run.yaml": "hard: {tokens: 40000, maxIterations: 10000}\n",
@@ -34,12 +52,14 @@ func TestTwoProcessesShareARunBudget(t *testing.T) {
 	}
 	for name, body := range files {
 		p := filepath.Join(dir, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	env := append(os.Environ(), "PURSER_DB="+filepath.Join(dir, "shared.db"))
+	env := append(os.Environ(), "PURSER_DB="+db)
 	var cmds []*exec.Cmd
 	var outs []*bytes.Buffer
 	for _, name := range []string{"a", "b"} {
@@ -62,24 +82,28 @@ func TestTwoProcessesShareARunBudget(t *testing.T) {
 			t.Fatalf("process %d exited %d, want %d (stopped by the shared run budget):\n%s", i, code, exitBudgetStop, out)
 		}
 	}
-	st, err := exec.Command(bin, "status", "--json", "--db", filepath.Join(dir, "shared.db")).Output()
+	status := exec.Command(bin, "status", "--json", "--db", db)
+	status.Dir = dir
+	st, err := status.Output()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("status: %v", err)
 	}
-	var status struct {
+	if pw := password(t, db); pw != "" && (strings.Contains(string(st), pw) || strings.Contains(outs[0].String()+outs[1].String(), pw)) {
+		t.Fatal("the database password appears in purser's output")
+	}
+	var got struct {
 		Tasks []struct {
 			ID     string
-			Status string
 			Budget struct {
 				UsedTokens int64 `json:"usedTokens"`
 			}
 		}
 	}
-	if err := json.Unmarshal(st, &status); err != nil || len(status.Tasks) != 2 {
+	if err := json.Unmarshal(st, &got); err != nil || len(got.Tasks) != 2 {
 		t.Fatalf("status: %v %s", err, st)
 	}
 	var total int64
-	for _, task := range status.Tasks {
+	for _, task := range got.Tasks {
 		total += task.Budget.UsedTokens
 		// No lost rows: the ledger holds exactly what the sim says it used.
 		if want := transcriptTokens(t, filepath.Join(dir, task.ID+".calls.jsonl"), 10, 6000); task.Budget.UsedTokens != want {
@@ -92,8 +116,22 @@ func TestTwoProcessesShareARunBudget(t *testing.T) {
 	if total > runCap {
 		t.Fatalf("the two processes spent %d tokens of a %d-token shared run budget", total, runCap)
 	}
-	t.Logf("two processes spent %d of %d tokens of their shared run budget (a %d, b %d)", total, runCap,
-		status.Tasks[0].Budget.UsedTokens, status.Tasks[1].Budget.UsedTokens)
+	t.Logf("two processes spent %d of %d tokens of their shared run budget (%s %d, %s %d)", total, runCap,
+		got.Tasks[0].ID, got.Tasks[0].Budget.UsedTokens, got.Tasks[1].ID, got.Tasks[1].Budget.UsedTokens)
+}
+
+// password is a database URL's password, or "" for a file path.
+func password(t *testing.T, db string) string {
+	t.Helper()
+	if !strings.Contains(db, "://") {
+		return ""
+	}
+	u, err := url.Parse(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, _ := u.User.Password()
+	return pw
 }
 
 // transcriptTokens adds up what the sim used per completed call: its input,
