@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -22,6 +23,7 @@ import (
 // (usage events excepted: they are many).
 type Live struct {
 	out  io.Writer
+	json bool
 	now  func() time.Time
 	mu   sync.Mutex
 	prog *tea.Program
@@ -45,13 +47,16 @@ type LiveOptions struct {
 	// Quit ends the process at once: a second Ctrl+C calls it, after the
 	// terminal is restored.
 	Quit func()
+	// JSON prints every event but usage as one JSON object a line, for CI
+	// and scripts, instead of the live view or plain lines.
+	JSON bool
 }
 
 // NewLive returns a view of o.Tasks on out; the view is the live one when
 // out is a terminal.
 func NewLive(out io.Writer, o LiveOptions) *Live {
-	v := &Live{out: out, now: time.Now}
-	if !IsTerminal(out) {
+	v := &Live{out: out, now: time.Now, json: o.JSON}
+	if o.JSON || !IsTerminal(out) {
 		return v
 	}
 	var presses atomic.Int32
@@ -115,7 +120,25 @@ func (v *Live) Observe(ev purser.Event) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if v.json {
+		_ = json.NewEncoder(v.out).Encode(eventJSON{Time: v.now().UTC(), Task: ev.TaskID, Type: ev.Type, Iteration: ev.Iteration,
+			Call: ev.Call, Message: redact.String(ev.Message), State: ev.State, Budget: ev.Status, RunBudget: ev.Run})
+		return
+	}
 	fmt.Fprintf(v.out, "%s %s  %s  [%s]\n", v.now().Format("15:04:05"), ev.TaskID, redact.Display(ev.Message), Summary(ev.Status))
+}
+
+// eventJSON is one line of `purser run --json`.
+type eventJSON struct {
+	Time      time.Time        `json:"time"`
+	Task      string           `json:"task"`
+	Type      purser.EventType `json:"type"`
+	Iteration int              `json:"iteration,omitempty"`
+	Call      purser.CallKind  `json:"call,omitempty"`
+	Message   string           `json:"message,omitempty"`
+	State     purser.TaskState `json:"state,omitempty"`
+	Budget    budget.Status    `json:"budget"`
+	RunBudget *budget.Status   `json:"runBudget,omitempty"`
 }
 
 // Summary is a budget status in one short line.

@@ -39,6 +39,7 @@ type Model struct {
 	color     bool
 	interrupt func()
 	stopping  bool
+	height    int // the terminal's, once known: the frame never grows past it
 }
 
 // New returns a view of tasks. color false renders no colours (NO_COLOR).
@@ -78,6 +79,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.Type != purser.EventUsage {
 			r.last = redact.Display(msg.Message)
 		}
+	case tea.WindowSizeMsg:
+		m.height = msg.Height
 	case tea.KeyPressMsg:
 		if k := msg.String(); k == "ctrl+c" || k == "q" {
 			m.stopping = true
@@ -110,25 +113,114 @@ func (m *Model) paint(s string, color string, strong bool) string {
 // View renders every task.
 func (m *Model) View() tea.View { return tea.NewView(m.Render()) }
 
-// Render returns the view as text.
+// keyHint is shown from the start, so nobody has to guess how to stop.
+const keyHint = "q or Ctrl+C: stop gracefully, tasks stay resumable · again: quit at once"
+
+// Render returns the view as text: the run's budget and totals, a block per
+// running task, a line per finished one, the pending ones folded into a
+// count, and the key hint. It never grows past the terminal's height, so
+// each frame is drawn in place.
 func (m *Model) Render() string {
-	var b strings.Builder
+	var head, running, finished []string
 	if m.run() != nil && m.runBudget != nil {
-		b.WriteString(m.block("run budget", "", *m.runBudget, *m.run()))
+		head = append(head, m.block("run budget", "", *m.runBudget, *m.run()))
 	}
+	head = append(head, m.totals())
+	var pending []string
 	for _, r := range m.rows {
 		title := r.task.ID
 		if m.color {
 			title = bold.Render(title)
 		}
-		state := string(r.state)
-		head := fmt.Sprintf("%s  %s", title, state)
-		b.WriteString(m.block(head, r.last, r.task.Budget, r.status))
+		switch {
+		case r.state == purser.StatePending:
+			pending = append(pending, r.task.ID)
+		case r.state == purser.StateRunning:
+			running = append(running, m.block(fmt.Sprintf("%s  %s", title, r.state), r.last, r.task.Budget, r.status))
+		default:
+			why := ""
+			if r.status.Tier != budget.Optimal {
+				why = " by " + r.status.Cause.String()
+			}
+			finished = append(finished, fmt.Sprintf("%s  %s%s  [%s]\n", title, r.state, why, Summary(r.status)))
+		}
+	}
+	var tail []string
+	if len(finished) > 0 {
+		tail = append(tail, strings.Join(finished, "")+"\n")
+	}
+	if len(pending) > 0 {
+		names := pending
+		if len(names) > 5 {
+			names = append(names[:5:5], "…")
+		}
+		tail = append(tail, fmt.Sprintf("%d pending: %s\n", len(pending), strings.Join(names, ", ")))
 	}
 	if m.stopping {
-		b.WriteString(m.paint("stopping: the calls in flight are being cancelled; tasks stay resumable (press Ctrl+C again to quit at once)\n", "3", false))
+		tail = append(tail, m.paint("stopping: the calls in flight are being cancelled; tasks stay resumable (press Ctrl+C again to quit at once)\n", "3", false))
+	} else {
+		tail = append(tail, m.paint(keyHint+"\n", "8", false))
 	}
-	return b.String()
+	return m.fit(head, running, tail)
+}
+
+// fit joins the frame's parts, leaving out running tasks' blocks (said in a
+// line) when the whole would be taller than the terminal.
+func (m *Model) fit(head, running, tail []string) string {
+	lines := func(parts []string) int {
+		n := 0
+		for _, p := range parts {
+			n += strings.Count(p, "\n")
+		}
+		return n
+	}
+	shown := running
+	if m.height > 0 {
+		room := m.height - lines(head) - lines(tail) - 1
+		for len(shown) > 0 && lines(shown) > room {
+			shown = shown[:len(shown)-1]
+		}
+	}
+	parts := append(append([]string{}, head...), shown...)
+	if hidden := len(running) - len(shown); hidden > 0 {
+		parts = append(parts, fmt.Sprintf("(%d more running, not shown: the terminal is too short)\n", hidden))
+	}
+	return strings.Join(append(parts, tail...), "")
+}
+
+// totals is the run's row: its tasks by state and what they spent together.
+func (m *Model) totals() string {
+	byState := map[purser.TaskState]int{}
+	var usd budget.USD
+	var tokens int64
+	known, unknown := false, false
+	for _, r := range m.rows {
+		byState[r.state]++
+		usd = usd.Plus(r.status.UsedUSD)
+		tokens = budget.SatAdd(tokens, r.status.UsedTokens)
+		switch r.status.USDSource {
+		case budget.SourceUnknown:
+			unknown = unknown || r.seen
+		case budget.SourcePartial:
+			known, unknown = true, true
+		default:
+			known = known || r.status.UsedUSD > 0
+		}
+	}
+	source := budget.SourceReported
+	switch {
+	case unknown && known:
+		source = budget.SourcePartial
+	case unknown:
+		source = budget.SourceUnknown
+	}
+	var states []string
+	for _, st := range []purser.TaskState{purser.StateRunning, purser.StatePending, purser.StateDone, purser.StateBlocked, purser.StateFailed} {
+		if n := byState[st]; n > 0 {
+			states = append(states, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	return fmt.Sprintf("all %d tasks: %s · %s · %d tok\n\n", len(m.rows), strings.Join(states, ", "), budget.FormatUSD(usd, source), tokens)
 }
 
 func (m *Model) run() *budget.Status {
@@ -149,7 +241,7 @@ func (m *Model) block(head, last string, cfg budget.Config, st budget.Status) st
 	}
 	b.WriteString("\n")
 	for _, metric := range budget.Metrics {
-		bar, ok := report.BarFor(cfg, st, metric)
+		bar, ok := markedBar(cfg, st, metric)
 		if !ok {
 			continue
 		}
@@ -169,4 +261,31 @@ func (m *Model) block(head, last string, cfg budget.Config, st budget.Status) st
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// markedBar is a metric's bar against its hard cap (or its first threshold)
+// with the optimal and warning lines marked on it, O and W, so how near the
+// next tier is can be seen at a glance.
+func markedBar(cfg budget.Config, st budget.Status, metric budget.Metric) (string, bool) {
+	bar, ok := report.BarFor(cfg, st, metric)
+	if !ok {
+		return "", false
+	}
+	limit, set := cfg.Threshold(budget.Hard, metric)
+	if !set || limit <= 0 || !strings.HasPrefix(bar, "[") {
+		return bar, true
+	}
+	cells := []rune(bar)
+	width := strings.IndexRune(bar, ']') - 1
+	for _, line := range []struct {
+		tier budget.Tier
+		mark rune
+	}{{budget.Optimal, 'O'}, {budget.Warning, 'W'}} {
+		if v, ok := cfg.Threshold(line.tier, metric); ok && v < limit {
+			if i := 1 + int(v*int64(width)/limit); i >= 1 && i <= width {
+				cells[i] = line.mark
+			}
+		}
+	}
+	return string(cells), true
 }

@@ -1,8 +1,11 @@
 package tui_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
@@ -28,7 +31,7 @@ func view(color bool) (*tui.Model, *int) {
 func TestViewShowsABarPerConfiguredMetric(t *testing.T) {
 	m, _ := view(false)
 	out := m.Render()
-	for _, want := range []string{"t1  RUNNING  WARNING by money", "money      [###############-----]  75.0% of hard  $1.50", "iterations [#####---------------]  25.0% of hard  2"} {
+	for _, want := range []string{"t1  RUNNING  WARNING by money", "money      [##########O####-----]  75.0% of hard  $1.50 (reported)", "iterations [#####---------------]  25.0% of hard  2"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("view lacks %q:\n%s", want, out)
 		}
@@ -37,7 +40,7 @@ func TestViewShowsABarPerConfiguredMetric(t *testing.T) {
 		t.Errorf("unconfigured metrics shown:\n%s", out)
 	}
 	m.Update(tui.EventMsg(purser.Event{TaskID: "t1", Type: "stop", State: purser.StateBlocked, Message: "BLOCKED: cap", Status: budget.Status{Tier: budget.Hard, Cause: budget.Money, UsedUSD: *usd("2")}}))
-	if out := m.Render(); !strings.Contains(out, "t1  BLOCKED  HARD by money") || !strings.Contains(out, "[####################] 100.0% of hard") {
+	if out := m.Render(); !strings.Contains(out, "t1  BLOCKED by money  [HARD · $2.00 (reported)") {
 		t.Errorf("after stop:\n%s", out)
 	}
 }
@@ -58,5 +61,37 @@ func TestUnknownMoneyIsNeverZero(t *testing.T) {
 	m.Update(tui.EventMsg(purser.Event{TaskID: "t1", Type: "usage", Status: budget.Status{USDSource: budget.SourceUnknown}}))
 	if out := m.Render(); !strings.Contains(out, "unknown") || strings.Contains(out, "$0.00") {
 		t.Fatalf("unknown money shown as:\n%s", out)
+	}
+}
+
+// Issue 10 #7: many tasks. Running tasks keep their blocks; finished ones
+// take a line each; pending ones fold into a count; the run's totals have a
+// row; the key hint is there from the start; and the frame never grows past
+// the terminal, so it is drawn in place.
+func TestManyTasksFitTheTerminal(t *testing.T) {
+	iters := 8
+	cfg := budget.Config{Optimal: budget.Limits{USD: usd("1")}, Warning: budget.Limits{USD: usd("1.5")}, Hard: budget.HardLimits{USD: usd("2"), MaxIterations: &iters}}
+	var tasks []purser.Task
+	for i := range 40 {
+		tasks = append(tasks, purser.Task{ID: fmt.Sprintf("task-%02d", i), Budget: cfg})
+	}
+	m := tui.New(tasks, nil, false, nil)
+	if out := m.Render(); !strings.Contains(out, "q or Ctrl+C: stop gracefully") || !strings.Contains(out, "40 pending: task-00, task-01, task-02, task-03, task-04, …") {
+		t.Fatalf("before any event:\n%s", out)
+	}
+	for i := range 10 {
+		m.Update(tui.EventMsg(purser.Event{TaskID: fmt.Sprintf("task-%02d", i), Type: purser.EventUsage, Status: budget.Status{UsedUSD: *usd("0.5"), UsedTokens: 100}}))
+	}
+	m.Update(tui.EventMsg(purser.Event{TaskID: "task-00", Type: purser.EventStop, State: purser.StateDone, Status: budget.Status{UsedUSD: *usd("0.5"), UsedTokens: 100}}))
+	m.Update(tea.WindowSizeMsg{Width: 100, Height: 24})
+	out := m.Render()
+	if n := strings.Count(out, "\n"); n > 24 {
+		t.Fatalf("a %d-line frame on a 24-line terminal:\n%s", n, out)
+	}
+	for _, want := range []string{"all 40 tasks: 9 RUNNING, 30 PENDING, 1 DONE · $5.00 (reported) · 1000 tok", "task-00  DONE", "30 pending:",
+		"more running, not shown: the terminal is too short", "q or Ctrl+C", "[#####-----O----W----]"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("frame lacks %q:\n%s", want, out)
+		}
 	}
 }

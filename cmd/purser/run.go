@@ -115,10 +115,10 @@ type session struct {
 	view      *tui.Live
 }
 
-func newSession(cmd *cobra.Command, store store, prices *pricing.Catalogue, tasks []purser.Task, runBudget *budget.Config) (*session, error) {
+func newSession(cmd *cobra.Command, store store, prices *pricing.Catalogue, tasks []purser.Task, runBudget *budget.Config, asJSON bool) (*session, error) {
 	ctx, interrupt := context.WithCancelCause(cmd.Context())
 	view := tui.NewLive(cmd.OutOrStdout(), tui.LiveOptions{Tasks: tasks, RunBudget: runBudget,
-		Interrupt: func() { interrupt(errSignal) }, Quit: quitNow})
+		Interrupt: func() { interrupt(errSignal) }, Quit: quitNow, JSON: asJSON})
 	e, err := newEngine(store, prices, view.Observe)
 	if err != nil {
 		interrupt(nil)
@@ -130,6 +130,7 @@ func newSession(cmd *cobra.Command, store store, prices *pricing.Catalogue, task
 func newRunCmd() *cobra.Command {
 	var db, runBudget, runName string
 	var parallel int
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "run TASKFILE... [--db PATH] [--parallel N] [--run-budget FILE] [--run NAME]",
 		Short: "Run tasks under their budgets",
@@ -170,7 +171,7 @@ tasks that had not started are left untouched).`,
 				return err
 			}
 			defer store.Close()
-			s, err := newSession(cmd, store, proj.Prices, tasks, shownRunBudget(cmd.Context(), store, runName, runCfg))
+			s, err := newSession(cmd, store, proj.Prices, tasks, shownRunBudget(cmd.Context(), store, runName, runCfg), asJSON)
 			if err != nil {
 				return err
 			}
@@ -181,13 +182,18 @@ tasks that had not started are left untouched).`,
 			if err != nil {
 				return requestError(err)
 			}
-			return outcome(cmd.OutOrStdout(), cmd.ErrOrStderr(), outcomes)
+			notes := cmd.OutOrStdout()
+			if asJSON {
+				notes = cmd.ErrOrStderr() // stdout holds only JSON Lines
+			}
+			return outcome(notes, cmd.ErrOrStderr(), outcomes)
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "", dbFlagHelp)
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "how many tasks run at once")
 	cmd.Flags().StringVar(&runBudget, "run-budget", "", "a budget file (YAML or JSON) shared by all the tasks of this run")
 	cmd.Flags().StringVar(&runName, "run", "", "name the run, so that other purser processes on the same database can join it and share its budget")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON Lines (for CI and scripts) instead of the live view")
 	return cmd
 }
 
@@ -294,6 +300,7 @@ func rank(code int) int {
 
 func newResumeCmd() *cobra.Command {
 	var db, budgetFile string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "resume TASK [--db PATH]",
 		Short: "Run a stopped task again, after its budget was raised",
@@ -332,7 +339,7 @@ budget is still exhausted, the task is refused with BudgetExhaustedError
 			if err := refuseDatabaseInWorkspace(where, []purser.Task{task}); err != nil {
 				return err
 			}
-			s, err := newSession(cmd, store, proj.Prices, []purser.Task{task}, shownRunBudget(cmd.Context(), store, rec.RunID, nil))
+			s, err := newSession(cmd, store, proj.Prices, []purser.Task{task}, shownRunBudget(cmd.Context(), store, rec.RunID, nil), asJSON)
 			if err != nil {
 				return err
 			}
@@ -361,6 +368,7 @@ budget is still exhausted, the task is refused with BudgetExhaustedError
 	}
 	cmd.Flags().StringVar(&db, "db", "", dbFlagHelp)
 	cmd.Flags().StringVar(&budgetFile, "budget", "", "a new budget for the task (a budget file outside its workspace); the change is recorded")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON Lines (for CI and scripts) instead of the live view")
 	return cmd
 }
 
