@@ -136,8 +136,16 @@ func runScenario(t *testing.T, sc scenario) {
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	task := fmt.Sprintf("id: %s\ngoal: %q\nworkspace: ./ws\nbackend:\n%s\nvalidators:\n  - name: file\n    run: test -f mock_out.txt\nbudget:\n%s\n",
-		sc.name, sc.goal, sc.backend, sc.budget)
+	// The agent's first tool call writes mock_out.txt. A cap scenario asks
+	// for more than the agent gets to do before the cap: were its validator
+	// satisfied by that first file, the validators run once more after a
+	// money or token cap would rightly make the task DONE, not BLOCKED.
+	check := "test -f mock_out.txt"
+	if sc.wantState == "BLOCKED" {
+		check += " && test -f mock_out_2.txt"
+	}
+	task := fmt.Sprintf("id: %s\ngoal: %q\nworkspace: ./ws\nbackend:\n%s\nvalidators:\n  - name: file\n    run: %s\nbudget:\n%s\n",
+		sc.name, sc.goal, sc.backend, check, sc.budget)
 	if err := os.WriteFile(filepath.Join(dir, "task.yaml"), []byte(task), 0o644); err != nil {
 		t.Fatal(err)
 	}
