@@ -78,6 +78,7 @@ func (e *Engine) RunBatch(ctx context.Context, b Batch) ([]TaskOutcome, error) {
 	}
 	outcomes := make([]TaskOutcome, len(b.Tasks))
 	var pending []int
+	var changes []*purser.BudgetChange
 	for i, t := range b.Tasks {
 		outcomes[i].Task = t
 		rec, err := e.cfg.Store.Task(ctx, t.ID)
@@ -91,14 +92,22 @@ func (e *Engine) RunBatch(ctx context.Context, b Batch) ([]TaskOutcome, error) {
 		case e.runningElsewhere(rec):
 			return nil, refused("task %s is RUNNING in another process (%s)", t.ID, rec.Owner)
 		default:
-			if err := e.checkBudgetChange(ctx, rec, t, nil); err != nil {
+			change, err := e.budgetChange(rec, t, nil)
+			if err != nil {
 				return nil, err
+			}
+			if change != nil {
+				changes = append(changes, change)
 			}
 		}
 		pending = append(pending, i)
 	}
 	if len(pending) == 0 {
 		return outcomes, nil
+	}
+	// Only once the whole batch is accepted.
+	if err := e.recordBudgetChanges(ctx, changes); err != nil {
+		return nil, err
 	}
 	run, err := e.openRun(ctx, b)
 	if err != nil {
@@ -234,8 +243,14 @@ func (e *Engine) Resume(ctx context.Context, task purser.Task, raise *BudgetRais
 	if raise != nil {
 		task.Budget = raise.Budget
 	}
-	if err := e.checkBudgetChange(ctx, rec, task, raise); err != nil {
+	change, err := e.budgetChange(rec, task, raise)
+	if err != nil {
 		return TaskOutcome{}, err
+	}
+	if change != nil {
+		if err := e.recordBudgetChanges(ctx, []*purser.BudgetChange{change}); err != nil {
+			return TaskOutcome{}, err
+		}
 	}
 	var runMgr *budget.Manager
 	if rec.RunID != "" {
@@ -263,29 +278,37 @@ type BudgetRaise struct {
 	By     string // who asked: user@host
 }
 
-// checkBudgetChange guards the budget a task was recorded with. A task's
-// budget changes only by an act of the user: an explicit raise, or a task
-// file the agent cannot write (outside the task's workspace). A task file
-// inside its workspace may have been rewritten by the agent, so a change
-// there is refused. Every change is recorded, with who, when and from where.
-func (e *Engine) checkBudgetChange(ctx context.Context, rec purser.TaskRecord, task purser.Task, raise *BudgetRaise) error {
+// budgetChange guards the budget a task was recorded with. A task's budget
+// changes only by an act of the user: an explicit raise, or a task file the
+// agent cannot write (outside the task's workspace). A task file inside its
+// workspace may have been rewritten by the agent, so a change there is
+// refused. It returns the change to record, or nil when there is none.
+func (e *Engine) budgetChange(rec purser.TaskRecord, task purser.Task, raise *BudgetRaise) (*purser.BudgetChange, error) {
 	if sameBudget(&rec.Budget, &task.Budget) {
-		return nil
+		return nil, nil
 	}
-	change := purser.BudgetChange{TaskID: task.ID, At: e.cfg.Clock.Now(), Source: task.File, From: rec.Budget, To: task.Budget}
+	change := &purser.BudgetChange{TaskID: task.ID, At: e.cfg.Clock.Now(), Source: task.File, From: rec.Budget, To: task.Budget}
 	if raise != nil {
 		change.Source, change.By = raise.Source, raise.By
 		if contextbuild.Contains(task.Workspace, raise.Source) {
-			return refused("budget file %s lies inside task %s's workspace, where the agent can write: give a file outside it", raise.Source, task.ID)
+			return nil, refused("budget file %s lies inside task %s's workspace, where the agent can write: give a file outside it", raise.Source, task.ID)
 		}
 	} else if contextbuild.Contains(task.Workspace, task.File) {
-		return refused("task %s: its budget in %s changed since it was recorded (%s, now %s), and that file lies inside the task's workspace, where the agent can write; the change is refused. To change the budget, resume with --budget FILE (a file outside the workspace)",
+		return nil, refused("task %s: its budget in %s changed since it was recorded (%s, now %s), and that file lies inside the task's workspace, where the agent can write; the change is refused. To change the budget, resume with --budget FILE (a file outside the workspace)",
 			task.ID, task.File, describeBudget(&rec.Budget), describeBudget(&task.Budget))
 	}
-	if err := e.cfg.Store.SaveBudgetChange(ctx, change); err != nil {
-		return err
+	return change, nil
+}
+
+// recordBudgetChanges keeps every change with who, when and from where, and
+// says it in the log: a budget never changes silently.
+func (e *Engine) recordBudgetChanges(ctx context.Context, changes []*purser.BudgetChange) error {
+	for _, c := range changes {
+		if err := e.cfg.Store.SaveBudgetChange(ctx, *c); err != nil {
+			return err
+		}
+		e.cfg.Logger.Warn("budget changed by the user", "task", c.TaskID, "from", describeBudget(&c.From), "to", describeBudget(&c.To), "source", c.Source, "by", c.By)
 	}
-	e.cfg.Logger.Warn("budget changed by the user", "task", task.ID, "from", describeBudget(&rec.Budget), "to", describeBudget(&task.Budget), "source", change.Source, "by", change.By)
 	return nil
 }
 

@@ -376,3 +376,43 @@ func TestValidatorsRunOnceMoreAfterACapWhenTheCallChangedTheWorkspace(t *testing
 		})
 	}
 }
+
+// Issue 15 #1: a budget changes only by an act of the user. A changed budget
+// in a task file outside the workspace is taken and recorded; the same change
+// in a task file inside the workspace (the agent could have written it) is
+// refused, and nothing is recorded.
+func TestABudgetChangesOnlyByTheUser(t *testing.T) {
+	f := newFixture(t, "steps:\n  - usage: {inputTokens: 100}\n")
+	f.task.Validators = []purser.Validator{{Name: "never", Run: "exit 1"}}
+	f.task.Budget = budget.Config{Hard: budget.HardLimits{MaxIterations: ptr(1)}}
+	ctx := context.Background()
+	if err := f.run(); !engine.IsBudgetStop(err) {
+		t.Fatalf("first run = %v, want BLOCKED", err)
+	}
+	raised := f.task
+	raised.Budget = budget.Config{Hard: budget.HardLimits{MaxIterations: ptr(1000)}}
+
+	inside := raised
+	inside.File = filepath.Join(f.workspace, "task.yaml")
+	var re *engine.RequestError
+	if _, err := f.engine().RunBatch(ctx, engine.Batch{Tasks: []purser.Task{inside}, Parallel: 1}); !errors.As(err, &re) {
+		t.Fatalf("a raise from inside the workspace = %v, want refused", err)
+	}
+	if _, err := f.engine().Resume(ctx, inside, nil); !errors.As(err, &re) {
+		t.Fatalf("resume with a raise from inside the workspace = %v, want refused", err)
+	}
+	if changes, err := f.store.BudgetChanges(ctx, f.task.ID); err != nil || len(changes) != 0 {
+		t.Fatalf("changes recorded for refused raises: %+v (%v)", changes, err)
+	}
+
+	outside := raised
+	outside.File = filepath.Join(f.dir, "task.yaml")
+	outside.Budget.Hard.MaxIterations = ptr(2)
+	if _, err := f.engine().Resume(ctx, outside, nil); err != nil {
+		t.Fatal(err)
+	}
+	changes, err := f.store.BudgetChanges(ctx, f.task.ID)
+	if err != nil || len(changes) != 1 || changes[0].Source != outside.File || *changes[0].To.Hard.MaxIterations != 2 || *changes[0].From.Hard.MaxIterations != 1 {
+		t.Fatalf("changes %+v (%v), want the one raise from %s", changes, err, outside.File)
+	}
+}
