@@ -132,7 +132,7 @@ func newRunCmd() *cobra.Command {
 	var parallel int
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "run TASKFILE... [--db PATH] [--parallel N] [--run-budget FILE] [--run NAME]",
+		Use:   "run TASKFILE... [--db PATH] [--parallel N] [--run-budget FILE] [--run NAME] [--json]",
 		Short: "Run tasks under their budgets",
 		Long: `Runs each task iteration by iteration until its validators pass (DONE), its
 budget stops it (BLOCKED) or it fails (FAILED).
@@ -302,7 +302,7 @@ func newResumeCmd() *cobra.Command {
 	var db, budgetFile string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "resume TASK [--db PATH]",
+		Use:   "resume TASK [--db PATH] [--budget FILE] [--json]",
 		Short: "Run a stopped task again, after its budget was raised",
 		Long: `Runs a BLOCKED (or interrupted) task again from its task file, read anew.
 What the task spent carries over. Its budget changes only by an act of the
