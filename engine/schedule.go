@@ -198,21 +198,8 @@ func (e *Engine) beatRun(ctx context.Context, runID string, run *budget.Manager)
 			e.cfg.Logger.Warn("heartbeat: saving the run's wall time", "run", runID, "error", err)
 		}
 	}
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(e.cfg.Heartbeat)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				save()
-			}
-		}
-	}()
-	return func() { close(done); <-stopped; save() }
+	stop := every(e.cfg.Heartbeat, save)
+	return func() { stop(); save() }
 }
 
 func (e *Engine) emitNotStarted(t purser.Task) {
