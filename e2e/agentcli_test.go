@@ -8,11 +8,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/purser-dev/purser/internal/proctest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -35,39 +35,20 @@ func clis(t *testing.T) string {
 // The purser binary is built at most once per test run, by the first
 // scenario that runs (none does when the CLIs are not installed), into a
 // directory TestMain removes.
-var (
-	purserBinDir  string
-	purserBinOnce sync.Once
-	purserBin     string
-	purserBinErr  error
-)
+var purserBinary = proctest.Binary{Package: "../cmd/purser"}
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "purser-e2e")
 	if err != nil {
 		panic(err)
 	}
-	purserBinDir = dir
+	purserBinary.Dir = dir
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
-func buildPurser(t *testing.T) string {
-	t.Helper()
-	purserBinOnce.Do(func() {
-		bin := filepath.Join(purserBinDir, "purser")
-		if out, err := exec.Command("go", "build", "-o", bin, "../cmd/purser").CombinedOutput(); err != nil {
-			purserBinErr = fmt.Errorf("go build: %w\n%s", err, out)
-			return
-		}
-		purserBin = bin
-	})
-	if purserBinErr != nil {
-		t.Fatal(purserBinErr)
-	}
-	return purserBin
-}
+func buildPurser(t *testing.T) string { return purserBinary.Path(t) }
 
 // startMock runs the fake LLM server on a free loopback port.
 func startMock(t *testing.T) string {

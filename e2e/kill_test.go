@@ -137,7 +137,7 @@ func killTrial(t *testing.T, c killCLI, cliDir, url string, trial int, afterRepl
 	}
 	db := filepath.Join(base, "purser.db")
 	env = append(append(os.Environ(), env...), "PURSER_DB="+db)
-	run := exec.Command(purserBin, "run", "task.yaml")
+	run := exec.Command(buildPurser(t), "run", "task.yaml")
 	run.Dir, run.Env = base, env
 	var out bytes.Buffer
 	run.Stdout, run.Stderr = &out, &out
@@ -192,19 +192,19 @@ func killTrial(t *testing.T, c killCLI, cliDir, url string, trial int, afterRepl
 			trial, killAfter, anchor, strings.Join(left, "\n"))
 	}
 
-	res := exec.Command(purserBin, "resume", id)
+	res := exec.Command(buildPurser(t), "resume", id)
 	res.Dir, res.Env = base, env
 	resOut, err := res.CombinedOutput()
 	if err != nil && strings.Contains(string(resOut), "no task") {
 		// Killed before the task was recorded: it is simply run again.
-		res = exec.Command(purserBin, "run", "task.yaml")
+		res = exec.Command(buildPurser(t), "run", "task.yaml")
 		res.Dir, res.Env = base, env
 		resOut, err = res.CombinedOutput()
 	}
 	if err != nil {
 		t.Fatalf("trial %d: resume: %v\n%s", trial, err, resOut)
 	}
-	st, err := exec.Command(purserBin, "status", id, "--json", "--db", db).Output()
+	st, err := exec.Command(buildPurser(t), "status", id, "--json", "--db", db).Output()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 
+	"github.com/purser-dev/purser/internal/proctest"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -23,12 +22,7 @@ func TestMain(m *testing.M) {
 // The real purser binary, for the tests that need it as a process of its
 // own (signals, SIGKILL, two processes on one database): built at most once
 // per test run, on first use, into a directory TestMain removes at the end.
-var (
-	purserBinDir  string
-	purserBinOnce sync.Once
-	purserBin     string
-	purserBinErr  error
-)
+var purserBinary = proctest.Binary{Package: "."}
 
 // withPurserBinary runs the tests with a directory for the purser binary.
 // testscript.Main calls Run only in the test process itself, not when it
@@ -42,26 +36,12 @@ func (w withPurserBinary) Run() int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	purserBinDir = dir
+	purserBinary.Dir = dir
 	return w.m.Run()
 }
 
 // buildPurser returns the real binary, building it on the first call.
-func buildPurser(t *testing.T) string {
-	t.Helper()
-	purserBinOnce.Do(func() {
-		bin := filepath.Join(purserBinDir, "purser")
-		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-			purserBinErr = fmt.Errorf("go build: %w\n%s", err, out)
-			return
-		}
-		purserBin = bin
-	})
-	if purserBinErr != nil {
-		t.Fatal(purserBinErr)
-	}
-	return purserBin
-}
+func buildPurser(t *testing.T) string { return purserBinary.Path(t) }
 
 // TestScripts runs the end-to-end scripts in testdata/script: the real
 // binary's exit codes, stdout and stderr.

@@ -3,10 +3,13 @@
 package proctest
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -43,4 +46,38 @@ func RequireGone(t testing.TB, dir, name string, wait time.Duration) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		t.Errorf("%s (%d) is still running", name, pid)
 	}
+}
+
+// Binary is a main package built at most once per test run, on first use,
+// for the tests that need the program as a process of its own. The test
+// binary's TestMain sets Dir (and removes it at the end).
+type Binary struct {
+	Package string // as `go build` takes it, from the test's package directory
+	Dir     string // where it is built
+
+	once sync.Once
+	path string
+	err  error
+}
+
+// Path returns the built program, building it on the first call.
+func (b *Binary) Path(t testing.TB) string {
+	t.Helper()
+	b.once.Do(func() {
+		pkg, err := filepath.Abs(b.Package)
+		if err != nil {
+			b.err = err
+			return
+		}
+		bin := filepath.Join(b.Dir, filepath.Base(pkg)) // the program's own name: cmd/purser → purser
+		if out, err := exec.Command("go", "build", "-o", bin, b.Package).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %w\n%s", b.Package, err, out)
+			return
+		}
+		b.path = bin
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
 }
