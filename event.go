@@ -16,6 +16,9 @@ const (
 	EventValidator  EventType = "validator"   // a validator ran
 	EventStop       EventType = "stop"        // the task stopped (State says how)
 	EventNotStarted EventType = "not_started" // the run was interrupted before the task started
+	// EventWarning: something the user should know before money is spent,
+	// such as a call on a model Purser has no price for.
+	EventWarning EventType = "warning"
 )
 
 // Event tells an observer (the live view, a log, a dashboard) what the

@@ -142,7 +142,31 @@ type BackendSpec struct {
 	Options any
 	// Dir is the directory relative paths in Options are resolved against.
 	Dir string
+	// Billing says whether the backend's dollars are money spent (BillingAPI,
+	// the default) or list prices on a flat-rate plan (BillingSubscription).
+	Billing Billing
+	// AllowUnpriced lets a call on a model Purser has no price for start
+	// although only a money cap bounds it (`unpricedModel: allow`): the user
+	// accepts that its dollars are known only when the backend reports them.
+	AllowUnpriced bool
 }
+
+// Billing is how a backend's calls are paid for.
+type Billing string
+
+const (
+	// BillingAPI (also the empty value): every dollar is money spent,
+	// summed and checked against the money caps.
+	BillingAPI Billing = "api"
+	// BillingSubscription: the agent runs on a flat-rate plan (Claude Max, a
+	// ChatGPT plan); its dollars are list prices, recorded as such and never
+	// summed into money spent or checked against a money cap. The task is
+	// steered by tokens, time and iterations.
+	BillingSubscription Billing = "subscription"
+)
+
+// Subscription reports whether the backend bills by a flat-rate plan.
+func (b BackendSpec) Subscription() bool { return b.Billing == BillingSubscription }
 
 // Model returns the model of a tier, and whether the backend has that tier.
 func (b BackendSpec) Model(tier string) (string, bool) {
@@ -212,6 +236,19 @@ type UsageFunc func(budget.UsageEvent)
 // promptly when ctx is cancelled (the hard cap), with ctx's error.
 type Backend interface {
 	Call(ctx context.Context, req CallRequest, report UsageFunc) (CallResult, error)
+}
+
+// SpendFence is implemented by a backend that can bound a call's money by
+// itself. The engine asks it before a call on a model Purser has no price
+// for: without a fence, only a token or time cap bounds such a call while it
+// runs, since its dollars are known only when (if ever) the backend reports
+// them.
+type SpendFence interface {
+	// FencesUSD reports whether a call on model, given CallRequest.MaxUSD,
+	// cannot spend past MaxUSD unseen: the agent stops itself there (Claude
+	// Code's --max-budget-usd), or the backend reports each dollar as it is
+	// spent, so the engine's own money cap acts during the call.
+	FencesUSD(model string) bool
 }
 
 // ErrTransient marks a backend error worth retrying: rate limit, overload,

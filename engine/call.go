@@ -71,6 +71,9 @@ func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int
 	if err != nil {
 		return "", err
 	}
+	if err := t.checkPriced(ctx, pc); err != nil {
+		return t.refuse(ctx, pc, err)
+	}
 	res, release, err := t.admit(ctx, pc)
 	if err != nil {
 		return t.refuse(ctx, pc, err)

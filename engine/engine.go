@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/purser-dev/purser"
@@ -133,6 +134,9 @@ func (nobody) Gone(string) bool { return true }
 type Engine struct {
 	cfg   Config
 	owner string
+	// warned holds the task and model pairs already warned of as unpriced,
+	// so each is said once, not before every call.
+	warned sync.Map
 }
 
 // New returns an Engine configured by cfg, with defaults filled in. It

@@ -705,7 +705,7 @@ func TestInterruptedIterationDoesNotCount(t *testing.T) {
 	if st := budgetOf(t, f); st.UsedIterations != 0 {
 		t.Fatalf("interrupted iteration counted: %d", st.UsedIterations)
 	}
-	write(t, filepath.Join(f.dir, "sim.yaml"), "steps:\n  - usage: {inputTokens: 10}\n    files: {src/fixed: \"yes\"}\n")
+	write(t, filepath.Join(f.dir, "sim.yaml"), "steps:\n  - usage: {inputTokens: 10, costUsd: 0.01}\n    files: {src/fixed: \"yes\"}\n")
 	must(t, f.run())
 	its, _ := f.store.Iterations(context.Background(), f.task.ID)
 	if len(its) != 1 || its[0].N != 1 || its[0].Outcome != "passed" {

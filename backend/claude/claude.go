@@ -75,7 +75,16 @@ type Backend struct {
 	opts Options
 }
 
-var _ purser.Backend = (*Backend)(nil)
+var (
+	_ purser.Backend    = (*Backend)(nil)
+	_ purser.SpendFence = (*Backend)(nil)
+)
+
+// FencesUSD reports whether calls pass --max-budget-usd (budgetFence, on by
+// default): Claude Code then stops itself at what is left under the money
+// cap, pricing a model it does not know at Opus rates, so a model Purser has
+// no price for is still bounded during the call.
+func (b *Backend) FencesUSD(string) bool { return b.opts.BudgetFence }
 
 // New reads a backend spec's options (see Options) and finds the CLI.
 func New(spec purser.BackendSpec) (*Backend, error) {

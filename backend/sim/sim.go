@@ -59,7 +59,10 @@ type Backend struct {
 	next int
 }
 
-var _ purser.Backend = (*Backend)(nil)
+var (
+	_ purser.Backend    = (*Backend)(nil)
+	_ purser.SpendFence = (*Backend)(nil)
+)
 
 // Load reads a script; errors name the file, line and field.
 func Load(path string) (*Script, error) {
@@ -159,6 +162,19 @@ func resolve(dir, p string) string {
 		return p
 	}
 	return filepath.Join(dir, p)
+}
+
+// FencesUSD reports whether every step of the script reports its cost: then
+// each dollar is reported as it streams, and the engine's money cap acts
+// during the call whatever the model (purser.SpendFence).
+func (b *Backend) FencesUSD(string) bool {
+	for _, st := range b.steps {
+		u := st.Usage
+		if u.CostUSD == nil && u.InputTokens+u.OutputTokens > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (b *Backend) take() (int, Step) {
