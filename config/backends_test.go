@@ -100,9 +100,9 @@ func TestLoadTaskChecksBackendOptionsBeforeSpending(t *testing.T) {
 		want    []string
 	}{
 		{"typo in an option", "backend:\n  type: script\n  script: s.yaml\n  scirpt: s.yaml\n", "", false,
-			[]string{"task.yaml:9:11: backend.scirpt: unknown option (known: callTimeout, models, script, type)"}},
+			[]string{"task.yaml:9:11: backend.scirpt: unknown option (known: billing, callTimeout, models, script, type, unpricedModel)"}},
 		{"typo in an inline option", "backend:\n  type: agent\n  comand: x\n", "", false,
-			[]string{"task.yaml:8:11: backend.comand: unknown option (known: callTimeout, command, env, fence, keyEnv, maxTurns, models, tools, type)"}},
+			[]string{"task.yaml:8:11: backend.comand: unknown option (known: billing, callTimeout, command, env, fence, keyEnv, maxTurns, models, tools, type, unpricedModel)"}},
 		{"an unexported field is not an option", "backend:\n  type: agent\n  internal: x\n", "", false,
 			[]string{"task.yaml:8:13: backend.internal: unknown option"}},
 		{"bad type", "backend:\n  type: scirpt\n", "", false,
@@ -157,6 +157,15 @@ func TestLoadTaskChecksBackendOptionsBeforeSpending(t *testing.T) {
 		{"a named backend is checked where it is configured", "backend: mine\n",
 			"backends:\n  mine:\n    type: agent\n    command: missing-cli\n", false,
 			[]string{`purser.yaml:4:14: backends.mine.command: "missing-cli" is not on the PATH`}},
+		{"billing neither api nor subscription", "backend:\n  type: script\n  script: s.yaml\n  billing: plan\n", "", false,
+			[]string{`task.yaml:9:12: backend.billing: the string "plan": want api (the default`}},
+		{"unpricedModel neither refuse nor allow", "backend:\n  type: script\n  script: s.yaml\n  unpricedModel: true\n", "", false,
+			[]string{"task.yaml:9:18: backend.unpricedModel: true: want refuse (the default"}},
+		{"a subscription backend under a money cap only: the cap would never act", "backend:\n  type: script\n  script: s.yaml\n  billing: subscription\nbudget: {hard: {usd: 1, maxIterations: 2}}\n", "", false,
+			[]string{"task.yaml:9:22:", "budget.hard.usd: backend script bills by subscription", "cap hard.tokens or hard.timeMinutes", "billing: api"}},
+		{"the same with the project's budget: located in purser.yaml", "backend: mine\nbudget: null\n",
+			"budget: {hard: {usd: 5, maxIterations: 3}}\nbackends:\n  mine:\n    type: script\n    script: s.yaml\n    billing: subscription\n", false,
+			[]string{"purser.yaml:1:", "budget.hard.usd: backend mine bills by subscription"}},
 		{"several problems, each located", "backend:\n  type: script\n  script: nope.yaml\n", "", true,
 			[]string{"task.yaml:3:12: workspace: ", "task.yaml:8:11: backend.script: cannot be read"}},
 	}
@@ -176,6 +185,9 @@ func TestLoadTaskChecksBackendOptionsBeforeSpending(t *testing.T) {
 			task := taskHead + tt.task
 			if strings.Contains(tt.task, "workspace:") {
 				task = strings.Replace(task, "workspace: ./ws\n", "", 1)
+			}
+			if strings.Contains(tt.task, "budget:") {
+				task = strings.Replace(task, "budget: {hard: {maxIterations: 2}}\n", "", 1)
 			}
 			write(t, path, task)
 			_, _, err := config.Loader{Backends: fakeTypes()}.LoadTask(path)
@@ -293,5 +305,39 @@ func write(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// billing and unpricedModel are read on every backend type, beside type,
+// models and callTimeout; left out, a backend bills per token and refuses
+// unpriced models under a money cap only.
+func TestBillingAndUnpricedModelAreCommonBackendKeys(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "s.yaml"), "steps: []\n")
+	write(t, filepath.Join(dir, config.ProjectFileName), "backends:\n"+
+		"  plan:\n    type: script\n    script: s.yaml\n    billing: subscription\n    unpricedModel: allow\n"+
+		"  paid:\n    type: script\n    script: s.yaml\n")
+	for _, tc := range []struct {
+		backend      string
+		subscription bool
+		allow        bool
+	}{{"plan", true, true}, {"paid", false, false}} {
+		path := filepath.Join(dir, tc.backend+".yaml")
+		write(t, path, "id: t\ngoal: g\nworkspace: ./ws\nvalidators: [{name: v, run: 'true'}]\n"+
+			"budget: {hard: {usd: 1, tokens: 1000, maxIterations: 2}}\nbackend: "+tc.backend+"\n")
+		task, _, err := config.Loader{Backends: fakeTypes()}.LoadTask(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.Backend.Subscription() != tc.subscription || task.Backend.AllowUnpriced != tc.allow {
+			t.Errorf("%s: subscription %v, allow unpriced %v; want %v, %v", tc.backend, task.Backend.Subscription(), task.Backend.AllowUnpriced, tc.subscription, tc.allow)
+		}
+		warning := config.SubscriptionWarning(task)
+		if tc.subscription != (warning != "") || (warning != "" && !strings.Contains(warning, "not enforced")) {
+			t.Errorf("%s: warning %q", tc.backend, warning)
+		}
 	}
 }

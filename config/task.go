@@ -380,6 +380,9 @@ func (l Loader) ParseTask(path string, proj *Project) (purser.Task, error) {
 	default:
 		fail("budget", "is required here or in purser.yaml: at least hard.maxIterations")
 	}
+	if err := subscriptionBudget(t, tf.Budget != nil, d, proj.doc); err != nil {
+		errs = append(errs, err)
+	}
 
 	if proj.Degrade != nil {
 		t.Degrade = *proj.Degrade
@@ -397,6 +400,43 @@ func (l Loader) ParseTask(path string, proj *Project) (purser.Task, error) {
 	return t, nil
 }
 
+// subscriptionBudget refuses a task on a subscription backend whose budget
+// caps money and nothing else but iterations. Its dollars are list prices,
+// never checked against a money cap, so that cap would never act: the user
+// believes the task has a money stop and it has none. This is an error, not a
+// warning, because the fix is the user's to choose (cap tokens or time, which
+// do steer such a task, or bill the backend as api) and a silently unenforced
+// cap is what Purser exists to prevent. A money cap beside a token or time cap
+// only warns (see SubscriptionWarning): the task is still bounded.
+func subscriptionBudget(t purser.Task, inTask bool, task, proj *document) error {
+	h := t.Budget.Hard
+	if !t.Backend.Subscription() || h.USD == nil || h.Tokens != nil || h.TimeMinutes != nil {
+		return nil
+	}
+	d := task
+	if !inTask && proj != nil {
+		d = proj
+	}
+	return d.at("budget.hard.usd", fmt.Sprintf("backend %s bills by subscription (billing: subscription): its dollars are list prices, "+
+		"never summed into money spent nor checked against a money cap, so this budget's only cap but maxIterations would not be enforced; "+
+		"cap hard.tokens or hard.timeMinutes (they steer a task on a plan), or set billing: api on the backend if it is paid per token", t.Backend.Name), nil)
+}
+
+// SubscriptionWarning says, for a task on a subscription backend whose budget
+// sets money thresholds beside a token or time cap, that those thresholds
+// are not enforced; "" otherwise.
+func SubscriptionWarning(t purser.Task) string {
+	if !t.Backend.Subscription() {
+		return ""
+	}
+	b := t.Budget
+	if b.Hard.USD == nil && b.Optimal.USD == nil && b.Warning.USD == nil {
+		return ""
+	}
+	return fmt.Sprintf("warning: task %s: backend %s bills by subscription: its dollars are list prices, recorded as list and never checked against the budget's money thresholds (not enforced); tokens, time and iterations steer the task",
+		t.ID, t.Backend.Name)
+}
+
 func sortedKeys(m map[string]string) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -406,9 +446,9 @@ func sortedKeys(m map[string]string) []string {
 	return out
 }
 
-// backendSpec reads a backend mapping: type, models, callTimeout, and the
-// type's own options, decoded strictly and validated when the loader knows
-// the type.
+// backendSpec reads a backend mapping: type, models, callTimeout, billing,
+// unpricedModel, and the type's own options, decoded strictly and validated
+// when the loader knows the type.
 func (l Loader) backendSpec(d *document, raw map[string]any, prefix, dir string) (purser.BackendSpec, error) {
 	spec := purser.BackendSpec{Models: map[string]string{}, Dir: dir}
 	var errs []error
@@ -433,6 +473,23 @@ func (l Loader) backendSpec(d *document, raw map[string]any, prefix, dir string)
 				fail("callTimeout", fmt.Sprintf("%v: want a duration such as 90s or 20m", v))
 			}
 			spec.CallTimeout = dur
+		case "billing":
+			str, _ := v.(string)
+			switch purser.Billing(str) {
+			case purser.BillingAPI, purser.BillingSubscription:
+				spec.Billing = purser.Billing(str)
+			default:
+				fail("billing", fmt.Sprintf("%s: want api (the default: its dollars are money spent) or subscription (a flat-rate plan: its dollars are list prices, never checked against a money cap)", describe(v)))
+			}
+		case "unpricedModel":
+			str, _ := v.(string)
+			switch str {
+			case "refuse":
+			case "allow":
+				spec.AllowUnpriced = true
+			default:
+				fail("unpricedModel", fmt.Sprintf("%s: want refuse (the default: a call on a model with no price is refused where only a money cap would bound it) or allow", describe(v)))
+			}
 		case "models":
 			m, ok := v.(map[string]any)
 			if !ok {

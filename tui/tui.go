@@ -28,7 +28,10 @@ type row struct {
 	status budget.Status
 	run    *budget.Status
 	last   string
-	seen   bool
+	// warning stays on the task's block once given (a call on a model
+	// with no price), where the next event would replace last at once.
+	warning string
+	seen    bool
 }
 
 // Model is the bubbletea model of the live view.
@@ -75,6 +78,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			r.state = msg.State
 		case purser.EventNotStarted:
 			r.state = purser.StatePending
+		}
+		if msg.Type == purser.EventWarning {
+			r.warning = shorten(redact.Display(msg.Message), warningWidth)
 		}
 		if msg.Type != purser.EventUsage {
 			r.last = redact.Display(msg.Message)
@@ -136,7 +142,11 @@ func (m *Model) Render() string {
 		case r.state == purser.StatePending:
 			pending = append(pending, r.task.ID)
 		case r.state == purser.StateRunning:
-			running = append(running, m.block(fmt.Sprintf("%s  %s", title, r.state), r.last, r.task.Budget, r.status))
+			last := r.last
+			if r.warning != "" && r.warning != r.last {
+				last = m.paint(r.warning, tierColor[budget.Warning], false) + "\n  " + r.last
+			}
+			running = append(running, m.block(fmt.Sprintf("%s  %s", title, r.state), last, r.task.Budget, r.status))
 		default:
 			why := ""
 			if r.status.Tier != budget.Optimal {
@@ -261,6 +271,19 @@ func (m *Model) block(head, last string, cfg budget.Config, st budget.Status) st
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// warningWidth bounds a warning on a task's block: the full text is in the
+// log and on stderr, and a frame must not grow past the terminal.
+const warningWidth = 160
+
+// shorten cuts s to at most n runes, marking the cut.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 // markedBar is a metric's bar against its hard cap (or its first threshold)

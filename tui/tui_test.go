@@ -95,3 +95,19 @@ func TestManyTasksFitTheTerminal(t *testing.T) {
 		}
 	}
 }
+
+// A warning given before spending (a model with no price) stays on the
+// task's block after later events, cut to a line's length.
+func TestWarningStaysOnTheTasksBlock(t *testing.T) {
+	m, _ := view(false)
+	warning := "warning: model \"sim-large\" of backend sim has no price in Purser's catalogue: " + strings.Repeat("its dollars are unknown; ", 10)
+	m.Update(tui.EventMsg(purser.Event{TaskID: "t1", Type: purser.EventWarning, Message: warning}))
+	m.Update(tui.EventMsg(purser.Event{TaskID: "t1", Type: purser.EventCall, Message: "main call (attempt 1) to sim-large"}))
+	out := m.Render()
+	if !strings.Contains(out, "warning: model \"sim-large\" of backend sim has no price") || !strings.Contains(out, "main call (attempt 1)") {
+		t.Fatalf("the warning or the last event is missing:\n%s", out)
+	}
+	if strings.Contains(out, warning) || !strings.Contains(out, "…") {
+		t.Fatalf("the warning is not cut to a line:\n%s", out)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/purser-dev/purser"
@@ -60,6 +61,9 @@ func loadTask(path string) (purser.Task, *config.Project, error) {
 	task, proj, err := config.Loader{Backends: backendTypes()}.LoadTask(path)
 	if err == nil && proj != nil {
 		warnPrices(proj.Prices)
+	}
+	if w := config.SubscriptionWarning(task); err == nil && w != "" {
+		fmt.Fprintln(os.Stderr, "purser:", w)
 	}
 	return task, proj, err
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/engine"
+	"github.com/purser-dev/purser/pricing"
 )
 
 func newCheckCmd() *cobra.Command {
@@ -34,7 +36,7 @@ with its file, line and field).`,
 			var errs []error
 			ids := map[string]string{}
 			for _, path := range args {
-				t, _, err := loadTask(path)
+				t, proj, err := loadTask(path)
 				if err != nil {
 					errs = append(errs, err)
 					continue
@@ -45,6 +47,9 @@ with its file, line and field).`,
 				}
 				ids[t.ID] = path
 				describeTask(cmd.OutOrStdout(), path, t)
+				if err := checkUnpriced(cmd.ErrOrStderr(), []purser.Task{t}, nil, proj.Prices); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", path, err))
+				}
 			}
 			if len(errs) > 0 {
 				return badInput(errors.Join(errs...))
@@ -128,6 +133,48 @@ func shortDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// callModels are the models a task may call: its starting tier's, and the
+// cheap tier's when switch_tier_cheap may move it there.
+func callModels(t purser.Task) []string {
+	start, _ := t.Backend.Model(t.ModelTier)
+	models := []string{start}
+	if cheap, ok := t.Backend.Model(purser.CheapTier); ok && cheap != start {
+		for _, s := range t.Degrade.Steps {
+			if s.Action == purser.SwitchTierCheap {
+				models = append(models, cheap)
+				break
+			}
+		}
+	}
+	return models
+}
+
+// checkUnpriced warns on w, before anything is spent, of each model the
+// tasks may call that has no price, and returns the refusals: the calls the
+// engine would refuse because only a money cap would bound them (run is the
+// run's budget, or nil). The engine makes the same check before every call;
+// this one says so before a database is opened.
+func checkUnpriced(w io.Writer, tasks []purser.Task, run *budget.Config, prices *pricing.Catalogue) error {
+	var errs []error
+	for _, t := range tasks {
+		var fence purser.SpendFence
+		if b, err := backends()(t.Backend); err == nil {
+			fence, _ = b.(purser.SpendFence)
+		}
+		for _, model := range callModels(t) {
+			u := engine.CheckUnpriced(prices, t, run, model, fence != nil && fence.FencesUSD(model))
+			switch {
+			case u == nil:
+			case u.Refused != nil:
+				errs = append(errs, u.Refused)
+			default:
+				fmt.Fprintln(w, "purser:", u.Warning())
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func plural(n int, one, many string) string {

@@ -162,6 +162,13 @@ tasks that had not started are left untouched).`,
 				}
 				runCfg = &cfg
 			}
+			// Joining a named run without its budget: the engine checks
+			// against the run's stored budget before each call.
+			if runName == "" || runCfg != nil {
+				if err := checkUnpriced(cmd.ErrOrStderr(), tasks, runCfg, proj.Prices); err != nil {
+					return badInput(err)
+				}
+			}
 			where := locateDatabase(db, proj)
 			if err := refuseDatabaseInWorkspace(where, tasks); err != nil {
 				return err

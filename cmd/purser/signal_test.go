@@ -216,7 +216,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	t.Parallel()
 	bin := buildPurser(t)
 	dir := signalFixture(t, signalValidator)
-	if err := os.WriteFile(filepath.Join(dir, "sim.yaml"), []byte("steps:\n  - usage: {inputTokens: 10}\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "sim.yaml"), []byte("steps:\n  - usage: {inputTokens: 10, costUsd: 0.01}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := startPurser(t, bin, dir, "run", "task.yaml")
@@ -246,7 +246,7 @@ func TestFirstSignalAloneWaitsForTheValidator(t *testing.T) {
 	t.Parallel()
 	bin := buildPurser(t)
 	dir := signalFixture(t, signalValidator)
-	if err := os.WriteFile(filepath.Join(dir, "sim.yaml"), []byte("steps:\n  - usage: {inputTokens: 10}\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "sim.yaml"), []byte("steps:\n  - usage: {inputTokens: 10, costUsd: 0.01}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := startPurser(t, bin, dir, "run", "task.yaml")
