@@ -112,6 +112,18 @@ type CallUsage struct {
 	CachedTokens int64
 }
 
+// PriceSourceUsage is what one price table, at one set of its rates, priced
+// for a task (UsageEvent.PriceSource: "built-in prices (…, read DATE) as
+// MODEL (standard, base rates)", "file PATH sha256:… as …", or why a model
+// had no price), by the cost source it gave: the events summed.
+type PriceSourceUsage struct {
+	Source     string
+	CostSource budget.CostSource // estimated, unknown, or list (a flat-rate plan)
+	Events     int64
+	Tokens     int64
+	USD        budget.USD // 0 for unknown
+}
+
 // TaskClaimedError is returned by Store.ClaimTask for a task another live
 // process is running.
 type TaskClaimedError struct {
@@ -178,6 +190,10 @@ type Store interface {
 	// UsageTotals returns a task's ledger totals, at a cost that does not
 	// grow with the ledger.
 	UsageTotals(ctx context.Context, taskID string) (budget.Totals, error)
+	// PriceSources returns what each price table and its rates priced for
+	// a task (the provenance of its estimates), in the order each was first
+	// used.
+	PriceSources(ctx context.Context, taskID string) ([]PriceSourceUsage, error)
 
 	SaveDegrade(ctx context.Context, d DegradeRecord) error
 	Degrades(ctx context.Context, taskID string) ([]DegradeRecord, error)

@@ -28,6 +28,11 @@ type Totals struct {
 	Iterations int
 	// Counts of money-bearing events by provenance; they decide USDSource.
 	ReportedEvents, EstimatedEvents, UnknownEvents int64
+	// ListUSD sums the list-price dollars of usage on flat-rate plans
+	// (CostList), ListEvents counts those events: kept apart from USD, which
+	// is money spent and what money caps are checked against.
+	ListUSD    USD
+	ListEvents int64
 }
 
 // USDSource labels the money total by the provenance of its events.
@@ -56,6 +61,8 @@ func (t *Totals) Merge(other Totals) {
 	t.ReportedEvents = SatAdd(t.ReportedEvents, other.ReportedEvents)
 	t.EstimatedEvents = SatAdd(t.EstimatedEvents, other.EstimatedEvents)
 	t.UnknownEvents = SatAdd(t.UnknownEvents, other.UnknownEvents)
+	t.ListUSD = t.ListUSD.Plus(other.ListUSD)
+	t.ListEvents = SatAdd(t.ListEvents, other.ListEvents)
 }
 
 func (t *Totals) add(ev UsageEvent, withElapsed bool) {
@@ -77,6 +84,11 @@ func (t *Totals) add(ev UsageEvent, withElapsed bool) {
 		t.EstimatedEvents++
 	case CostUnknown:
 		t.UnknownEvents++
+	case CostList:
+		// Never money spent: a list price on a flat-rate plan.
+		t.ListUSD = t.ListUSD.Plus(ev.USD)
+		t.ListEvents++
+		t.UnknownEvents -= ev.SettlesUnknown
 	}
 }
 
@@ -374,6 +386,7 @@ func (m *Manager) statusLocked(now time.Time) Status {
 		Cause:          cause,
 		UsedUSD:        m.totals.USD,
 		USDSource:      m.totals.USDSource(),
+		ListUSD:        m.totals.ListUSD,
 		UsedTokens:     m.totals.Tokens,
 		UsedTime:       time.Duration(m.usedLocked(Time, now)),
 		UsedIterations: m.totals.Iterations,

@@ -170,6 +170,10 @@ func FormatUSD(amount USD, source USDSource) string {
 	return amount.String() + " (" + source.String() + ")"
 }
 
+// FormatListUSD renders list-price dollars (usage on a flat-rate plan) for
+// people: "$1.23 (list)", never to be read as money spent.
+func FormatListUSD(amount USD) string { return amount.String() + " (list)" }
+
 // MarshalJSON writes the amount as an exact JSON number of dollars.
 func (u USD) MarshalJSON() ([]byte, error) { return []byte(u.Decimal()), nil }
 

@@ -47,10 +47,20 @@ type statusJSON struct {
 	IsInWarning        bool      `json:"isInWarning"`
 	IsAtHardCap        bool      `json:"isAtHardCap"`
 	USDSource          USDSource `json:"usdSource"`
+	// ListUSD is present only when some usage was on a flat-rate plan.
+	ListUSD *USD `json:"listUsd,omitempty"`
+}
+
+func listUSD(v USD) *USD {
+	if v == 0 {
+		return nil
+	}
+	return &v
 }
 
 // MarshalJSON writes the status in the spec's BudgetStatus shape, plus
-// usdSource.
+// usdSource and, where usage was on a flat-rate plan, listUsd: its dollars
+// at list prices, never part of usedUsd.
 func (s Status) MarshalJSON() ([]byte, error) {
 	return json.Marshal(statusJSON{
 		Tier: s.Tier, UsedUSD: s.UsedUSD, UsedTokens: s.UsedTokens,
@@ -58,6 +68,6 @@ func (s Status) MarshalJSON() ([]byte, error) {
 		USDPctOfOptimal: s.USDPctOfOptimal, USDPctOfHard: s.USDPctOfHard,
 		TokensPctOfOptimal: s.TokensPctOfOptimal, TokensPctOfHard: s.TokensPctOfHard,
 		TimePctOfOptimal: s.TimePctOfOptimal, TimePctOfHard: s.TimePctOfHard,
-		IsInWarning: s.IsInWarning, IsAtHardCap: s.IsAtHardCap, USDSource: s.USDSource,
+		IsInWarning: s.IsInWarning, IsAtHardCap: s.IsAtHardCap, USDSource: s.USDSource, ListUSD: listUSD(s.ListUSD),
 	})
 }

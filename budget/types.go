@@ -136,6 +136,12 @@ const (
 	CostEstimated
 	// CostUnknown: money was spent but nobody knows how much. Never $0.
 	CostUnknown
+	// CostList: a list price, not money spent: the backend runs on a
+	// flat-rate plan (billing: subscription), so its dollars, reported or
+	// estimated, are what the usage would have cost on an API key. Recorded
+	// and shown as list, never summed into money spent nor checked against a
+	// money cap.
+	CostList
 )
 
 func (c CostSource) String() string {
@@ -146,6 +152,8 @@ func (c CostSource) String() string {
 		return "estimated"
 	case CostUnknown:
 		return "unknown"
+	case CostList:
+		return "list"
 	}
 	return "none"
 }
@@ -241,8 +249,8 @@ func (e UsageEvent) Validate() error {
 		return fmt.Errorf("reasoningTokens: must be between 0 and outputTokens (%d), got %d", e.OutputTokens, e.ReasoningTokens)
 	case e.CacheWrite1hTokens < 0 || e.CacheWrite1hTokens > e.CacheWriteTokens:
 		return fmt.Errorf("cacheWrite1hTokens: must be between 0 and cacheWriteTokens (%d), got %d", e.CacheWriteTokens, e.CacheWrite1hTokens)
-	case e.SettlesUnknown < 0 || (e.SettlesUnknown > 0 && e.CostSource != CostReported):
-		return fmt.Errorf("settlesUnknown: only a reported cost settles unknown ones, and never a negative count (got %d, %s)", e.SettlesUnknown, e.CostSource)
+	case e.SettlesUnknown < 0 || (e.SettlesUnknown > 0 && e.CostSource != CostReported && e.CostSource != CostList):
+		return fmt.Errorf("settlesUnknown: only a reported (or list) cost settles unknown ones, and never a negative count (got %d, %s)", e.SettlesUnknown, e.CostSource)
 	case SatAdd(e.CacheReadTokens, e.CacheWriteTokens) > e.InputTokens:
 		return fmt.Errorf("cacheReadTokens + cacheWriteTokens (%d) must not exceed inputTokens (%d): input counts cached tokens too",
 			e.CacheReadTokens+e.CacheWriteTokens, e.InputTokens)
@@ -262,8 +270,11 @@ type Status struct {
 	// Optimal). When several metrics share the tier, the first in Metrics.
 	Cause Metric
 
-	UsedUSD        USD
-	USDSource      USDSource
+	UsedUSD   USD
+	USDSource USDSource
+	// ListUSD is what usage on flat-rate plans would have cost at list
+	// prices (CostList events): shown apart, never part of UsedUSD.
+	ListUSD        USD
 	UsedTokens     int64
 	UsedTime       time.Duration
 	UsedIterations int

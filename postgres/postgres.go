@@ -557,12 +557,13 @@ func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) 
 		})
 		for _, k := range keys {
 			t := deltas[k]
-			if _, err := tx.Exec(ctx, `INSERT INTO usage_totals (scope, id, usd_nanos, tokens, iterations, reported, estimated, unknown)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			if _, err := tx.Exec(ctx, `INSERT INTO usage_totals (scope, id, usd_nanos, tokens, iterations, reported, estimated, unknown, list_usd_nanos, list_events)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 				ON CONFLICT (scope, id) DO UPDATE SET usd_nanos = usage_totals.usd_nanos + excluded.usd_nanos, tokens = usage_totals.tokens + excluded.tokens,
 					iterations = usage_totals.iterations + excluded.iterations, reported = usage_totals.reported + excluded.reported,
-					estimated = usage_totals.estimated + excluded.estimated, unknown = usage_totals.unknown + excluded.unknown`,
-				k.scope, k.id, int64(t.USD), t.Tokens, t.Iterations, t.ReportedEvents, t.EstimatedEvents, t.UnknownEvents); err != nil {
+					estimated = usage_totals.estimated + excluded.estimated, unknown = usage_totals.unknown + excluded.unknown,
+					list_usd_nanos = usage_totals.list_usd_nanos + excluded.list_usd_nanos, list_events = usage_totals.list_events + excluded.list_events`,
+				k.scope, k.id, int64(t.USD), t.Tokens, t.Iterations, t.ReportedEvents, t.EstimatedEvents, t.UnknownEvents, int64(t.ListUSD), t.ListEvents); err != nil {
 				return fmt.Errorf("totals of %s %s: %w", k.scope, k.id, err)
 			}
 		}
@@ -575,7 +576,7 @@ func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) 
 }
 
 func parseCostSource(s string) budget.CostSource {
-	for _, c := range []budget.CostSource{budget.CostReported, budget.CostEstimated, budget.CostUnknown} {
+	for _, c := range []budget.CostSource{budget.CostReported, budget.CostEstimated, budget.CostUnknown, budget.CostList} {
 		if c.String() == s {
 			return c
 		}
@@ -608,7 +609,8 @@ func (s *Store) CallUsage(ctx context.Context, taskID string) ([]purser.CallUsag
 			COALESCE(SUM(CASE WHEN cost_source IN ('reported', 'estimated') THEN usd_nanos ELSE 0 END), 0)::BIGINT,
 			COALESCE(SUM(input_tokens + output_tokens), 0)::BIGINT, COALESCE(SUM(cache_read), 0)::BIGINT,
 			COUNT(*) FILTER (WHERE cost_source = 'reported'), COUNT(*) FILTER (WHERE cost_source = 'estimated'),
-			COUNT(*) FILTER (WHERE cost_source = 'unknown') - COALESCE(SUM(settles_unknown), 0)::BIGINT
+			COUNT(*) FILTER (WHERE cost_source = 'unknown') - COALESCE(SUM(settles_unknown), 0)::BIGINT,
+			COALESCE(SUM(CASE WHEN cost_source = 'list' THEN usd_nanos ELSE 0 END), 0)::BIGINT, COUNT(*) FILTER (WHERE cost_source = 'list')
 		FROM usage WHERE task_id = $1 AND call_id <> '' GROUP BY call_id, model ORDER BY MIN(seq)`, taskID)
 	if err != nil {
 		return nil, fmt.Errorf("call usage of task %s: %w", taskID, err)
@@ -618,13 +620,13 @@ func (s *Store) CallUsage(ctx context.Context, taskID string) ([]purser.CallUsag
 	for rows.Next() {
 		var c purser.CallUsage
 		var kind string
-		var usd int64
+		var usd, list int64
 		var iteration int32
 		if err := rows.Scan(&c.CallID, &c.Model, &iteration, &kind, &usd, &c.Totals.Tokens, &c.CachedTokens,
-			&c.Totals.ReportedEvents, &c.Totals.EstimatedEvents, &c.Totals.UnknownEvents); err != nil {
+			&c.Totals.ReportedEvents, &c.Totals.EstimatedEvents, &c.Totals.UnknownEvents, &list, &c.Totals.ListEvents); err != nil {
 			return nil, fmt.Errorf("call usage of task %s: %w", taskID, err)
 		}
-		c.Iteration, c.Kind, c.Totals.USD = int(iteration), purser.CallKind(kind), budget.USD(usd)
+		c.Iteration, c.Kind, c.Totals.USD, c.Totals.ListUSD = int(iteration), purser.CallKind(kind), budget.USD(usd), budget.USD(list)
 		out = append(out, c)
 	}
 	return out, rows.Err()
@@ -642,17 +644,35 @@ func (s *Store) RunUsageTotals(ctx context.Context, runID string) (budget.Totals
 
 func (s *Store) totals(ctx context.Context, scope, id string) (budget.Totals, error) {
 	var t budget.Totals
-	var usd int64
-	err := s.pool.QueryRow(ctx, `SELECT usd_nanos, tokens, iterations, reported, estimated, unknown FROM usage_totals WHERE scope = $1 AND id = $2`,
-		scope, id).Scan(&usd, &t.Tokens, &t.Iterations, &t.ReportedEvents, &t.EstimatedEvents, &t.UnknownEvents)
+	var usd, list int64
+	err := s.pool.QueryRow(ctx, `SELECT usd_nanos, tokens, iterations, reported, estimated, unknown, list_usd_nanos, list_events FROM usage_totals WHERE scope = $1 AND id = $2`,
+		scope, id).Scan(&usd, &t.Tokens, &t.Iterations, &t.ReportedEvents, &t.EstimatedEvents, &t.UnknownEvents, &list, &t.ListEvents)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return budget.Totals{}, nil
 	}
 	if err != nil {
 		return t, fmt.Errorf("usage totals of %s %s: %w", scope, id, err)
 	}
-	t.USD = budget.USD(usd)
+	t.USD, t.ListUSD = budget.USD(usd), budget.USD(list)
 	return t, nil
+}
+
+// PriceSources returns what each price table and its rates priced for a
+// task, summed by the server over the task's ledger rows (by the usage_task
+// index), as CallUsage is.
+func (s *Store) PriceSources(ctx context.Context, taskID string) ([]purser.PriceSourceUsage, error) {
+	return collect(ctx, s, "price sources of task "+taskID, func(r pgx.Rows) (purser.PriceSourceUsage, error) {
+		var p purser.PriceSourceUsage
+		var source string
+		var usd int64
+		if err := r.Scan(&p.Source, &source, &p.Events, &p.Tokens, &usd); err != nil {
+			return p, err
+		}
+		p.CostSource, p.USD = parseCostSource(source), budget.USD(usd)
+		return p, nil
+	}, `SELECT price_source, cost_source, COUNT(*), COALESCE(SUM(input_tokens + output_tokens), 0)::BIGINT,
+			COALESCE(SUM(CASE WHEN cost_source = 'unknown' THEN 0 ELSE usd_nanos END), 0)::BIGINT
+		FROM usage WHERE task_id = $1 AND price_source <> '' GROUP BY price_source, cost_source ORDER BY MIN(seq)`, taskID)
 }
 
 // SaveDegrade records a degrade action.

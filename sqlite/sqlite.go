@@ -32,7 +32,7 @@ var migrations embed.FS
 type Store struct {
 	db *sql.DB
 	// The ledger's statements, prepared once: appends are the hot path.
-	insertUsage, addTotal, addCallTotal *sql.Stmt
+	insertUsage, addTotal, addCallTotal, addPriceTotal *sql.Stmt
 }
 
 var _ purser.Store = (*Store)(nil)
@@ -158,7 +158,7 @@ func isBusy(err error) bool {
 // Close folds the write-ahead log into the database file and closes it, so
 // that the file alone holds everything.
 func (s *Store) Close() error {
-	for _, st := range []*sql.Stmt{s.insertUsage, s.addTotal, s.addCallTotal} {
+	for _, st := range []*sql.Stmt{s.insertUsage, s.addTotal, s.addCallTotal, s.addPriceTotal} {
 		st.Close()
 	}
 	_, cerr := s.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
@@ -540,16 +540,22 @@ func (s *Store) Calls(ctx context.Context, taskID string) ([]purser.CallRecord, 
 const (
 	insertUsageSQL = `INSERT INTO usage (idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idem_key) DO NOTHING`
-	addTotalSQL = `INSERT INTO usage_totals (scope, id, usd_nanos, tokens, iterations, reported, estimated, unknown)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	addTotalSQL = `INSERT INTO usage_totals (scope, id, usd_nanos, tokens, iterations, reported, estimated, unknown, list_usd_nanos, list_events)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (scope, id) DO UPDATE SET usd_nanos = usd_nanos + excluded.usd_nanos, tokens = tokens + excluded.tokens,
 			iterations = iterations + excluded.iterations, reported = reported + excluded.reported,
-			estimated = estimated + excluded.estimated, unknown = unknown + excluded.unknown`
-	addCallTotalSQL = `INSERT INTO call_totals (call_id, model, task_id, iteration, kind, first_seq, usd_nanos, tokens, cached, reported, estimated, unknown)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			estimated = estimated + excluded.estimated, unknown = unknown + excluded.unknown,
+			list_usd_nanos = list_usd_nanos + excluded.list_usd_nanos, list_events = list_events + excluded.list_events`
+	addCallTotalSQL = `INSERT INTO call_totals (call_id, model, task_id, iteration, kind, first_seq, usd_nanos, tokens, cached, reported, estimated, unknown, list_usd_nanos, list_events)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (call_id, model) DO UPDATE SET usd_nanos = usd_nanos + excluded.usd_nanos, tokens = tokens + excluded.tokens,
 			cached = cached + excluded.cached, reported = reported + excluded.reported,
-			estimated = estimated + excluded.estimated, unknown = unknown + excluded.unknown`
+			estimated = estimated + excluded.estimated, unknown = unknown + excluded.unknown,
+			list_usd_nanos = list_usd_nanos + excluded.list_usd_nanos, list_events = list_events + excluded.list_events`
+	addPriceTotalSQL = `INSERT INTO price_totals (task_id, price_source, cost_source, first_seq, events, tokens, usd_nanos)
+		VALUES (?, ?, ?, ?, 1, ?, ?)
+		ON CONFLICT (task_id, price_source, cost_source) DO UPDATE SET events = events + 1, tokens = tokens + excluded.tokens,
+			usd_nanos = usd_nanos + excluded.usd_nanos`
 )
 
 // prepare prepares the ledger's statements once, for every append.
@@ -558,7 +564,7 @@ func (s *Store) prepare(ctx context.Context) error {
 	for _, st := range []struct {
 		stmt  **sql.Stmt
 		query string
-	}{{&s.insertUsage, insertUsageSQL}, {&s.addTotal, addTotalSQL}, {&s.addCallTotal, addCallTotalSQL}} {
+	}{{&s.insertUsage, insertUsageSQL}, {&s.addTotal, addTotalSQL}, {&s.addCallTotal, addCallTotalSQL}, {&s.addPriceTotal, addPriceTotalSQL}} {
 		if *st.stmt, err = s.db.PrepareContext(ctx, st.query); err != nil {
 			return fmt.Errorf("prepare the ledger's statements: %w", err)
 		}
@@ -577,6 +583,7 @@ func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) 
 	insert := tx.StmtContext(ctx, s.insertUsage)
 	total := tx.StmtContext(ctx, s.addTotal)
 	perCall := tx.StmtContext(ctx, s.addCallTotal)
+	perPrice := tx.StmtContext(ctx, s.addPriceTotal)
 	for _, e := range entries {
 		if e.Key == "" {
 			return errors.New("append usage: an idempotency key is required")
@@ -592,18 +599,24 @@ func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) 
 		}
 		var t budget.Totals
 		t.Add(ev)
+		seq, _ := res.LastInsertId()
 		if e.CallID != "" {
-			seq, _ := res.LastInsertId()
 			if _, err := perCall.ExecContext(ctx, e.CallID, ev.Model, e.TaskID, e.Iteration, string(e.Kind), seq, int64(t.USD), t.Tokens,
-				ev.CacheReadTokens, t.ReportedEvents, t.EstimatedEvents, t.UnknownEvents); err != nil {
+				ev.CacheReadTokens, t.ReportedEvents, t.EstimatedEvents, t.UnknownEvents, int64(t.ListUSD), t.ListEvents); err != nil {
 				return fmt.Errorf("append usage %s: call totals: %w", e.Key, err)
+			}
+		}
+		if ev.PriceSource != "" {
+			if _, err := perPrice.ExecContext(ctx, e.TaskID, ev.PriceSource, ev.CostSource.String(), seq, ev.Tokens(), int64(pricedUSD(ev))); err != nil {
+				return fmt.Errorf("append usage %s: price totals: %w", e.Key, err)
 			}
 		}
 		for _, scope := range [][2]string{{"task", e.TaskID}, {"run", e.RunID}} {
 			if scope[1] == "" {
 				continue
 			}
-			if _, err := total.ExecContext(ctx, scope[0], scope[1], int64(t.USD), t.Tokens, t.Iterations, t.ReportedEvents, t.EstimatedEvents, t.UnknownEvents); err != nil {
+			if _, err := total.ExecContext(ctx, scope[0], scope[1], int64(t.USD), t.Tokens, t.Iterations, t.ReportedEvents, t.EstimatedEvents, t.UnknownEvents,
+				int64(t.ListUSD), t.ListEvents); err != nil {
 				return fmt.Errorf("append usage %s: totals: %w", e.Key, err)
 			}
 		}
@@ -614,8 +627,17 @@ func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) 
 	return nil
 }
 
+// pricedUSD is the dollars an event's price source stands for: none when
+// its cost is unknown.
+func pricedUSD(ev budget.UsageEvent) budget.USD {
+	if ev.CostSource == budget.CostUnknown {
+		return 0
+	}
+	return ev.USD
+}
+
 func parseCostSource(s string) budget.CostSource {
-	for _, c := range []budget.CostSource{budget.CostReported, budget.CostEstimated, budget.CostUnknown} {
+	for _, c := range []budget.CostSource{budget.CostReported, budget.CostEstimated, budget.CostUnknown, budget.CostList} {
 		if c.String() == s {
 			return c
 		}
@@ -651,7 +673,7 @@ func (s *Store) Usage(ctx context.Context, taskID string) ([]purser.LedgerEntry,
 // CallUsage returns what each call of a task spent, per model, from the
 // running per-call totals: its cost grows with the calls, not the events.
 func (s *Store) CallUsage(ctx context.Context, taskID string) ([]purser.CallUsage, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT call_id, model, iteration, kind, usd_nanos, tokens, cached, reported, estimated, unknown
+	rows, err := s.db.QueryContext(ctx, `SELECT call_id, model, iteration, kind, usd_nanos, tokens, cached, reported, estimated, unknown, list_usd_nanos, list_events
 		FROM call_totals WHERE task_id = ? ORDER BY first_seq`, taskID)
 	if err != nil {
 		return nil, fmt.Errorf("call usage of task %s: %w", taskID, err)
@@ -661,12 +683,12 @@ func (s *Store) CallUsage(ctx context.Context, taskID string) ([]purser.CallUsag
 	for rows.Next() {
 		var c purser.CallUsage
 		var kind string
-		var usd int64
+		var usd, list int64
 		if err := rows.Scan(&c.CallID, &c.Model, &c.Iteration, &kind, &usd, &c.Totals.Tokens, &c.CachedTokens,
-			&c.Totals.ReportedEvents, &c.Totals.EstimatedEvents, &c.Totals.UnknownEvents); err != nil {
+			&c.Totals.ReportedEvents, &c.Totals.EstimatedEvents, &c.Totals.UnknownEvents, &list, &c.Totals.ListEvents); err != nil {
 			return nil, fmt.Errorf("call usage of task %s: %w", taskID, err)
 		}
-		c.Kind, c.Totals.USD = purser.CallKind(kind), budget.USD(usd)
+		c.Kind, c.Totals.USD, c.Totals.ListUSD = purser.CallKind(kind), budget.USD(usd), budget.USD(list)
 		out = append(out, c)
 	}
 	return out, rows.Err()
@@ -684,17 +706,40 @@ func (s *Store) RunUsageTotals(ctx context.Context, runID string) (budget.Totals
 
 func (s *Store) totals(ctx context.Context, scope, id string) (budget.Totals, error) {
 	var t budget.Totals
-	var usd int64
-	err := s.db.QueryRowContext(ctx, `SELECT usd_nanos, tokens, iterations, reported, estimated, unknown FROM usage_totals WHERE scope = ? AND id = ?`,
-		scope, id).Scan(&usd, &t.Tokens, &t.Iterations, &t.ReportedEvents, &t.EstimatedEvents, &t.UnknownEvents)
+	var usd, list int64
+	err := s.db.QueryRowContext(ctx, `SELECT usd_nanos, tokens, iterations, reported, estimated, unknown, list_usd_nanos, list_events FROM usage_totals WHERE scope = ? AND id = ?`,
+		scope, id).Scan(&usd, &t.Tokens, &t.Iterations, &t.ReportedEvents, &t.EstimatedEvents, &t.UnknownEvents, &list, &t.ListEvents)
 	if errors.Is(err, sql.ErrNoRows) {
 		return budget.Totals{}, nil
 	}
 	if err != nil {
 		return t, fmt.Errorf("usage totals of %s %s: %w", scope, id, err)
 	}
-	t.USD = budget.USD(usd)
+	t.USD, t.ListUSD = budget.USD(usd), budget.USD(list)
 	return t, nil
+}
+
+// PriceSources returns what each price table and its rates priced for a
+// task, from the running per-source totals.
+func (s *Store) PriceSources(ctx context.Context, taskID string) ([]purser.PriceSourceUsage, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT price_source, cost_source, events, tokens, usd_nanos
+		FROM price_totals WHERE task_id = ? ORDER BY first_seq`, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("price sources of task %s: %w", taskID, err)
+	}
+	defer rows.Close()
+	var out []purser.PriceSourceUsage
+	for rows.Next() {
+		var p purser.PriceSourceUsage
+		var source string
+		var usd int64
+		if err := rows.Scan(&p.Source, &source, &p.Events, &p.Tokens, &usd); err != nil {
+			return nil, fmt.Errorf("price sources of task %s: %w", taskID, err)
+		}
+		p.CostSource, p.USD = parseCostSource(source), budget.USD(usd)
+		out = append(out, p)
+	}
+	return out, rows.Err()
 }
 
 // SaveDegrade records a degrade action.

@@ -47,6 +47,8 @@ func Run(t *testing.T, newDatabase func(t *testing.T) Opener) {
 		{"ConcurrentAppendsFromSeveralHandlesLoseNothing", testConcurrentAppends},
 		{"RunningTotalsMatchTheLedger", testRunningTotalsMatchTheLedger},
 		{"CallUsageIsTheLedgerSummedPerCallAndModel", testCallUsage},
+		{"ListDollarsAreKeptApartFromMoneySpent", testListDollars},
+		{"PriceSourcesSumWhatEachTablePriced", testPriceSources},
 		{"TaskRoundTripAcrossHandles", testTaskRoundTrip},
 		{"MissingTaskRunAndArtifactAreNotFound", testNotFound},
 		{"ClaimTaskIsAtomicAcrossHandles", testClaimTaskIsAtomic},
@@ -119,6 +121,82 @@ func testLedgerIsIdempotent(t *testing.T, open Opener) {
 	}
 	if after, _ := s.UsageTotals(ctx, "t"); after != tot {
 		t.Fatalf("a refused batch changed the totals: %+v, was %+v", after, tot)
+	}
+}
+
+// List-price dollars (a flat-rate plan) are kept, per task, run and call,
+// apart from money spent: never in USD, which the money caps are checked
+// against; a list event may settle unknown ones as a reported one does.
+func testListDollars(t *testing.T, open Opener) {
+	ctx := t.Context()
+	s := open(t)
+	entries := []purser.LedgerEntry{
+		{Key: "c1/1", TaskID: "t", RunID: "r", CallID: "c1", Kind: purser.CallMain,
+			Event: budget.UsageEvent{Model: "m", InputTokens: 10, CostSource: budget.CostUnknown}},
+		{Key: "c1/2", TaskID: "t", RunID: "r", CallID: "c1", Kind: purser.CallMain,
+			Event: budget.UsageEvent{Model: "m", InputTokens: 20, USD: 700, CostSource: budget.CostList, SettlesUnknown: 1}},
+		{Key: "c2/1", TaskID: "t", RunID: "r", CallID: "c2", Kind: purser.CallMain,
+			Event: budget.UsageEvent{Model: "m", OutputTokens: 5, USD: 40, CostSource: budget.CostReported}},
+	}
+	if err := s.AppendUsage(ctx, entries...); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t)
+	tot, err := s.UsageTotals(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := budget.Totals{Tokens: 35, USD: 40, ReportedEvents: 1, ListUSD: 700, ListEvents: 1}
+	if tot != want || tot.USDSource() != budget.SourceReported {
+		t.Fatalf("task totals %+v, want %+v (list dollars apart, the unknown settled)", tot, want)
+	}
+	if run, err := s.RunUsageTotals(ctx, "r"); err != nil || run != tot {
+		t.Fatalf("run totals %+v (%v), want the task's %+v", run, err, tot)
+	}
+	calls, err := s.CallUsage(ctx, "t")
+	if err != nil || len(calls) != 2 {
+		t.Fatalf("call usage %+v (%v), want two calls", calls, err)
+	}
+	if c := calls[0].Totals; c.USD != 0 || c.ListUSD != 700 || c.ListEvents != 1 || c.UnknownEvents != 0 {
+		t.Fatalf("call c1 totals %+v, want $0 spent, 700 nano-dollars at list, nothing unknown", c)
+	}
+	got, err := s.Usage(ctx, "t")
+	if err != nil || len(got) != 3 || got[1].Event.CostSource != budget.CostList {
+		t.Fatalf("the ledger reads back %+v (%v), want the list event labelled list", got, err)
+	}
+}
+
+// What each price table (and its rates) priced is summed per task by price
+// source and cost source, in first-use order; events without a price source
+// (reported ones) are not in it.
+func testPriceSources(t *testing.T, open Opener) {
+	ctx := t.Context()
+	s := open(t)
+	const base, long, none = "built-in prices (read 2026-11-23) as m (standard, base rates)",
+		"built-in prices (read 2026-11-23) as m (standard, input above 200,000 tokens)", `no price for "x" in the catalogue`
+	ev := func(key, source string, cost budget.CostSource, tokens int64, usd budget.USD) purser.LedgerEntry {
+		return purser.LedgerEntry{Key: key, TaskID: "t", CallID: "c", Kind: purser.CallMain,
+			Event: budget.UsageEvent{Model: "m", InputTokens: tokens, USD: usd, CostSource: cost, PriceSource: source}}
+	}
+	if err := s.AppendUsage(ctx, ev("1", base, budget.CostEstimated, 100, 30), ev("2", none, budget.CostUnknown, 7, 0),
+		ev("3", base, budget.CostEstimated, 50, 12), ev("4", long, budget.CostEstimated, 300_000, 900), ev("5", "", budget.CostReported, 9, 5),
+		ev("3", base, budget.CostEstimated, 50, 12)); err != nil { // a replayed key counts once
+		t.Fatal(err)
+	}
+	if err := s.AppendUsage(ctx, purser.LedgerEntry{Key: "o", TaskID: "other", Event: budget.UsageEvent{InputTokens: 1, USD: 1, CostSource: budget.CostEstimated, PriceSource: base}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := open(t).PriceSources(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []purser.PriceSourceUsage{
+		{Source: base, CostSource: budget.CostEstimated, Events: 2, Tokens: 150, USD: 42},
+		{Source: none, CostSource: budget.CostUnknown, Events: 1, Tokens: 7},
+		{Source: long, CostSource: budget.CostEstimated, Events: 1, Tokens: 300_000, USD: 900},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("price sources\n%+v\nwant\n%+v", got, want)
 	}
 }
 
