@@ -419,3 +419,40 @@ func TestFormatUSDSaysWhereTheFigureCameFrom(t *testing.T) {
 		}
 	}
 }
+
+// List-price dollars (a flat-rate plan) are recorded apart and never move a
+// money tier: $50 at list under a $1 cap leaves the budget OPTIMAL, while the
+// same $50 as money spent is HARD. Tokens still steer.
+func TestListDollarsAreNeverCheckedAgainstTheMoneyCap(t *testing.T) {
+	cfg := budget.Config{Hard: budget.HardLimits{USD: usd("1"), Tokens: ptr[int64](1000), MaxIterations: ptr(5)}}
+	for _, tc := range []struct {
+		name     string
+		source   budget.CostSource
+		wantTier budget.Tier
+		wantUsed budget.USD
+		wantList budget.USD
+	}{
+		{"a subscription's list dollars", budget.CostList, budget.Optimal, 0, *usd("50")},
+		{"an API key's reported dollars", budget.CostReported, budget.Hard, *usd("50"), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := budget.NewManager(cfg, budget.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.RecordUsage(budget.UsageEvent{InputTokens: 100, USD: *usd("50"), CostSource: tc.source})
+			st := m.Status()
+			if st.Tier != tc.wantTier || st.UsedUSD != tc.wantUsed || st.ListUSD != tc.wantList || st.USDSource != budget.SourceReported {
+				t.Fatalf("tier %s, used %s, list %s, source %s; want %s, %s, %s, reported", st.Tier, st.UsedUSD, st.ListUSD, st.USDSource, tc.wantTier, tc.wantUsed, tc.wantList)
+			}
+			m.RecordUsage(budget.UsageEvent{InputTokens: 900, USD: *usd("1"), CostSource: tc.source})
+			if err := m.Check(); err == nil {
+				t.Fatal("the token cap did not stop the task")
+			}
+		})
+	}
+	ev := budget.UsageEvent{InputTokens: 1, USD: 1, CostSource: budget.CostList, SettlesUnknown: 2}
+	if err := ev.Validate(); err != nil {
+		t.Fatalf("a list event settling unknown ones refused: %v", err)
+	}
+}

@@ -10,11 +10,14 @@ import (
 )
 
 // worstCase is what a call is reserved for: its input plus the most output
-// it may produce, priced when the model has a price.
+// it may produce, priced when the model has a price and the backend bills
+// per token.
 func (t *taskRun) worstCase(model string, input, output int64) (budget.Amount, int64) {
 	ev := t.e.cfg.Prices.Estimate(budget.UsageEvent{Model: model, InputTokens: input, OutputTokens: output})
 	a := budget.Amount{Tokens: input + output}
-	if ev.CostSource == budget.CostEstimated {
+	// A flat-rate plan's dollars are list prices: nothing to hold against a
+	// money cap.
+	if ev.CostSource == budget.CostEstimated && !t.task.Backend.Subscription() {
 		a.USD = ev.USD
 	}
 	return a, output

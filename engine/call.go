@@ -173,10 +173,7 @@ func (t *taskRun) makeCall(ctx context.Context, pc *preparedCall, res *budget.Re
 
 	e.emit(t, purser.Event{Type: purser.EventCall, Call: pc.kind, Message: fmt.Sprintf("%s call (attempt %d) to %s, %d context tokens", pc.kind, pc.rec.Attempt, pc.model, pc.ctx.Tokens)})
 	usage := &usageSink{ctx: context.WithoutCancel(ctx), t: t, pc: pc, res: res, cancel: cancel}
-	var maxUSD budget.USD
-	if avail := t.budget.Available(); avail.USD != budget.UnlimitedUSD {
-		maxUSD = avail.USD + pc.rec.Reserved.USD // what is left, this call's own reservation included
-	}
+	maxUSD := t.callMaxUSD(pc.rec.Reserved.USD)
 	// The call's process is recorded before the agent sends anything, so a
 	// resume after a crash can end what is left of it.
 	callCtx = purser.WithCallStarted(callCtx, func(process string) {
@@ -283,7 +280,7 @@ func (u *usageSink) price(ev budget.UsageEvent) budget.UsageEvent {
 
 func (u *usageSink) report(ev budget.UsageEvent) {
 	t := u.t
-	ev = u.price(ev)
+	ev = t.asBilled(u.price(ev))
 	u.mu.Lock()
 	u.seq++
 	key := fmt.Sprintf("%s/%d", u.pc.rec.ID, u.seq)
