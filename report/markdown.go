@@ -25,7 +25,10 @@ type Report struct {
 	Iterations []purser.IterationRecord
 	Calls      []purser.CallRecord
 	Usage      []purser.CallUsage // per call and model
-	Degrades   []purser.DegradeRecord
+	// Prices says which price table and rates priced the estimates (and why
+	// a model had none), summed per source.
+	Prices   []purser.PriceSourceUsage
+	Degrades []purser.DegradeRecord
 	// InGitRepo says the workspace lies in a git repository, so the manual
 	// steps can point at git status and git diff.
 	InGitRepo bool
@@ -46,6 +49,9 @@ func Load(ctx context.Context, s purser.Store, taskID string) (Report, error) {
 		return r, err
 	}
 	if r.Usage, err = s.CallUsage(ctx, taskID); err != nil {
+		return r, err
+	}
+	if r.Prices, err = s.PriceSources(ctx, taskID); err != nil {
 		return r, err
 	}
 	if r.Degrades, err = s.Degrades(ctx, taskID); err != nil {
@@ -91,6 +97,9 @@ func BudgetMD(r Report) []byte {
 		fmt.Fprintf(&b, " (by %s)", r.Status.Cause)
 	}
 	fmt.Fprintf(&b, ". Money: %s.\n", budget.FormatUSD(r.Status.UsedUSD, r.Status.USDSource))
+	if r.Status.ListUSD > 0 {
+		fmt.Fprintf(&b, "\nAt list prices: %s. %s\n", budget.FormatListUSD(r.Status.ListUSD), listNote)
+	}
 	if r.Status.USDSource == budget.SourceUnknown || r.Status.USDSource == budget.SourcePartial {
 		b.WriteString("\nSome usage has no dollar figure: its backend reported none and its model has no known price. " +
 			"Unknown is not $0; tokens, time and iterations were enforced regardless.\n")
@@ -112,7 +121,7 @@ func BudgetMD(r Report) []byte {
 	}{{"Per iteration", "iteration", byIteration}, {"Per call kind", "kind", byKind}, {"Per model", "model", byModel}} {
 		fmt.Fprintf(&b, "\n## %s\n\n| %s | calls | tokens | of which cached | USD |\n|---|---:|---:|---:|---|\n", s.title, s.col)
 		for _, g := range s.groups {
-			fmt.Fprintf(&b, "| %s | %d | %d | %d | %s |\n", g.key, len(g.calls), g.totals.Tokens, g.cached, budget.FormatUSD(g.totals.USD, g.totals.USDSource()))
+			fmt.Fprintf(&b, "| %s | %d | %d | %d | %s |\n", g.key, len(g.calls), g.totals.Tokens, g.cached, USDCell(g.totals))
 		}
 		if len(s.groups) == 0 {
 			b.WriteString("| (no calls) | 0 | 0 | 0 | $0.00 |\n")
@@ -141,11 +150,13 @@ func BudgetMD(r Report) []byte {
 			reserved += ", " + c.Reserved.USD.String()
 		}
 		fmt.Fprintf(&b, "| %d | %d | %s | %d | %s | %s | %d | %s | %s | %s |\n", i+1, c.Iteration, c.Kind, c.Attempt, c.Model, c.Outcome,
-			t.Tokens, budget.FormatUSD(t.USD, t.USDSource()), reserved, oneLine(strings.Trim(c.Error+"; "+c.Note, "; ")))
+			t.Tokens, USDCell(*t), reserved, oneLine(strings.Trim(c.Error+"; "+c.Note, "; ")))
 	}
 	if len(r.Calls) == 0 {
 		b.WriteString("| - | - | - | - | - | - | 0 | $0.00 | - | no call was made |\n")
 	}
+
+	pricesSection(&b, r.Prices)
 
 	fmt.Fprintf(&b, "\n## Retries\n\n%d retried call(s). Each retry is a call of its own above, admitted by the budget and counted.", retries)
 	b.WriteString(" Nothing is retried after the hard cap.\n")
@@ -161,6 +172,45 @@ func BudgetMD(r Report) []byte {
 		}
 	}
 	return redact.Bytes(b.Bytes())
+}
+
+// listNote says what list dollars are, wherever they are shown.
+const listNote = "The backend bills by subscription (a flat-rate plan): these dollars are what the usage would cost on an API key, " +
+	"recorded as list and never counted as money spent nor checked against a money cap; tokens, time and iterations steer the task."
+
+// USDCell is a dollar figure for a table cell: money spent, labelled by
+// where it came from, and list-price dollars apart ("$0.35 (list)").
+func USDCell(t budget.Totals) string {
+	if t.ListEvents == 0 {
+		return budget.FormatUSD(t.USD, t.USDSource())
+	}
+	if t.ReportedEvents+t.EstimatedEvents+t.UnknownEvents == 0 {
+		return budget.FormatListUSD(t.ListUSD)
+	}
+	return budget.FormatUSD(t.USD, t.USDSource()) + " + " + budget.FormatListUSD(t.ListUSD)
+}
+
+// pricesSection says which price tables and rates priced the estimates, per
+// source: the provenance of every estimated (or list, or unknown) figure.
+func pricesSection(b *bytes.Buffer, prices []purser.PriceSourceUsage) {
+	b.WriteString("\n## Prices\n\n")
+	if len(prices) == 0 {
+		b.WriteString("Nothing was priced by Purser: every dollar figure above was reported by a backend.\n")
+		return
+	}
+	b.WriteString("Which price table and rates priced each estimate (or why a model had no price). A backend that reports a call's total at its end " +
+		"(Claude Code) settles that call's estimates to it; the figures here are the estimates as priced.\n\n")
+	b.WriteString("| price table and rates | cost | events | tokens | USD |\n|---|---|---:|---:|---|\n")
+	for _, p := range prices {
+		usd := budget.FormatUSD(p.USD, budget.SourceEstimated)
+		switch p.CostSource {
+		case budget.CostUnknown:
+			usd = "unknown"
+		case budget.CostList:
+			usd = budget.FormatListUSD(p.USD)
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %s |\n", oneLine(p.Source), p.CostSource, p.Events, p.Tokens, usd)
+	}
 }
 
 func metricTable(b *bytes.Buffer, cfg budget.Config, st budget.Status) {
@@ -205,8 +255,12 @@ func StatusMD(r Report) []byte {
 	if r.Cause != nil {
 		fmt.Fprintf(&b, "\nWhy: %s\n", r.Cause)
 	}
+	money := budget.FormatUSD(r.Status.UsedUSD, r.Status.USDSource)
+	if r.Status.ListUSD > 0 {
+		money += " spent, " + budget.FormatListUSD(r.Status.ListUSD) + " at list prices (a flat-rate plan: not money spent)"
+	}
 	fmt.Fprintf(&b, "\nGoal: %s\n\nBudget: tier %s; money %s; %d tokens; %s; %d iteration(s). Details in BUDGET.md.\n",
-		strings.TrimSpace(r.Task.Goal), strings.ToUpper(r.Status.Tier.String()), budget.FormatUSD(r.Status.UsedUSD, r.Status.USDSource), r.Status.UsedTokens,
+		strings.TrimSpace(r.Task.Goal), strings.ToUpper(r.Status.Tier.String()), money, r.Status.UsedTokens,
 		r.Status.UsedTime.Round(time.Millisecond), r.Status.UsedIterations)
 
 	b.WriteString("\n## Validators\n\n")

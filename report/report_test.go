@@ -53,6 +53,12 @@ func blockedReport(t *testing.T) report.Report {
 		if cost != "" {
 			e.USD = *usd(cost)
 		}
+		switch src {
+		case budget.CostEstimated:
+			e.PriceSource = "built-in prices (LiteLLM @00035b69, read 2026-11-23) as " + model + " (standard, base rates)"
+		case budget.CostUnknown:
+			e.PriceSource = `no price for "` + model + `" in the catalogue`
+		}
 		m.RecordUsage(e)
 		return purser.LedgerEntry{Key: call + "/1", CallID: call, Iteration: it, Kind: kind, Event: e, At: at}
 	}
@@ -92,7 +98,8 @@ func blockedReport(t *testing.T) report.Report {
 			{ID: "c5", Iteration: 2, Kind: purser.CallSelfReview, Attempt: 1, Model: "local-llm", Outcome: purser.CallOK, Reserved: budget.Amount{Tokens: 9192}},
 			{ID: "c6", Iteration: 3, Kind: purser.CallMain, Attempt: 1, Model: "claude-haiku-4-5", Outcome: purser.CallCancelled, Error: "budget exhausted: task hard cap on money reached ($1.0295 used of $1.00)", Reserved: budget.Amount{Tokens: 9192}},
 		},
-		Usage: callUsage(usage),
+		Usage:  callUsage(usage),
+		Prices: priceSources(usage),
 		Degrades: []purser.DegradeRecord{
 			{Iteration: 2, Call: purser.CallMain, Action: purser.SwitchTierCheap, Tier: budget.Warning, Metric: budget.Money, Detail: "model tier standard → cheap", At: at.Add(time.Minute)},
 			{Iteration: 2, Call: purser.CallMain, Action: purser.RepairOnlyMode, Tier: budget.Warning, Metric: budget.Money, Detail: "repair-only prompt", At: at.Add(time.Minute)},
@@ -146,6 +153,82 @@ func callUsage(entries []purser.LedgerEntry) []purser.CallUsage {
 		out[i].CachedTokens += e.Event.CacheReadTokens
 	}
 	return out
+}
+
+// priceSources sums ledger entries per price source and cost source, as a
+// store's PriceSources does, in first-seen order.
+func priceSources(entries []purser.LedgerEntry) []purser.PriceSourceUsage {
+	var out []purser.PriceSourceUsage
+	at := map[string]int{}
+	for _, e := range entries {
+		ev := e.Event
+		if ev.PriceSource == "" {
+			continue
+		}
+		k := ev.PriceSource + "\x00" + ev.CostSource.String()
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, purser.PriceSourceUsage{Source: ev.PriceSource, CostSource: ev.CostSource})
+		}
+		out[i].Events++
+		out[i].Tokens += ev.Tokens()
+		if ev.CostSource != budget.CostUnknown {
+			out[i].USD += ev.USD
+		}
+	}
+	return out
+}
+
+// subscriptionReport is a task DONE on a flat-rate plan: its dollars, one
+// call's reported by the CLI and one's estimated from the built-in table,
+// are list prices, shown apart from money spent (none).
+func subscriptionReport(t *testing.T) report.Report {
+	iters := 5
+	tokens := int64(200_000)
+	cfg := budget.Config{Hard: budget.HardLimits{Tokens: &tokens, MaxIterations: &iters}}
+	m, err := budget.NewManager(cfg, budget.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const source = "built-in prices (LiteLLM @00035b69, read 2026-11-23) as claude-sonnet-4-5 (standard, base rates)"
+	usage := []purser.LedgerEntry{
+		{Key: "c1/1", CallID: "c1", Iteration: 1, Kind: purser.CallMain, Event: budget.UsageEvent{Model: "claude-sonnet-4-5", InputTokens: 20000, OutputTokens: 3000,
+			USD: *usd("0.105"), CostSource: budget.CostList, PriceSource: source}},
+		{Key: "c1/2", CallID: "c1", Iteration: 1, Kind: purser.CallMain, Event: budget.UsageEvent{Model: "claude-sonnet-4-5", USD: *usd("0.0125"), CostSource: budget.CostList}},
+		{Key: "c2/1", CallID: "c2", Iteration: 2, Kind: purser.CallMain, Event: budget.UsageEvent{Model: "claude-sonnet-4-5", InputTokens: 9000, OutputTokens: 1000,
+			USD: *usd("0.042"), CostSource: budget.CostList, PriceSource: source}},
+	}
+	for _, e := range usage {
+		m.RecordUsage(e.Event)
+	}
+	m.RecordUsage(budget.UsageEvent{IterationEnd: true})
+	m.RecordUsage(budget.UsageEvent{IterationEnd: true})
+	return report.Report{
+		Task: purser.Task{ID: "on-a-plan", Goal: "Make the parser accept trailing commas.", Workspace: "/work/repo", File: "/work/on-a-plan.yaml",
+			Budget: cfg, Validators: []purser.Validator{{Name: "tests", Run: "go test ./..."}}},
+		State:  purser.StateDone,
+		Status: m.Status(),
+		Iterations: []purser.IterationRecord{
+			{N: 1, Outcome: "failed", Validators: []purser.ValidatorResult{{Name: "tests", ExitCode: 1, Output: "--- FAIL: TestTrailingComma"}}},
+			{N: 2, Outcome: "passed", Validators: []purser.ValidatorResult{{Name: "tests", Passed: true}}},
+		},
+		Calls: []purser.CallRecord{
+			{ID: "c1", Iteration: 1, Kind: purser.CallMain, Attempt: 1, Model: "claude-sonnet-4-5", Outcome: purser.CallOK, Reserved: budget.Amount{Tokens: 28192}},
+			{ID: "c2", Iteration: 2, Kind: purser.CallMain, Attempt: 1, Model: "claude-sonnet-4-5", Outcome: purser.CallOK, Reserved: budget.Amount{Tokens: 17192}},
+		},
+		Usage:  callUsage(usage),
+		Prices: priceSources(usage),
+	}
+}
+
+// Issue 12 item 5: on a flat-rate plan, list dollars are shown as list,
+// apart from money spent, in both files.
+func TestSubscriptionGolden(t *testing.T) {
+	r := subscriptionReport(t)
+	golden(t, "subscription.BUDGET.md", report.BudgetMD(r))
+	golden(t, "subscription.STATUS.md", report.StatusMD(r))
 }
 
 // Issue 10 #6: the manual steps fit the workspace: no git commands for a

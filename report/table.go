@@ -40,6 +40,9 @@ func BarFor(cfg budget.Config, st budget.Status, m budget.Metric) (bar string, o
 // usedText is how much of a metric was used, for people; money says where
 // its figure came from.
 func usedText(st budget.Status, m budget.Metric) string {
+	if m == budget.Money && st.ListUSD > 0 {
+		return budget.FormatUSD(st.UsedUSD, st.USDSource) + "; " + budget.FormatListUSD(st.ListUSD)
+	}
 	if m == budget.Money {
 		return budget.FormatUSD(st.UsedUSD, st.USDSource)
 	}

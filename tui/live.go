@@ -144,7 +144,11 @@ type eventJSON struct {
 // Summary is a budget status in one short line.
 func Summary(st budget.Status) string {
 	parts := []string{strings.ToUpper(st.Tier.String())}
-	parts = append(parts, budget.FormatUSD(st.UsedUSD, st.USDSource), fmt.Sprintf("%d tok", st.UsedTokens), st.UsedTime.Round(time.Second/10).String(),
+	parts = append(parts, budget.FormatUSD(st.UsedUSD, st.USDSource))
+	if st.ListUSD > 0 {
+		parts = append(parts, budget.FormatListUSD(st.ListUSD))
+	}
+	parts = append(parts, fmt.Sprintf("%d tok", st.UsedTokens), st.UsedTime.Round(time.Second/10).String(),
 		fmt.Sprintf("%d iter", st.UsedIterations))
 	return strings.Join(parts, " · ")
 }

@@ -25,6 +25,33 @@ type taskStatusJSON struct {
 	RunID       string        `json:"runId"`
 	Workspace   string        `json:"workspace"`
 	Budget      budget.Status `json:"budget"`
+	// Prices says which price tables and rates priced the task's estimates
+	// (or why a model had none), per source; empty when every figure was
+	// reported.
+	Prices []priceSourceJSON `json:"prices"`
+}
+
+// priceSourceJSON is one price table and its rates, and what it priced.
+type priceSourceJSON struct {
+	Source     string `json:"source"`
+	CostSource string `json:"costSource"` // estimated, list or unknown
+	Events     int64  `json:"events"`
+	Tokens     int64  `json:"tokens"`
+	// USD is what it priced, exact; null when the cost was unknown.
+	USD *budget.USD `json:"usd"`
+}
+
+func pricesJSON(prices []purser.PriceSourceUsage) []priceSourceJSON {
+	out := make([]priceSourceJSON, 0, len(prices))
+	for _, p := range prices {
+		j := priceSourceJSON{Source: p.Source, CostSource: p.CostSource.String(), Events: p.Events, Tokens: p.Tokens}
+		if p.CostSource != budget.CostUnknown {
+			usd := p.USD
+			j.USD = &usd
+		}
+		out = append(out, j)
+	}
+	return out
 }
 
 func newStatusCmd() *cobra.Command {
@@ -72,8 +99,12 @@ func newStatusCmd() *cobra.Command {
 				if interrupted {
 					reason = "interrupted: the process running it is gone; purser resume " + rec.ID + " continues it"
 				}
+				prices, err := store.PriceSources(cmd.Context(), rec.ID)
+				if err != nil {
+					return err
+				}
 				out.Tasks = append(out.Tasks, taskStatusJSON{ID: rec.ID, Status: string(rec.State), Interrupted: interrupted, Reason: reason,
-					RunID: rec.RunID, Workspace: rec.Workspace, Budget: m.Status()})
+					RunID: rec.RunID, Workspace: rec.Workspace, Budget: m.Status(), Prices: pricesJSON(prices)})
 			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
