@@ -64,7 +64,11 @@ with its file, line and field).`,
 func describeTask(w io.Writer, path string, t purser.Task) {
 	fmt.Fprintf(w, "task %s (%s)\n", t.ID, path)
 	fmt.Fprintf(w, "  workspace   %s\n", t.Workspace)
-	fmt.Fprintf(w, "  backend     %s (type %s)\n", t.Backend.Name, t.Backend.Type)
+	billing := ""
+	if t.Backend.Subscription() {
+		billing = ", billing subscription: its dollars are list prices, never money spent"
+	}
+	fmt.Fprintf(w, "  backend     %s (type %s%s)\n", t.Backend.Name, t.Backend.Type, billing)
 	fmt.Fprintf(w, "  models      %s\n", modelsLine(t))
 	fmt.Fprintf(w, "  budget      %s\n", strings.Join(budgetLines(t.Budget), "\n              "))
 	for i, v := range t.Validators {
