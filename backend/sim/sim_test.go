@@ -189,7 +189,7 @@ func TestLoadTaskChecksTheScript(t *testing.T) {
 		{"missing script", "backend:\n  type: sim\n", "task.yaml:7:7: backend.script: is required: a YAML file with steps:"},
 		{"script file missing", "backend:\n  type: sim\n  script: nope.yaml\n", "task.yaml:8:11: backend.script: cannot read the script: stat "},
 		{"invalid script", "backend:\n  type: sim\n  script: bad.yaml\n", `task.yaml:8:11: backend.script: BAD:3:11: steps[0].fail: "sometimes": want transient or fatal`},
-		{"typo", "backend:\n  type: sim\n  script: sim.yaml\n  transcipt: calls.jsonl\n", "task.yaml:9:14: backend.transcipt: unknown option (known: callTimeout, models, script, transcript, type)"},
+		{"typo", "backend:\n  type: sim\n  script: sim.yaml\n  transcipt: calls.jsonl\n", "task.yaml:9:14: backend.transcipt: unknown option (known: billing, callTimeout, models, script, transcript, type, unpricedModel)"},
 		{"transcript's directory missing", "backend:\n  type: sim\n  script: sim.yaml\n  transcript: no/calls.jsonl\n", "task.yaml:9:15: backend.transcript: its directory "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -210,5 +210,24 @@ func TestLoadTaskChecksTheScript(t *testing.T) {
 				t.Fatalf("err = %v, want it to start with %q", err, want)
 			}
 		})
+	}
+}
+
+// The sim is a spending fence (purser.SpendFence) only when every step that
+// uses tokens reports its cost: then each dollar is reported as it streams,
+// whatever the model's price; a step without costUsd leaves its dollars to
+// Purser's catalogue.
+func TestFencesUSDOnlyWhenEveryStepReportsItsCost(t *testing.T) {
+	for _, tc := range []struct {
+		script string
+		want   bool
+	}{
+		{"steps:\n  - usage: {inputTokens: 10, costUsd: 0.1}\n  - fail: transient\n", true},
+		{"steps:\n  - usage: {inputTokens: 10, costUsd: 0.1}\n  - usage: {outputTokens: 5}\n", false},
+	} {
+		b, _ := newSim(t, tc.script)
+		if got := b.FencesUSD("sim-large"); got != tc.want {
+			t.Errorf("FencesUSD on\n%s= %v, want %v", tc.script, got, tc.want)
+		}
 	}
 }
