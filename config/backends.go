@@ -14,7 +14,7 @@ import (
 )
 
 // BackendOptions are one type of backend's own options: every key of a
-// backend mapping but type, models and callTimeout. A backend package
+// backend mapping but type, models, callTimeout and stallTimeout. A backend package
 // declares them as a struct whose yaml tags name the options (an embedded
 // struct tagged `yaml:",inline"` shares its keys); a pointer to it
 // implements this interface. The loader decodes a mapping into it strictly
@@ -58,7 +58,7 @@ func (e *OptionError) Unwrap() error { return e.Err }
 
 // commonBackendKeys are the keys of every backend mapping that config reads
 // itself; the rest are the type's own options.
-var commonBackendKeys = []string{"type", "models", "callTimeout"}
+var commonBackendKeys = []string{"type", "models", "callTimeout", "stallTimeout"}
 
 // DecodeBackendOptions gives a backend's New its options, validated, from
 // spec.Options: either the options the loader decoded (a value of into's

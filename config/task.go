@@ -406,7 +406,8 @@ func sortedKeys(m map[string]string) []string {
 	return out
 }
 
-// backendSpec reads a backend mapping: type, models, callTimeout, and the
+// backendSpec reads a backend mapping: type, models, callTimeout,
+// stallTimeout, and the
 // type's own options, decoded strictly and validated when the loader knows
 // the type.
 func (l Loader) backendSpec(d *document, raw map[string]any, prefix, dir string) (purser.BackendSpec, error) {
@@ -433,6 +434,17 @@ func (l Loader) backendSpec(d *document, raw map[string]any, prefix, dir string)
 				fail("callTimeout", fmt.Sprintf("%v: want a duration such as 90s or 20m", v))
 			}
 			spec.CallTimeout = dur
+		case "stallTimeout":
+			str, _ := v.(string)
+			if str == "off" {
+				spec.StallTimeout = -1
+				break
+			}
+			dur, err := time.ParseDuration(str)
+			if err != nil || dur <= 0 {
+				fail("stallTimeout", fmt.Sprintf("%v: want a duration such as 120s or 5m, or off", v))
+			}
+			spec.StallTimeout = dur
 		case "models":
 			m, ok := v.(map[string]any)
 			if !ok {
