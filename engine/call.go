@@ -25,6 +25,12 @@ func (t *taskRun) call(ctx context.Context, kind purser.CallKind) (string, error
 	for attempt := 1; attempt <= 1+retry.Max; attempt++ {
 		if attempt > 1 {
 			backoff := retry.Base << (attempt - 2)
+			// A provider that said when to come back (a 429's Retry-After)
+			// is not asked sooner.
+			var hint interface{ RetryAfterHint() time.Duration }
+			if errors.As(lastErr, &hint) && hint.RetryAfterHint() > backoff {
+				backoff = hint.RetryAfterHint()
+			}
 			t.log.Warn("retrying after transient error", "call", kind, "attempt", attempt, "backoff", backoff, "error", lastErr)
 			select {
 			case <-ctx.Done():

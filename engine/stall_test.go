@@ -89,3 +89,46 @@ func TestStallIsTransient(t *testing.T) {
 		t.Fatalf("%v: want a transient stall", err)
 	}
 }
+
+// rateLimited answers its first call with a 429 that asks for a wait.
+type rateLimited struct {
+	mu    sync.Mutex
+	calls []time.Time
+	wait  time.Duration
+}
+
+type retryAfterError struct{ wait time.Duration }
+
+func (e retryAfterError) Error() string                 { return "429: come back later" }
+func (e retryAfterError) Is(target error) bool          { return target == purser.ErrTransient }
+func (e retryAfterError) RetryAfterHint() time.Duration { return e.wait }
+
+func (b *rateLimited) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
+	b.mu.Lock()
+	b.calls = append(b.calls, time.Now())
+	n := len(b.calls)
+	b.mu.Unlock()
+	report(budget.UsageEvent{InputTokens: 10, Model: req.Model})
+	if n == 1 {
+		return purser.CallResult{}, retryAfterError{b.wait}
+	}
+	return purser.CallResult{}, os.WriteFile(filepath.Join(req.Workspace, "src", "fixed"), []byte("yes"), 0o644)
+}
+
+// Purser's retry waits at least as long as a 429's Retry-After asked, even
+// when its own backoff is shorter.
+func TestRetryHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "steps: []\n")
+	b := &rateLimited{wait: 300 * time.Millisecond}
+	f.cfg.Backends = func(purser.BackendSpec) (purser.Backend, error) { return b, nil }
+	must(t, f.run())
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.calls) != 2 {
+		t.Fatalf("%d calls, want the rate-limited one and its retry", len(b.calls))
+	}
+	if gap := b.calls[1].Sub(b.calls[0]); gap < b.wait {
+		t.Fatalf("retried after %s, before the %s the provider asked for (backoff 1ms)", gap, b.wait)
+	}
+}

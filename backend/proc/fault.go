@@ -21,6 +21,7 @@ const (
 	FaultDropped   Fault = "connection dropped" // the connection or stream broke mid-way
 	FaultTimeout   Fault = "timed out"          // HTTP 408, a request timeout
 	FaultStalled   Fault = "stalled"            // nothing came for the stall window
+	FaultRetryable Fault = "asked for a retry"  // the agent said so (exec's exit 75), not why
 	FaultFatal     Fault = "fatal"              // a refused key, a bad request: retrying cannot help
 )
 
