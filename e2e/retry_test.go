@@ -327,3 +327,37 @@ func TestClosedPortIsRefusedEverywhere(t *testing.T) {
 		})
 	}
 }
+
+// Where a CLI's own retries cannot be switched off — Codex on a provider
+// whose settings Purser may not change (here the backend is told the
+// provider is the built-in openai, so no -c settings are passed) — the
+// retries it announces are counted in BUDGET.md. Codex announces only its
+// stream reconnects, not the request retries inside each: the count is a
+// lower bound of the extra requests, and says so in the README.
+func TestUncappedRetriesAreCounted(t *testing.T) {
+	url := startMock(t)
+	var codex retryBackend
+	for _, b := range retryBackends(t, false) {
+		if b.name == "codex" {
+			codex = b
+		}
+	}
+	backend, env := codex.setup(t, url)
+	resetMock(t, url)
+	// The first five agent requests fail: Codex's four request retries
+	// exhaust, then one stream reconnect gets through.
+	r := runRetryTask(t, backend, "  provider: openai", "Create mock_out.txt. MOCK_TOOL MOCK_FAIL_500_5", env)
+	requests, failed := agentRequests(t, url)
+	inner := innerRetriesShown(t, r.budget)
+	attempts := mainCalls(r)
+	t.Logf("codex uncapped: %d agent requests (%d got HTTP 500), %d attempts by Purser, %d inner retries shown", requests, failed, len(attempts), inner)
+	if r.exit != 0 || len(attempts) != 1 {
+		t.Fatalf("exit %d after %d attempts: want the task DONE in one, Codex retrying by itself\n%s\n%s", r.exit, len(attempts), r.budget, r.out)
+	}
+	if failed != 5 || inner < 1 || inner > failed {
+		t.Fatalf("%d requests failed, %d inner retries shown: want 5 failed, and at least one, at most 5, counted", failed, inner)
+	}
+	if !strings.Contains(attempts[0].note, fmt.Sprintf("%d request(s) retried by the agent itself", inner)) {
+		t.Errorf("the call's note does not give its inner retries: %q", attempts[0].note)
+	}
+}
