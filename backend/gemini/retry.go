@@ -46,7 +46,7 @@ func noRetrySettings(dir, current string) (string, error) {
 		return "", fmt.Errorf("reading Gemini CLI's system settings %s: %w", current, err)
 	default:
 		if err := json.Unmarshal(data, &settings); err != nil {
-			return "", fmt.Errorf("Gemini CLI's system settings %s are not plain JSON (%v): its own retries stay on", current, err)
+			return "", fmt.Errorf("the system settings %s of Gemini CLI are not plain JSON (%v): its own retries stay on", current, err)
 		}
 	}
 	general, _ := settings["general"].(map[string]any)
