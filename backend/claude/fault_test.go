@@ -2,11 +2,15 @@ package claude_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend/claude"
 	"github.com/purser-dev/purser/backend/proc"
+	"github.com/purser-dev/purser/budget"
 )
 
 // Claude Code's failed results, as the fixtures and the real CLI against the
@@ -36,5 +40,35 @@ func TestClaudeFaults(t *testing.T) {
 				t.Fatalf("%v: transient %v, want %v", err, errors.Is(err, purser.ErrTransient), tc.fault.Transient())
 			}
 		})
+	}
+}
+
+// Claude Code runs with its own retries off, and an api_retry line it
+// prints all the same is counted as an inner retry of the call.
+func TestClaudeInnerRetriesCounted(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "claude")
+	body := `#!/bin/sh
+cat >/dev/null
+[ "$CLAUDE_CODE_MAX_RETRIES" = 0 ] || { echo "CLAUDE_CODE_MAX_RETRIES=$CLAUDE_CODE_MAX_RETRIES" >&2; exit 9; }
+echo '{"type":"system","subtype":"init","session_id":"s1"}'
+echo '{"type":"system","subtype":"api_retry","attempt":1,"max_retries":0,"retry_delay_ms":1,"error_status":529,"error":"overloaded","session_id":"s1"}'
+echo '{"type":"system","subtype":"api_retry","attempt":2,"max_retries":0,"retry_delay_ms":1,"error_status":529,"error":"overloaded","session_id":"s1"}'
+echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s1","total_cost_usd":0,"modelUsage":{}}'
+`
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := claude.New(purser.BackendSpec{Type: "claude", Options: map[string]any{"command": script, "env": map[string]any{"CLAUDE_CODE_MAX_RETRIES": "5"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var retries atomic.Int64
+	ctx := purser.WithInnerRetry(t.Context(), func() { retries.Add(1) })
+	if _, err := b.Call(ctx, purser.CallRequest{Workspace: dir, Prompt: "p"}, func(budget.UsageEvent) {}); err != nil {
+		t.Fatal(err)
+	}
+	if retries.Load() != 2 {
+		t.Fatalf("%d inner retries counted, want the 2 api_retry lines", retries.Load())
 	}
 }

@@ -6,10 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend/proc"
+	"github.com/purser-dev/purser/budget"
 )
 
 // Gemini CLI's failed results, as the fixtures and the real CLI against the
@@ -98,5 +100,37 @@ func TestGeminiNoRetrySettings(t *testing.T) {
 	}
 	if _, err := noRetrySettings(filepath.Join(dir, "out"), commented); err == nil || !strings.Contains(err.Error(), "own retries stay on") {
 		t.Fatalf("err %v: want the file left alone, saying the retries stay on", err)
+	}
+}
+
+// Gemini CLI runs with the system settings that switch its retries off, the
+// retries it announces all the same are counted, and its failure is
+// classified.
+func TestGeminiCallRunsWithoutItsOwnRetries(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	dir := t.TempDir()
+	script := filepath.Join(dir, "gemini")
+	body := `#!/bin/sh
+grep -q '"maxAttempts": 1' "$GEMINI_CLI_SYSTEM_SETTINGS_PATH" || { echo "no maxAttempts in $GEMINI_CLI_SYSTEM_SETTINGS_PATH" >&2; exit 9; }
+echo '{"type":"init","session_id":"s1","model":"gemini-2.5-pro"}'
+echo 'Attempt 1 failed with status 429. Retrying with backoff... _ApiError' >&2
+echo '{"type":"result","status":"error","error":{"type":"unknown","message":"[API Error: {\"error\":{\"code\":429,\"message\":\"mock injected 429\",\"status\":\"RESOURCE_EXHAUSTED\"}}]"}}'
+`
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(purser.BackendSpec{Type: "gemini", Options: map[string]any{"command": script, "env": map[string]any{"HOME": dir}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var retries atomic.Int64
+	ctx := purser.WithInnerRetry(t.Context(), func() { retries.Add(1) })
+	_, err = b.Call(ctx, purser.CallRequest{Workspace: dir, Prompt: "p"}, func(budget.UsageEvent) {})
+	var fe *proc.FaultError
+	if !errors.As(err, &fe) || fe.Fault != proc.FaultRateLimit {
+		t.Fatalf("%v: want a rate limit", err)
+	}
+	if retries.Load() != 1 {
+		t.Fatalf("%d inner retries counted, want the one announced", retries.Load())
 	}
 }

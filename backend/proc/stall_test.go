@@ -3,6 +3,8 @@ package proc_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,5 +70,23 @@ func TestNoStallWindowNoStall(t *testing.T) {
 	out, err := proc.Run(context.Background(), proc.Command{Path: "sh", Args: []string{"-c", "sleep 1"}}, func([]byte) {})
 	if err != nil || out.Stalled || out.WaitErr != nil {
 		t.Fatalf("outcome %+v, %v: want a clean exit", out, err)
+	}
+}
+
+// A follower's offset grows as its file does: what the stall detector
+// watches for an agent's session file.
+func TestFollowerOffsetGrowsWithTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "session.jsonl")
+	f := &proc.Follower{Find: func() string { return path }, OnLine: func(proc.Line) {}}
+	f.Poll()
+	if f.Offset() != 0 {
+		t.Fatalf("offset %d before the file exists", f.Offset())
+	}
+	if err := os.WriteFile(path, []byte("{\"a\":1}\n{\"b\":2}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.Poll()
+	if f.Offset() != 16 {
+		t.Fatalf("offset %d, want the 16 bytes written", f.Offset())
 	}
 }
