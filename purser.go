@@ -134,6 +134,11 @@ type BackendSpec struct {
 	// CallTimeout bounds one call (0: DefaultCallTimeout). A call that runs
 	// past it is cancelled and counts as a transient failure.
 	CallTimeout time.Duration
+	// StallTimeout ends a call from which nothing came (no output from the
+	// agent, no growth of its session file, no bytes of the provider's
+	// stream) for this long, as a transient failure (0: the engine's
+	// default, DefaultStallTimeout; negative: never).
+	StallTimeout time.Duration
 	// Options are the backend type's own settings: the options its package
 	// declares (a pointer to them), as the config loader decoded, validated
 	// and checked them; or, from code that builds a spec by hand, a
@@ -214,6 +219,10 @@ type CallRequest struct {
 	// only at the end (Claude Code) uses Price to settle that report against
 	// exactly what its streamed usage was recorded at.
 	Price func(budget.UsageEvent) budget.UsageEvent
+	// StallTimeout is the stall window of this call (0: no stall
+	// detection): a backend ends a call from which nothing came for this
+	// long and returns a *StallError.
+	StallTimeout time.Duration
 }
 
 // CallResult is what a call produced besides its usage.

@@ -51,6 +51,9 @@ const (
 	// CallInterrupted: Purser itself stopped mid-call (it was killed); the
 	// usage recorded up to then stands.
 	CallInterrupted CallOutcome = "interrupted"
+	// CallStalled: nothing came from the agent or the provider for the
+	// stall window; the call was ended and is retried like a transient one.
+	CallStalled CallOutcome = "stalled"
 )
 
 // CallRecord is one call to a backend, retries included (each its own record).
@@ -73,6 +76,10 @@ type CallRecord struct {
 	// CallStarted ("" when none or not yet started): on resume, what a dead
 	// owner's call left running is found by it and killed.
 	Process string
+	// InnerRetries counts the requests the agent retried by itself within
+	// this call (Claude Code's api_retry lines, Codex's reconnects, Gemini
+	// CLI's attempts): retries Purser could not switch off, shown in BUDGET.md.
+	InnerRetries int
 }
 
 // LedgerEntry is one usage event in the append-only usage ledger. Key makes

@@ -14,8 +14,8 @@ import (
 )
 
 // BackendOptions are one type of backend's own options: every key of a
-// backend mapping but type, models, callTimeout, billing and unpricedModel. A
-// backend package
+// backend mapping but type, models, callTimeout, stallTimeout, billing and
+// unpricedModel. A backend package
 // declares them as a struct whose yaml tags name the options (an embedded
 // struct tagged `yaml:",inline"` shares its keys); a pointer to it
 // implements this interface. The loader decodes a mapping into it strictly
@@ -59,7 +59,7 @@ func (e *OptionError) Unwrap() error { return e.Err }
 
 // commonBackendKeys are the keys of every backend mapping that config reads
 // itself; the rest are the type's own options.
-var commonBackendKeys = []string{"type", "models", "callTimeout", "billing", "unpricedModel"}
+var commonBackendKeys = []string{"type", "models", "callTimeout", "stallTimeout", "billing", "unpricedModel"}
 
 // DecodeBackendOptions gives a backend's New its options, validated, from
 // spec.Options: either the options the loader decoded (a value of into's

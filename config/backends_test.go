@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/config"
@@ -100,9 +101,9 @@ func TestLoadTaskChecksBackendOptionsBeforeSpending(t *testing.T) {
 		want    []string
 	}{
 		{"typo in an option", "backend:\n  type: script\n  script: s.yaml\n  scirpt: s.yaml\n", "", false,
-			[]string{"task.yaml:9:11: backend.scirpt: unknown option (known: billing, callTimeout, models, script, type, unpricedModel)"}},
+			[]string{"task.yaml:9:11: backend.scirpt: unknown option (known: billing, callTimeout, models, script, stallTimeout, type, unpricedModel)"}},
 		{"typo in an inline option", "backend:\n  type: agent\n  comand: x\n", "", false,
-			[]string{"task.yaml:8:11: backend.comand: unknown option (known: billing, callTimeout, command, env, fence, keyEnv, maxTurns, models, tools, type, unpricedModel)"}},
+			[]string{"task.yaml:8:11: backend.comand: unknown option (known: billing, callTimeout, command, env, fence, keyEnv, maxTurns, models, stallTimeout, tools, type, unpricedModel)"}},
 		{"an unexported field is not an option", "backend:\n  type: agent\n  internal: x\n", "", false,
 			[]string{"task.yaml:8:13: backend.internal: unknown option"}},
 		{"bad type", "backend:\n  type: scirpt\n", "", false,
@@ -133,6 +134,10 @@ func TestLoadTaskChecksBackendOptionsBeforeSpending(t *testing.T) {
 			[]string{"task.yaml:8:8: backend.env: want a mapping, got a list"}},
 		{"every wrong option at once", "backend:\n  type: agent\n  maxTurns: x\n  fence: 1\n", "", false,
 			[]string{"task.yaml:8:13: backend.maxTurns: ", "task.yaml:9:10: backend.fence: want true or false, got 1"}},
+		{"a stall timeout that is no duration", "backend:\n  type: script\n  script: s.yaml\n  stallTimeout: 2 minutes\n", "", false,
+			[]string{"task.yaml:9:17: backend.stallTimeout: 2 minutes: want a duration such as 120s or 5m, or off"}},
+		{"a stall timeout of zero", "backend:\n  type: script\n  script: s.yaml\n  stallTimeout: 0s\n", "", false,
+			[]string{"task.yaml:9:17: backend.stallTimeout: 0s: want a duration"}},
 		{"a value Validate refuses", "backend:\n  type: agent\n  maxTurns: -1\n", "", false,
 			[]string{"task.yaml:8:13: backend.maxTurns: must not be negative"}},
 		{"missing option", "backend:\n  type: script\n", "", false,
@@ -338,6 +343,30 @@ func TestBillingAndUnpricedModelAreCommonBackendKeys(t *testing.T) {
 		warning := config.SubscriptionWarning(task)
 		if tc.subscription != (warning != "") || (warning != "" && !strings.Contains(warning, "not enforced")) {
 			t.Errorf("%s: warning %q", tc.backend, warning)
+		}
+	}
+}
+
+// stallTimeout is a duration, or off: the stall window of the backend's
+// calls (0, unset: the engine's default; negative: never).
+func TestStallTimeoutOption(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  time.Duration
+	}{{"", 0}, {"  stallTimeout: 3s\n", 3 * time.Second}, {"  stallTimeout: off\n", -1}} {
+		dir := t.TempDir()
+		write(t, filepath.Join(dir, "s.yaml"), "steps: []\n")
+		if err := os.Mkdir(filepath.Join(dir, "ws"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "task.yaml")
+		write(t, path, taskHead+"backend:\n  type: script\n  script: s.yaml\n"+tc.value)
+		task, _, err := config.Loader{Backends: fakeTypes()}.LoadTask(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.Backend.StallTimeout != tc.want {
+			t.Errorf("%q: stall timeout %s, want %s", tc.value, task.Backend.StallTimeout, tc.want)
 		}
 	}
 }

@@ -446,9 +446,9 @@ func sortedKeys(m map[string]string) []string {
 	return out
 }
 
-// backendSpec reads a backend mapping: type, models, callTimeout, billing,
-// unpricedModel, and the type's own options, decoded strictly and validated
-// when the loader knows the type.
+// backendSpec reads a backend mapping: type, models, callTimeout,
+// stallTimeout, billing, unpricedModel, and the type's own options, decoded
+// strictly and validated when the loader knows the type.
 func (l Loader) backendSpec(d *document, raw map[string]any, prefix, dir string) (purser.BackendSpec, error) {
 	spec := purser.BackendSpec{Models: map[string]string{}, Dir: dir}
 	var errs []error
@@ -490,6 +490,17 @@ func (l Loader) backendSpec(d *document, raw map[string]any, prefix, dir string)
 			default:
 				fail("unpricedModel", fmt.Sprintf("%s: want refuse (the default: a call on a model with no price is refused where only a money cap would bound it) or allow", describe(v)))
 			}
+		case "stallTimeout":
+			str, _ := v.(string)
+			if str == "off" {
+				spec.StallTimeout = -1
+				break
+			}
+			dur, err := time.ParseDuration(str)
+			if err != nil || dur <= 0 {
+				fail("stallTimeout", fmt.Sprintf("%v: want a duration such as 120s or 5m, or off", v))
+			}
+			spec.StallTimeout = dur
 		case "models":
 			m, ok := v.(map[string]any)
 			if !ok {

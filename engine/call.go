@@ -25,6 +25,12 @@ func (t *taskRun) call(ctx context.Context, kind purser.CallKind) (string, error
 	for attempt := 1; attempt <= 1+retry.Max; attempt++ {
 		if attempt > 1 {
 			backoff := retry.Base << (attempt - 2)
+			// A provider that said when to come back (a 429's Retry-After)
+			// is not asked sooner.
+			var hint interface{ RetryAfterHint() time.Duration }
+			if errors.As(lastErr, &hint) && hint.RetryAfterHint() > backoff {
+				backoff = hint.RetryAfterHint()
+			}
 			t.log.Warn("retrying after transient error", "call", kind, "attempt", attempt, "backoff", backoff, "error", lastErr)
 			select {
 			case <-ctx.Done():
@@ -176,15 +182,32 @@ func (t *taskRun) makeCall(ctx context.Context, pc *preparedCall, res *budget.Re
 	maxUSD := t.callMaxUSD(pc.rec.Reserved.USD)
 	// The call's process is recorded before the agent sends anything, so a
 	// resume after a crash can end what is left of it.
+	var recMu sync.Mutex // the backend's goroutines touch the record through these hooks
 	callCtx = purser.WithCallStarted(callCtx, func(process string) {
+		recMu.Lock()
+		defer recMu.Unlock()
 		pc.rec.Process = process
 		if err := e.cfg.Store.SaveCall(context.WithoutCancel(ctx), pc.rec); err != nil {
 			t.log.Warn("recording the call's process", "error", err)
 		}
 	})
+	callCtx = purser.WithInnerRetry(callCtx, func() {
+		recMu.Lock()
+		pc.rec.InnerRetries++
+		recMu.Unlock()
+		t.log.Warn("the agent retried a request by itself", "call", pc.kind, "attempt", pc.rec.Attempt)
+	})
+	stall := t.task.Backend.StallTimeout
+	if stall == 0 {
+		stall = e.cfg.StallTimeout
+	}
+	stall = max(stall, 0)
 	result, callErr := t.backend.Call(callCtx, purser.CallRequest{TaskID: t.task.ID, Kind: pc.kind, Iteration: t.iteration, Attempt: pc.rec.Attempt,
 		Model: pc.model, Prompt: pc.prompt, ContextTokens: pc.ctx.Tokens, MaxOutputTokens: pc.rec.MaxOutputTokens, MaxUSD: maxUSD,
-		Workspace: t.task.Workspace, Price: usage.price}, usage.report)
+		Workspace: t.task.Workspace, Price: usage.price, StallTimeout: stall}, usage.report)
+	// The backend has returned: its hooks are done with the record.
+	recMu.Lock()
+	defer recMu.Unlock()
 	pc.rec.EndedAt = e.cfg.Clock.Now()
 	if pc.kind == purser.CallMain {
 		t.feedback = redact.String(result.Feedback)
@@ -242,6 +265,10 @@ func (t *taskRun) outcome(ctx, callCtx context.Context, pc *preparedCall, ledger
 		// A hung call: cancelled, and worth a retry through the budget.
 		pc.rec.Outcome = purser.CallTransient
 		return fmt.Errorf("%s call timed out after %s: %w", pc.kind, timeout, purser.ErrTransient)
+	case callErr != nil && errors.Is(callErr, purser.ErrStalled):
+		// Nothing came for the stall window: ended, and worth a retry.
+		pc.rec.Outcome = purser.CallStalled
+		return fmt.Errorf("%s call: %w", pc.kind, callErr)
 	case callErr != nil && errors.Is(callErr, purser.ErrTransient):
 		pc.rec.Outcome = purser.CallTransient
 		return callErr

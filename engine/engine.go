@@ -64,6 +64,11 @@ type Config struct {
 	// Heartbeat is how often a running task's (and run's) wall time is
 	// saved; default: DefaultHeartbeat.
 	Heartbeat time.Duration
+	// StallTimeout is the stall window of a backend that sets none
+	// (BackendSpec.StallTimeout): a call from which nothing comes for this
+	// long is ended as stalled and retried. Default: DefaultStallTimeout;
+	// negative: no stall detection.
+	StallTimeout time.Duration
 	// Shared, when set, admits each call against the run budget through the
 	// database too, so that processes sharing a run never jointly overrun it.
 	Shared purser.SharedRunBudget
@@ -92,6 +97,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Owners == nil {
 		c.Owners = nobody{}
+	}
+	if c.StallTimeout == 0 {
+		c.StallTimeout = purser.DefaultStallTimeout
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = DefaultHeartbeat

@@ -136,7 +136,7 @@ func BudgetMD(r Report) []byte {
 		byCall[u.CallID].Merge(u.Totals)
 	}
 	b.WriteString("\n## Calls\n\n| # | iteration | kind | attempt | model | outcome | tokens | USD | reserved | note |\n|---:|---:|---|---:|---|---|---:|---|---|---|\n")
-	retries := 0
+	retries, inner, stalled := 0, 0, 0
 	for i, c := range r.Calls {
 		t := byCall[c.ID]
 		if t == nil {
@@ -145,12 +145,25 @@ func BudgetMD(r Report) []byte {
 		if c.Attempt > 1 {
 			retries++
 		}
+		inner += c.InnerRetries
+		if c.Outcome == purser.CallStalled {
+			stalled++
+		}
+		var notes []string
+		for _, n := range []string{c.Error, c.Note} {
+			if n = strings.Trim(n, "; "); n != "" {
+				notes = append(notes, n)
+			}
+		}
+		if c.InnerRetries > 0 {
+			notes = append(notes, fmt.Sprintf("%d request(s) retried by the agent itself", c.InnerRetries))
+		}
 		reserved := fmt.Sprintf("%d tokens", c.Reserved.Tokens)
 		if c.Reserved.USD > 0 {
 			reserved += ", " + c.Reserved.USD.String()
 		}
 		fmt.Fprintf(&b, "| %d | %d | %s | %d | %s | %s | %d | %s | %s | %s |\n", i+1, c.Iteration, c.Kind, c.Attempt, c.Model, c.Outcome,
-			t.Tokens, USDCell(*t), reserved, oneLine(strings.Trim(c.Error+"; "+c.Note, "; ")))
+			t.Tokens, USDCell(*t), reserved, oneLine(strings.Join(notes, "; ")))
 	}
 	if len(r.Calls) == 0 {
 		b.WriteString("| - | - | - | - | - | - | 0 | $0.00 | - | no call was made |\n")
@@ -159,7 +172,14 @@ func BudgetMD(r Report) []byte {
 	pricesSection(&b, r.Prices)
 
 	fmt.Fprintf(&b, "\n## Retries\n\n%d retried call(s). Each retry is a call of its own above, admitted by the budget and counted.", retries)
-	b.WriteString(" Nothing is retried after the hard cap.\n")
+	b.WriteString(" Nothing is retried after the hard cap.")
+	// The agent's own retries are Purser's to show even where its CLI would
+	// not let them be switched off: each was a request sent, inside a call.
+	fmt.Fprintf(&b, " %d request(s) retried by the agents themselves, inside their calls (their usage is in the calls').", inner)
+	if stalled > 0 {
+		fmt.Fprintf(&b, " %d call(s) stalled: nothing came from the agent or the provider for the stall window, so they were ended and retried.", stalled)
+	}
+	b.WriteString("\n")
 
 	b.WriteString("\n## Degrade actions\n\n")
 	if len(r.Degrades) == 0 {

@@ -92,7 +92,7 @@ func blockedReport(t *testing.T) report.Report {
 		},
 		Calls: []purser.CallRecord{
 			{ID: "c1", Iteration: 1, Kind: purser.CallPlanning, Attempt: 1, Model: "claude-sonnet-4-5", Outcome: purser.CallOK, Reserved: budget.Amount{Tokens: 12192, USD: *usd("0.135")}},
-			{ID: "c2", Iteration: 1, Kind: purser.CallMain, Attempt: 1, Model: "claude-sonnet-4-5", Outcome: purser.CallTransient, Error: "overloaded: transient backend error", Reserved: budget.Amount{Tokens: 28192}},
+			{ID: "c2", Iteration: 1, Kind: purser.CallMain, Attempt: 1, Model: "claude-sonnet-4-5", Outcome: purser.CallStalled, Error: "stalled: no bytes from the agent for 2m0s: transient backend error", InnerRetries: 2, Reserved: budget.Amount{Tokens: 28192}},
 			{ID: "c3", Iteration: 1, Kind: purser.CallMain, Attempt: 2, Model: "claude-sonnet-4-5", Outcome: purser.CallOK, Reserved: budget.Amount{Tokens: 28192}},
 			{ID: "c4", Iteration: 2, Kind: purser.CallMain, Attempt: 1, Model: "claude-haiku-4-5", Outcome: purser.CallOK, Reserved: budget.Amount{Tokens: 9192}},
 			{ID: "c5", Iteration: 2, Kind: purser.CallSelfReview, Attempt: 1, Model: "local-llm", Outcome: purser.CallOK, Reserved: budget.Amount{Tokens: 9192}},

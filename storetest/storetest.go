@@ -617,7 +617,10 @@ func testCalls(t *testing.T, open Opener) {
 		g.Reserved != c.Reserved || g.MaxOutputTokens != 2000 || g.Iteration != 1 || g.Process != c.Process {
 		t.Fatalf("call read back as %+v, want %+v", g, c)
 	}
-	c.EndedAt, c.Outcome, c.Error, c.Note = start.Add(time.Second), purser.CallInterrupted, "killed", "reported $0.01, estimated $0.02"
+	// A stalled call, with the retries its agent made by itself, as the
+	// engine saves it when the call ends.
+	c.EndedAt, c.Outcome, c.Error, c.Note = start.Add(time.Second), purser.CallStalled, "stalled: no bytes from the agent for 2m0s", "reported $0.01, estimated $0.02"
+	c.InnerRetries = 3
 	if err := s.SaveCall(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -629,7 +632,7 @@ func testCalls(t *testing.T, open Opener) {
 	if err != nil || len(got) != 2 || got[0].ID != "c0" || got[1].ID != "c1" {
 		t.Fatalf("calls %+v (%v), want c0 then c1, in the order they started", got, err)
 	}
-	if g := got[1]; !g.EndedAt.Equal(c.EndedAt) || g.Outcome != purser.CallInterrupted || g.Error != "killed" || g.Note != c.Note {
+	if g := got[1]; !g.EndedAt.Equal(c.EndedAt) || g.Outcome != purser.CallStalled || g.Error != c.Error || g.Note != c.Note || g.InnerRetries != 3 {
 		t.Fatalf("ended call read back as %+v", g)
 	}
 }

@@ -127,9 +127,6 @@ func (b *Backend) env() []string {
 		"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1")
 }
 
-// transientStatus are the HTTP statuses worth a retry by the engine.
-var transientStatus = map[int]bool{408: true, 429: true, 500: true, 502: true, 503: true, 504: true, 529: true}
-
 // Call runs one `claude -p` to completion, or until ctx is done: then it is
 // interrupted (SIGINT, which still yields a result with the cost so far),
 // and its process group is killed after StopGrace.
@@ -137,10 +134,14 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	p := NewParser()
 	var parseErr error
 	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: b.args(req), Dir: req.Workspace, Env: b.env(),
-		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace}, func(line []byte) {
+		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace, Stall: req.StallTimeout}, func(line []byte) {
+		retries := p.Retries()
 		evs, perr := p.Feed(line)
 		if perr != nil && parseErr == nil {
 			parseErr = perr
+		}
+		if p.Retries() > retries {
+			purser.InnerRetry(ctx) // one Claude Code made although told not to: counted
 		}
 		for _, ev := range evs {
 			report(ev)
@@ -169,6 +170,9 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	if out.Stopped {
 		return res, context.Cause(ctx)
 	}
+	if out.Stalled {
+		return res, out.Stall()
+	}
 	return res, b.outcome(p, out, parseErr)
 }
 
@@ -178,8 +182,8 @@ func (b *Backend) outcome(p *Parser, out proc.Outcome, parseErr error) error {
 	r := p.Result()
 	if r == nil {
 		msg := out.Incomplete("claude exited without a result", parseErr)
-		if strings.Contains(out.Stderr, "ECONNRESET") || strings.Contains(out.Stderr, "Connection") {
-			return fmt.Errorf("%s: %w", msg, purser.ErrTransient)
+		if f := proc.TextFault(out.Stderr); f.Transient() {
+			return &proc.FaultError{Backend: "claude", Fault: f, Detail: msg}
 		}
 		return errors.New(msg)
 	}
@@ -190,14 +194,20 @@ func (b *Backend) outcome(p *Parser, out proc.Outcome, parseErr error) error {
 		return fmt.Errorf("claude stopped at its --max-budget-usd fence (%s): %w", redact.String(strings.Join(r.Errors, "; ")), budget.ErrInsufficientBudget)
 	case r.Subtype == "error_max_turns":
 		return nil // the turns are spent; the validators say whether it worked
-	case r.IsError && r.APIErrorStatus != nil && transientStatus[*r.APIErrorStatus]:
-		return fmt.Errorf("claude: API error %d: %s: %w", *r.APIErrorStatus, text, purser.ErrTransient)
-	case r.IsError && strings.Contains(r.Result, "Connection to the API was lost"):
-		return fmt.Errorf("claude: %s: %w", text, purser.ErrTransient)
 	case r.IsError:
-		return fmt.Errorf("claude: %s (%s)", text, r.Subtype)
+		return Classify(r.APIErrorStatus, text)
 	}
 	return nil
+}
+
+// Classify tells a failed result's fault from its HTTP status, or, without
+// one (a refused or dropped connection), from its words.
+func Classify(status *int, text string) error {
+	f := proc.TextFault(text)
+	if status != nil && *status != 0 {
+		f = proc.StatusFault(*status)
+	}
+	return &proc.FaultError{Backend: "claude", Fault: f, Detail: text}
 }
 
 // recover reads the session transcript under $HOME/.claude/projects for the

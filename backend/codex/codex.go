@@ -12,11 +12,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/BurntSushi/toml"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend/internal/usagedelta"
@@ -75,6 +78,9 @@ type Parser struct {
 	Done      bool   // a turn completed
 	Text      string // the last agent message
 	Retries   int    // "Reconnecting..." announcements
+	// Offline: Codex said it is "waiting for network" (a refused
+	// connection), which it would wait out without end.
+	Offline string
 }
 
 // NewParser returns a parser of a call to model. Its events carry tokens and
@@ -108,6 +114,9 @@ func (p *Parser) Feed(b []byte) ([]budget.UsageEvent, error) {
 	case "error":
 		if strings.HasPrefix(l.Message, "Reconnecting") {
 			p.Retries++
+			if strings.Contains(l.Message, "waiting for network") && p.Offline == "" {
+				p.Offline = l.Message
+			}
 		}
 	case "item.completed":
 		if l.Item != nil && l.Item.Type == "agent_message" {
@@ -210,6 +219,12 @@ type Options struct {
 	Sandbox string `yaml:"sandbox"`
 	// Args are extra arguments before the prompt, e.g. approval settings.
 	Args []string `yaml:"args"`
+	// Provider is the model provider of Codex's config whose own retries
+	// Purser switches off (request_max_retries and stream_max_retries set to
+	// 0 with -c); default: the config's model_provider, when the config
+	// defines it. Codex refuses such settings for its built-in providers
+	// (openai, ollama, lmstudio, oss): their retries stay, and are counted.
+	Provider string `yaml:"provider"`
 }
 
 // Sandboxes are the values Codex's --sandbox takes.
@@ -279,7 +294,12 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	if req.Model != "" {
 		args = append(args, "--model", req.Model)
 	}
-	args = append(append(args, b.opts.Args...), "-")
+	args = append(append(args, b.retryArgs()...), b.opts.Args...)
+	args = append(args, "-")
+	// Codex waits for the network without end: Purser gives up on the
+	// call at its first "waiting for network", and retries by its policy.
+	ctx, giveUp := context.WithCancelCause(ctx)
+	defer giveUp(nil)
 	p := NewParser(req.Model)
 	recovered := 0
 	follow := &proc.Follower{
@@ -304,10 +324,18 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	stopFollowing := follow.Every(rolloutPoll)
 	var parseErr error
 	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: args, Dir: req.Workspace, Env: b.cli.Environ(),
-		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace}, func(l []byte) {
+		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace,
+		Stall: req.StallTimeout, Progress: follow.Offset}, func(l []byte) {
+		_, _, _, _, retries := p.state()
 		evs, perr := p.Feed(l)
 		if perr != nil && parseErr == nil {
 			parseErr = perr
+		}
+		if _, _, _, _, now := p.state(); now > retries {
+			purser.InnerRetry(ctx) // one Codex made by itself: counted
+			if offline := p.offline(); offline != "" {
+				giveUp(&proc.FaultError{Backend: "codex", Fault: proc.FaultRefused, Detail: redact.String(offline)})
+			}
 		}
 		for _, ev := range evs {
 			report(ev)
@@ -330,25 +358,67 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	switch {
 	case out.Stopped:
 		return res, context.Cause(ctx)
+	case out.Stalled:
+		return res, out.Stall()
 	case failed != "":
-		msg := "codex: turn failed: " + redact.String(failed)
-		if isTransient(failed) {
-			return res, fmt.Errorf("%s: %w", msg, purser.ErrTransient)
+		return res, Classify(failed)
+	case !done:
+		msg := out.Incomplete("codex exited without completing its turn", parseErr)
+		if f := proc.TextFault(out.Stderr); f.Transient() {
+			return res, &proc.FaultError{Backend: "codex", Fault: f, Detail: msg}
 		}
 		return res, errors.New(msg)
-	case !done:
-		return res, errors.New(out.Incomplete("codex exited without completing its turn", parseErr))
 	}
 	return res, nil
 }
 
-// isTransient: Codex gives up on 429 at once and on 5xx after its own
-// reconnects; both are worth a retry by the engine, through the budget.
-func isTransient(msg string) bool {
-	for _, s := range []string{"429", "Too Many Requests", "high demand", "stream disconnected", "500", "502", "503", "504", "overloaded"} {
-		if strings.Contains(msg, s) {
-			return true
-		}
+// Classify tells the fault of a failed turn from Codex's words.
+func Classify(failed string) error {
+	return &proc.FaultError{Backend: "codex", Fault: proc.TextFault(failed), Detail: "turn failed: " + redact.String(failed)}
+}
+
+// offline returns Codex's "waiting for network" message, if it said one.
+func (p *Parser) offline() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.Offline
+}
+
+// bareKey is a TOML key that needs no quotes.
+var bareKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// builtinProviders are Codex's own model providers, whose settings its
+// config may not override.
+var builtinProviders = []string{"openai", "ollama", "lmstudio", "oss"}
+
+// retryArgs switch off Codex's own retries for the provider it uses, where
+// Codex allows it: -c settings of a provider its config defines.
+func (b *Backend) retryArgs() []string {
+	provider := b.opts.Provider
+	if provider == "" {
+		provider = b.configuredProvider()
 	}
-	return false
+	// Codex splits a -c key at its dots and takes no quoting: an id with
+	// other characters cannot be named there.
+	if provider == "" || slices.Contains(builtinProviders, provider) || !bareKey.MatchString(provider) {
+		return nil
+	}
+	key := "model_providers." + provider
+	return []string{"-c", key + ".request_max_retries=0", "-c", key + ".stream_max_retries=0"}
+}
+
+// configuredProvider is the model_provider of $CODEX_HOME/config.toml when
+// that config defines it among its model_providers, else "".
+func (b *Backend) configuredProvider() string {
+	var cfg struct {
+		ModelProvider  string                    `toml:"model_provider"`
+		ModelProviders map[string]toml.Primitive `toml:"model_providers"`
+	}
+	if _, err := toml.DecodeFile(filepath.Join(b.codexHome(), "config.toml"), &cfg); err != nil {
+		return ""
+	}
+	if _, ok := cfg.ModelProviders[cfg.ModelProvider]; !ok {
+		return ""
+	}
+	return cfg.ModelProvider
 }

@@ -15,7 +15,10 @@
 //   - With no report at all, only time and iterations count and the call's
 //     dollars are unknown (never $0): BUDGET.md says so.
 //   - Exit 0: the call succeeded. Exit 75 (EX_TEMPFAIL): a transient failure
-//     the engine may retry. Anything else: the call failed.
+//     the engine may retry (its stderr may name the fault: "connection
+//     refused", "429", …). Anything else: the call failed.
+//   - A command that prints nothing and appends no usage line for the stall
+//     window (stallTimeout) is ended as stalled, and retried.
 package exec
 
 import (
@@ -132,7 +135,8 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	stopFollowing := follow.Every(pollEvery)
 	var output strings.Builder
 	out, err := proc.Run(ctx, proc.Command{Path: b.argv[0], Args: b.argv[1:], Dir: req.Workspace, Env: env,
-		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGTERM, Grace: StopGrace}, func(l []byte) {
+		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGTERM, Grace: StopGrace,
+		Stall: req.StallTimeout, Progress: follow.Offset}, func(l []byte) {
 		if output.Len() < 64<<10 {
 			output.Write(l)
 			output.WriteByte('\n')
@@ -159,14 +163,29 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	if out.Stopped {
 		return res, context.Cause(ctx)
 	}
+	return res, Classify(b.argv[0], out)
+}
+
+// Classify tells how the command ended, as on every backend: a stall (no
+// output, no usage line for the stall window), a retry asked for by exit 75
+// (the fault its stderr names, if it names one), or a failure.
+func Classify(program string, out proc.Outcome) error {
+	if out.Stalled {
+		return out.Stall()
+	}
 	var ee *osexec.ExitError
 	switch {
 	case out.WaitErr == nil:
-		return res, nil
+		return nil
 	case errors.As(out.WaitErr, &ee) && ee.ExitCode() == ExitTransient:
-		return res, fmt.Errorf("exec: %s asked for a retry (exit %d): %s: %w", b.argv[0], ExitTransient, proc.LastLines(out.Stderr, 3), purser.ErrTransient)
+		f := proc.TextFault(out.Stderr)
+		if !f.Transient() {
+			f = proc.FaultRetryable
+		}
+		return &proc.FaultError{Backend: "exec", Fault: f,
+			Detail: fmt.Sprintf("%s asked for a retry (exit %d): %s", program, ExitTransient, proc.LastLines(out.Stderr, 3))}
 	}
-	return res, fmt.Errorf("exec: %s: %v: %s", b.argv[0], out.WaitErr, proc.LastLines(out.Stderr, 5))
+	return fmt.Errorf("exec: %s: %v: %s", program, out.WaitErr, proc.LastLines(out.Stderr, 5))
 }
 
 // usageLines reads the lines of the usage file as the follower passes them.

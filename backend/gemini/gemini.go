@@ -23,7 +23,6 @@ import (
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
-	"github.com/purser-dev/purser/redact"
 )
 
 // StopGrace is how long Gemini CLI has after SIGTERM before its group is
@@ -259,6 +258,12 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	// The launcher would re-spawn itself and ignore signals; no relaunch
 	// means a signal to the group stops the CLI itself.
 	env := b.cli.Environ("GEMINI_CLI_NO_RELAUNCH=true")
+	var note string
+	if settings, err := b.noRetries(); err != nil {
+		note = "Gemini CLI's own retries stay on: " + err.Error()
+	} else {
+		env = append(env, systemSettingsEnv+"="+settings)
+	}
 	p := NewParser()
 	recovered := 0
 	follow := &proc.Follower{Find: func() string { return b.chatFile(p) }, OnLine: func(l proc.Line) {
@@ -270,7 +275,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	stopFollowing := follow.Every(chatPoll)
 	var parseErr error
 	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: args, Dir: req.Workspace, Env: env,
-		Interrupt: syscall.SIGTERM, Grace: StopGrace}, func(l []byte) {
+		Interrupt: syscall.SIGTERM, Grace: StopGrace, Stall: req.StallTimeout, Progress: follow.Offset}, func(l []byte) {
 		evs, perr := p.Feed(l)
 		if perr != nil && parseErr == nil {
 			parseErr = perr
@@ -286,25 +291,44 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		return purser.CallResult{}, fmt.Errorf("gemini: %w", err)
 	}
 	_, done, failed, text := p.State()
-	res := purser.CallResult{Text: text}
+	res := purser.CallResult{Text: text, Note: note}
 	if !done && recovered > 0 {
-		res.Note = "no result line; usage recovered from the chat file"
+		res.Note = strings.TrimPrefix(res.Note+"; no result line; usage recovered from the chat file", "; ")
+	}
+	for range innerRetries(out.Stderr) {
+		purser.InnerRetry(ctx) // one Gemini CLI made by itself: counted
 	}
 	switch {
 	case out.Stopped:
 		return res, context.Cause(ctx)
+	case out.Stalled:
+		return res, out.Stall()
 	case failed != "":
 		// The exit code is the HTTP status mod 256, and a total failure may
 		// exit 0: the result line is what counts.
-		msg := "gemini: " + redact.String(failed)
-		if isTransient(failed) {
-			return res, fmt.Errorf("%s: %w", msg, purser.ErrTransient)
+		return res, Classify(failed)
+	case !done:
+		msg := out.Incomplete("gemini exited without a result", parseErr)
+		if f := proc.TextFault(out.Stderr); f.Transient() {
+			return res, &proc.FaultError{Backend: "gemini", Fault: f, Detail: msg}
 		}
 		return res, errors.New(msg)
-	case !done:
-		return res, errors.New(out.Incomplete("gemini exited without a result", parseErr))
 	}
 	return res, nil
+}
+
+// noRetries returns the system settings file that switches Gemini CLI's
+// own retries off, written from the system settings in force.
+func (b *Backend) noRetries() (string, error) {
+	dir, err := settingsDir()
+	if err != nil {
+		return "", err
+	}
+	current := b.cli.Env[systemSettingsEnv]
+	if current == "" {
+		current = os.Getenv(systemSettingsEnv)
+	}
+	return noRetrySettings(dir, current)
 }
 
 // chatPoll is how often the chat file is read while Gemini CLI runs.
@@ -331,13 +355,4 @@ func (b *Backend) chatFile(p *Parser) string {
 		}
 	}
 	return ""
-}
-
-func isTransient(msg string) bool {
-	for _, s := range []string{"429", "500", "502", "503", "504", "RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "overloaded", "fetch failed", "ECONNRESET", "terminated"} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
 }

@@ -9,17 +9,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	oa "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/contextbuild"
@@ -144,7 +150,19 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			params.MaxTokens = oa.Int(maxOut)
 		}
 	}
-	stream := b.client.Chat.Completions.NewStreaming(ctx, params)
+	// The stall detector: nothing from the provider (no answer to the
+	// request, no byte of its stream) for the stall window ends the call.
+	streamCtx, stall := context.WithCancelCause(ctx)
+	defer stall(nil)
+	var opts []option.RequestOption
+	if req.StallTimeout > 0 {
+		watch := newIdleWatch(req.StallTimeout, func() {
+			stall(&purser.StallError{Window: req.StallTimeout, Source: "the provider (no answer, or a silent stream)"})
+		})
+		defer watch.stop()
+		opts = append(opts, option.WithMiddleware(watch.middleware))
+	}
+	stream := b.client.Chat.Completions.NewStreaming(streamCtx, params, opts...)
 	var text strings.Builder
 	var usage *oa.CompletionUsage
 	chunks := 0
@@ -174,7 +192,10 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		if ctx.Err() != nil {
 			return purser.CallResult{}, context.Cause(ctx)
 		}
-		return purser.CallResult{}, classify(err)
+		if cause := context.Cause(streamCtx); errors.Is(cause, purser.ErrStalled) {
+			return purser.CallResult{}, cause
+		}
+		return purser.CallResult{}, Classify(err)
 	}
 	res := purser.CallResult{Text: text.String()}
 	if usage == nil {
@@ -206,24 +227,98 @@ func event(model string, u oa.CompletionUsage) budget.UsageEvent {
 	return ev
 }
 
-// classify marks rate limits, overloads and network errors as transient.
-// The server's words are kept, secrets masked: an error may quote the key.
-func classify(err error) error {
+// Classify tells the fault of a failed request as on every backend: by its
+// HTTP status (and a 429's Retry-After), or, without one, by what broke. The
+// server's words are kept, secrets masked: an error may quote the key.
+func Classify(err error) error {
 	var apiErr *oa.Error
 	if errors.As(err, &apiErr) {
-		msg := redact.String(apiErr.Message)
-		switch code := apiErr.StatusCode; {
-		case code == 408 || code == 429 || code >= 500:
-			return fmt.Errorf("openai: HTTP %d: %s: %w", code, msg, purser.ErrTransient)
-		default:
-			return fmt.Errorf("openai: HTTP %d: %s", code, msg)
+		fe := &proc.FaultError{Backend: "openai", Fault: proc.StatusFault(apiErr.StatusCode),
+			Detail: fmt.Sprintf("HTTP %d: %s", apiErr.StatusCode, redact.String(apiErr.Message))}
+		if apiErr.Response != nil {
+			fe.RetryAfter = retryAfter(apiErr.Response.Header.Get("Retry-After"), time.Now())
 		}
+		return fe
 	}
+	detail := redact.String(err.Error())
 	var netErr net.Error
-	if errors.As(err, &netErr) || errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "connection reset") || strings.Contains(err.Error(), "EOF") {
-		return fmt.Errorf("openai: %s: %w", redact.String(err.Error()), purser.ErrTransient)
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return &proc.FaultError{Backend: "openai", Fault: proc.FaultRefused, Detail: detail}
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed):
+		return &proc.FaultError{Backend: "openai", Fault: proc.FaultDropped, Detail: detail}
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return &proc.FaultError{Backend: "openai", Fault: proc.FaultTimeout, Detail: detail}
+	case errors.As(err, &netErr):
+		f := proc.TextFault(err.Error())
+		if !f.Transient() {
+			f = proc.FaultDropped // a network error: the connection failed, not the request
+		}
+		return &proc.FaultError{Backend: "openai", Fault: f, Detail: detail}
+	}
+	if f := proc.TextFault(err.Error()); f.Transient() {
+		return &proc.FaultError{Backend: "openai", Fault: f, Detail: detail}
 	}
 	return fmt.Errorf("openai: %w", redactedError{err})
+}
+
+// maxRetryAfter bounds the wait a Retry-After header may ask for.
+const maxRetryAfter = 10 * time.Minute
+
+// retryAfter reads a Retry-After header: seconds or an HTTP date; 0 when
+// absent or unreadable.
+func retryAfter(h string, now time.Time) time.Duration {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return 0
+	}
+	if secs, err := strconv.Atoi(h); err == nil {
+		return min(max(time.Duration(secs)*time.Second, 0), maxRetryAfter)
+	}
+	if at, err := http.ParseTime(h); err == nil {
+		return min(max(at.Sub(now), 0), maxRetryAfter)
+	}
+	return 0
+}
+
+// idleWatch calls fire once window passes with no answer and no byte of a
+// response body.
+type idleWatch struct {
+	window time.Duration
+	timer  *time.Timer
+}
+
+func newIdleWatch(window time.Duration, fire func()) *idleWatch {
+	return &idleWatch{window: window, timer: time.AfterFunc(window, fire)}
+}
+
+func (w *idleWatch) touch() { w.timer.Reset(w.window) }
+func (w *idleWatch) stop()  { w.timer.Stop() }
+
+// middleware resets the watch when the answer comes, and on every byte of
+// its body.
+func (w *idleWatch) middleware(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	w.touch()
+	resp, err := next(r)
+	if resp != nil && resp.Body != nil {
+		w.touch()
+		resp.Body = &watchedBody{ReadCloser: resp.Body, w: w}
+	}
+	return resp, err
+}
+
+// watchedBody touches its watch on every read that brings bytes.
+type watchedBody struct {
+	io.ReadCloser
+	w *idleWatch
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.w.touch()
+	}
+	return n, err
 }
 
 // redactedError masks the secrets in an error's message and still matches

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,6 +38,14 @@ type Command struct {
 	Interrupt syscall.Signal
 	// Grace is how long the group has after Interrupt before SIGKILL.
 	Grace time.Duration
+	// Stall, when positive, ends the child as stalled once this long has
+	// passed without a byte on its stdout or stderr and without a change of
+	// Progress: a hung request is given up long before the call's timeout.
+	Stall time.Duration
+	// Progress, when set, is polled by the stall detector; a new value is
+	// work by the agent that its output does not show, such as its session
+	// file growing (Follower.Offset).
+	Progress func() int64
 }
 
 // Outcome is how the child ended.
@@ -44,6 +53,10 @@ type Outcome struct {
 	WaitErr error
 	Stderr  string // the last 16 KiB
 	Stopped bool   // ctx was done: the child was interrupted, then killed
+	// Stalled: nothing came for Command.Stall, and the child was
+	// interrupted, then killed (Stall says so as an error).
+	Stalled bool
+	stall   time.Duration
 }
 
 // Run starts c and calls onLine for each line of its stdout until it exits.
@@ -65,6 +78,7 @@ func Run(ctx context.Context, c Command, onLine func([]byte)) (Outcome, error) {
 		return Outcome{}, err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
+	var activity atomic.Int64 // bytes read from the child, for the stall detector
 	group, err := procgroup.Start(cmd)
 	outW.Close()
 	errW.Close()
@@ -84,13 +98,13 @@ func Run(ctx context.Context, c Command, onLine func([]byte)) (Outcome, error) {
 	var stderr tail
 	stderrDone := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(&stderr, errR)
+		_, _ = io.Copy(countingWriter{&stderr, &activity}, errR)
 		close(stderrDone)
 	}()
 	linesDone := make(chan struct{})
 	go func() {
 		defer close(linesDone)
-		r := bufio.NewReaderSize(outR, 64<<10)
+		r := bufio.NewReaderSize(countingReader{outR, &activity}, 64<<10)
 		for {
 			line, err := ReadLine(r)
 			if len(line) > 0 {
@@ -105,11 +119,20 @@ func Run(ctx context.Context, c Command, onLine func([]byte)) (Outcome, error) {
 	var out Outcome
 	var mu sync.Mutex
 	exited := make(chan struct{})
+	stalled := make(chan struct{})
+	if c.Stall > 0 {
+		go watchStall(c.Stall, &activity, c.Progress, exited, stalled)
+	}
 	go func() {
 		select {
 		case <-ctx.Done():
 			mu.Lock()
 			out.Stopped = true
+			mu.Unlock()
+			group.Stop(sig, c.Grace, exited)
+		case <-stalled:
+			mu.Lock()
+			out.Stalled, out.stall = true, c.Stall
 			mu.Unlock()
 			group.Stop(sig, c.Grace, exited)
 		case <-exited:
