@@ -44,7 +44,7 @@ var (
 
 var (
 	callKinds    = []string{string(purser.CallPlanning), string(purser.CallMain), string(purser.CallSelfReview)}
-	callOutcomes = []string{string(purser.CallOK), string(purser.CallCancelled), string(purser.CallTransient), string(purser.CallFailed), string(purser.CallRefused), string(purser.CallInterrupted)}
+	callOutcomes = []string{string(purser.CallOK), string(purser.CallCancelled), string(purser.CallTransient), string(purser.CallFailed), string(purser.CallRefused), string(purser.CallInterrupted), string(purser.CallStalled)}
 	taskStates   = []string{string(purser.StatePending), string(purser.StateRunning), string(purser.StateDone), string(purser.StateBlocked), string(purser.StateFailed)}
 	degradeNames = func() []string {
 		var out []string
