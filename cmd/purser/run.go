@@ -113,18 +113,39 @@ type session struct {
 	interrupt context.CancelCauseFunc
 	engine    *engine.Engine
 	view      *tui.Live
+	alerts    *alerts // nil without alerts: in purser.yaml
 }
 
-func newSession(cmd *cobra.Command, store store, prices *pricing.Catalogue, tasks []purser.Task, runBudget *budget.Config, asJSON bool) (*session, error) {
+func newSession(cmd *cobra.Command, store store, proj *config.Project, tasks []purser.Task, runBudget *budget.Config, asJSON bool) (*session, error) {
+	al, err := startAlerts(cmd.Context(), proj, store, tasks)
+	if err != nil {
+		return nil, err
+	}
 	ctx, interrupt := context.WithCancelCause(cmd.Context())
 	view := tui.NewLive(cmd.OutOrStdout(), tui.LiveOptions{Tasks: tasks, RunBudget: runBudget,
 		Interrupt: func() { interrupt(errSignal) }, Quit: quitNow, JSON: asJSON})
-	e, err := newEngine(store, prices, view.Observe)
+	observe := view.Observe
+	if al != nil {
+		// The notifier only queues: delivery never holds up the engine.
+		observe = func(ev purser.Event) {
+			view.Observe(ev)
+			al.observe(ev)
+		}
+	}
+	e, err := newEngine(store, proj.Prices, observe)
 	if err != nil {
 		interrupt(nil)
+		al.close(cmd.ErrOrStderr())
 		return nil, err
 	}
-	return &session{ctx: ctx, interrupt: interrupt, engine: e, view: view}, nil
+	return &session{ctx: ctx, interrupt: interrupt, engine: e, view: view, alerts: al}, nil
+}
+
+// end stops the session: it delivers the alerts still queued (bounded by
+// alerts.flush) and releases the context. Safe to call more than once.
+func (s *session) end(stderr io.Writer) {
+	s.alerts.close(stderr)
+	s.interrupt(nil)
 }
 
 func newRunCmd() *cobra.Command {
@@ -171,14 +192,15 @@ tasks that had not started are left untouched).`,
 				return err
 			}
 			defer store.Close()
-			s, err := newSession(cmd, store, proj.Prices, tasks, shownRunBudget(cmd.Context(), store, runName, runCfg), asJSON)
+			s, err := newSession(cmd, store, proj, tasks, shownRunBudget(cmd.Context(), store, runName, runCfg), asJSON)
 			if err != nil {
 				return err
 			}
-			defer s.interrupt(nil)
+			defer s.end(cmd.ErrOrStderr())
 			stopView := s.view.Start()
 			outcomes, err := s.engine.RunBatch(s.ctx, engine.Batch{Tasks: tasks, Name: runName, Budget: runCfg, Parallel: parallel})
 			stopView()
+			s.end(cmd.ErrOrStderr())
 			if err != nil {
 				return requestError(err)
 			}
@@ -339,11 +361,11 @@ budget is still exhausted, the task is refused with BudgetExhaustedError
 			if err := refuseDatabaseInWorkspace(where, []purser.Task{task}); err != nil {
 				return err
 			}
-			s, err := newSession(cmd, store, proj.Prices, []purser.Task{task}, shownRunBudget(cmd.Context(), store, rec.RunID, nil), asJSON)
+			s, err := newSession(cmd, store, proj, []purser.Task{task}, shownRunBudget(cmd.Context(), store, rec.RunID, nil), asJSON)
 			if err != nil {
 				return err
 			}
-			defer s.interrupt(nil)
+			defer s.end(cmd.ErrOrStderr())
 			stopView := s.view.Start()
 			var raise *engine.BudgetRaise
 			if budgetFile != "" {
@@ -356,6 +378,7 @@ budget is still exhausted, the task is refused with BudgetExhaustedError
 			}
 			o, err := s.engine.Resume(s.ctx, task, raise)
 			stopView()
+			s.end(cmd.ErrOrStderr())
 			if err != nil {
 				return requestError(err)
 			}
