@@ -149,11 +149,11 @@ func (s *session) end(stderr io.Writer) {
 }
 
 func newRunCmd() *cobra.Command {
-	var db, runBudget, runName string
+	var db, runBudget, runName, ci string
 	var parallel int
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "run TASKFILE... [--db PATH] [--parallel N] [--run-budget FILE] [--run NAME] [--json]",
+		Use:   "run TASKFILE... [--db PATH] [--parallel N] [--run-budget FILE] [--run NAME] [--json] [--ci github]",
 		Short: "Run tasks under their budgets",
 		Long: `Runs each task iteration by iteration until its validators pass (DONE), its
 budget stops it (BLOCKED) or it fails (FAILED).
@@ -170,6 +170,9 @@ tasks that had not started are left untouched).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if parallel < 1 {
 				return badInput(fmt.Errorf("--parallel: want at least 1, got %d", parallel))
+			}
+			if err := checkCI(ci); err != nil {
+				return err
 			}
 			tasks, proj, err := loadTasks(args)
 			if err != nil {
@@ -208,6 +211,15 @@ tasks that had not started are left untouched).`,
 			if asJSON {
 				notes = cmd.ErrOrStderr() // stdout holds only JSON Lines
 			}
+			if ci != "" {
+				ids := make([]string, len(tasks))
+				for i, t := range tasks {
+					ids[i] = t.ID
+				}
+				if _, err := writeCIReport(cmd.Context(), notes, store, ids); err != nil {
+					return err
+				}
+			}
 			return outcome(notes, cmd.ErrOrStderr(), outcomes)
 		},
 	}
@@ -216,6 +228,7 @@ tasks that had not started are left untouched).`,
 	cmd.Flags().StringVar(&runBudget, "run-budget", "", "a budget file (YAML or JSON) shared by all the tasks of this run")
 	cmd.Flags().StringVar(&runName, "run", "", "name the run, so that other purser processes on the same database can join it and share its budget")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON Lines (for CI and scripts) instead of the live view")
+	cmd.Flags().StringVar(&ci, "ci", "", "report the run to a CI system when it ends: github (job summary in $GITHUB_STEP_SUMMARY, ::warning/::error annotations)")
 	return cmd
 }
 
