@@ -178,6 +178,11 @@ tasks that had not started are left untouched).`,
 			if err != nil {
 				return err
 			}
+			// A webhook whose URL variable is unset is bad input, found
+			// before the database is opened or anything runs.
+			if _, err := proj.Alerts.Config(); err != nil {
+				return badInput(err)
+			}
 			var runCfg *budget.Config
 			if runBudget != "" {
 				cfg, err := config.LoadBudget(runBudget)
