@@ -116,3 +116,56 @@ func TestAlertsDeadReceiverBoundedByFlush(t *testing.T) {
 		t.Fatalf("stderr should name the webhook, not its URL:\n%s", stderr)
 	}
 }
+
+// A resumed task starts from the tier the database holds: a resume refused
+// at the hard cap announces nothing again; one with a raised budget
+// announces its new HARD and BLOCKED, and nothing it had already passed.
+func TestAlertsOnResume(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var kinds []string
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		kinds = append(kinds, r.Header.Get("X-Purser-Event"))
+	}))
+	defer rcv.Close()
+	seen := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(kinds, ",")
+	}
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(mustAbs("../../examples/demo"))); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "purser.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("alerts:\n  webhooks:\n    - {name: ops, url: " + rcv.URL + "}\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.WriteFile(filepath.Join(dir, "raise.yaml"), []byte("optimal: {usd: 0.3, tokens: 60000}\nwarning: {usd: 0.6}\nhard: {usd: 1.5, tokens: 200000, maxIterations: 8}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "p.db")
+	purser := func(args ...string) (int, string) {
+		cmd := exec.Command(buildPurser(t), append(args, "--db", db)...)
+		cmd.Dir = dir
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		return exitCode(t, cmd.Run()), out.String()
+	}
+
+	if code, out := purser("run", "runaway.yaml"); code != exitBudgetStop || seen() != "warning,warning_line,hard,blocked" {
+		t.Fatalf("run: exit %d, alerts %q\n%s", code, seen(), out)
+	}
+	if code, out := purser("resume", "runaway"); code != exitBudgetStop || seen() != "warning,warning_line,hard,blocked" {
+		t.Fatalf("resume refused at the cap: exit %d, alerts %q, want none new\n%s", code, seen(), out)
+	}
+	if code, out := purser("resume", "runaway", "--budget", "raise.yaml"); code != exitBudgetStop || seen() != "warning,warning_line,hard,blocked,hard,blocked" {
+		t.Fatalf("resume with a raise: exit %d, alerts %q, want a new hard and blocked\n%s", code, seen(), out)
+	}
+}
