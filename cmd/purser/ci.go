@@ -33,8 +33,9 @@ type ciTask struct {
 }
 
 // readCITasks reads the tasks named (every task when none is) and their
-// budgets from the store.
-func readCITasks(ctx context.Context, store purser.Store, ids []string) ([]ciTask, error) {
+// budgets from the store. A task named but not in the store is bad input,
+// unless skipMissing (a run's task that never started was not recorded).
+func readCITasks(ctx context.Context, store purser.Store, ids []string, skipMissing bool) ([]ciTask, error) {
 	if len(ids) == 0 {
 		recs, err := store.Tasks(ctx)
 		if err != nil {
@@ -47,6 +48,9 @@ func readCITasks(ctx context.Context, store purser.Store, ids []string) ([]ciTas
 	var out []ciTask
 	for _, id := range ids {
 		rec, err := store.Task(ctx, id)
+		if errors.Is(err, purser.ErrNotFound) && skipMissing {
+			continue
+		}
 		if errors.Is(err, purser.ErrNotFound) {
 			return nil, badInput(fmt.Errorf("no task %q in the database", id))
 		}
@@ -163,8 +167,8 @@ func ghProperty(s string) string {
 // writeCIReport reports the tasks to the CI system: for GitHub, the table
 // appended to $GITHUB_STEP_SUMMARY (printed to stdout when it is not set)
 // and the annotations on stdout.
-func writeCIReport(ctx context.Context, stdout io.Writer, store purser.Store, ids []string) ([]ciTask, error) {
-	tasks, err := readCITasks(ctx, store, ids)
+func writeCIReport(ctx context.Context, stdout io.Writer, store purser.Store, ids []string, skipMissing bool) ([]ciTask, error) {
+	tasks, err := readCITasks(ctx, store, ids, skipMissing)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +206,7 @@ budget; 1 a task FAILED; 2 bad input.`,
 				return err
 			}
 			defer store.Close()
-			tasks, err := writeCIReport(cmd.Context(), cmd.OutOrStdout(), store, args)
+			tasks, err := writeCIReport(cmd.Context(), cmd.OutOrStdout(), store, args, false)
 			if err != nil {
 				return err
 			}

@@ -216,16 +216,24 @@ tasks that had not started are left untouched).`,
 			if asJSON {
 				notes = cmd.ErrOrStderr() // stdout holds only JSON Lines
 			}
+			var ciErr error
 			if ci != "" {
 				ids := make([]string, len(tasks))
 				for i, t := range tasks {
 					ids[i] = t.ID
 				}
-				if _, err := writeCIReport(cmd.Context(), notes, store, ids); err != nil {
-					return err
+				_, ciErr = writeCIReport(cmd.Context(), notes, store, ids, true)
+			}
+			err = outcome(notes, cmd.ErrOrStderr(), outcomes)
+			if ciErr != nil {
+				// The run's own outcome decides the exit code; a report that
+				// could not be written fails a run that would have passed.
+				fmt.Fprintf(cmd.ErrOrStderr(), "purser: --ci %s: %s\n", ci, redact.Display(ciErr.Error()))
+				if err == nil {
+					return &exitError{code: exitFailure, err: ciErr, reported: true}
 				}
 			}
-			return outcome(notes, cmd.ErrOrStderr(), outcomes)
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "", dbFlagHelp)
