@@ -17,6 +17,7 @@ func TestDependencyArrow(t *testing.T) {
 		"github.com/purser-dev/purser/pricing":   {"/sqlite", "/backend/", "/engine"},
 		"github.com/purser-dev/purser/tui":       {"/sqlite", "/backend/", "/engine", "/config"},
 		"github.com/purser-dev/purser/dashboard": {"/sqlite", "/postgres", "/backend/", "/engine", "/config"},
+		"github.com/purser-dev/purser/alert":     {"/sqlite", "/postgres", "/backend/", "/engine", "/config", "/tui"},
 		"github.com/purser-dev/purser/storetest": {"/sqlite", "/postgres", "/backend/", "/engine"},
 	}
 	for pkg, bad := range forbidden {

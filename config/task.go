@@ -72,6 +72,8 @@ type projectFile struct {
 	Durability string               `yaml:"durability"`
 	Pricing    string               `yaml:"pricing"`
 	Prices     map[string]priceFile `yaml:"prices"`
+	// Alerts are webhooks told when a budget needs someone.
+	Alerts *alertsFile `yaml:"alerts"`
 }
 
 // Project is what purser.yaml holds: project-level defaults.
@@ -88,6 +90,8 @@ type Project struct {
 	// Durability is purser.yaml's durability: "", "normal" or "full".
 	Durability string
 	Prices     *pricing.Catalogue
+	// Alerts is the alerts: section; nil when there is none.
+	Alerts *Alerts
 
 	doc *document // the file, to locate problems with its backends found later
 }
@@ -190,6 +194,13 @@ func (l Loader) LoadProject(path string) (*Project, error) {
 		p.Durability = pf.Durability
 	default:
 		return nil, d.at("durability", fmt.Sprintf("want normal (survives Purser being killed) or full (survives a power cut too), got %q", pf.Durability), nil)
+	}
+	if pf.Alerts != nil {
+		a, err := d.alerts(pf.Alerts)
+		if err != nil {
+			return nil, err
+		}
+		p.Alerts = a
 	}
 	if pf.Pricing != "" {
 		c, err := pricing.LoadLiteLLM(resolvePath(dir, pf.Pricing))

@@ -113,26 +113,47 @@ type session struct {
 	interrupt context.CancelCauseFunc
 	engine    *engine.Engine
 	view      *tui.Live
+	alerts    *alerts // nil without alerts: in purser.yaml
 }
 
-func newSession(cmd *cobra.Command, store store, prices *pricing.Catalogue, tasks []purser.Task, runBudget *budget.Config, asJSON bool) (*session, error) {
+func newSession(cmd *cobra.Command, store store, proj *config.Project, tasks []purser.Task, runBudget *budget.Config, asJSON bool) (*session, error) {
+	al, err := startAlerts(cmd.Context(), proj, store, tasks)
+	if err != nil {
+		return nil, err
+	}
 	ctx, interrupt := context.WithCancelCause(cmd.Context())
 	view := tui.NewLive(cmd.OutOrStdout(), tui.LiveOptions{Tasks: tasks, RunBudget: runBudget,
 		Interrupt: func() { interrupt(errSignal) }, Quit: quitNow, JSON: asJSON})
-	e, err := newEngine(store, prices, view.Observe)
+	observe := view.Observe
+	if al != nil {
+		// The notifier only queues: delivery never holds up the engine.
+		observe = func(ev purser.Event) {
+			view.Observe(ev)
+			al.observe(ev)
+		}
+	}
+	e, err := newEngine(store, proj.Prices, observe)
 	if err != nil {
 		interrupt(nil)
+		al.close(cmd.ErrOrStderr())
 		return nil, err
 	}
-	return &session{ctx: ctx, interrupt: interrupt, engine: e, view: view}, nil
+	return &session{ctx: ctx, interrupt: interrupt, engine: e, view: view, alerts: al}, nil
+}
+
+// end stops the session: it delivers the alerts still queued (bounded by
+// alerts.flush) and releases the context. Safe to call more than once.
+func (s *session) end(stderr io.Writer) {
+	s.alerts.close(stderr)
+	s.interrupt(nil)
 }
 
 func newRunCmd() *cobra.Command {
-	var db, runBudget, runName string
+	var db, runBudget, runName, ci string
 	var parallel int
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "run TASKFILE... [--db PATH] [--parallel N] [--run-budget FILE] [--run NAME] [--json]",
+		Use:   "run TASKFILE... [--db PATH] [--parallel N] [--run-budget FILE] [--run NAME] [--json] [--ci github]",
 		Short: "Run tasks under their budgets",
 		Long: `Runs each task iteration by iteration until its validators pass (DONE), its
 budget stops it (BLOCKED) or it fails (FAILED).
@@ -150,9 +171,17 @@ tasks that had not started are left untouched).`,
 			if parallel < 1 {
 				return badInput(fmt.Errorf("--parallel: want at least 1, got %d", parallel))
 			}
+			if err := checkCI(ci); err != nil {
+				return err
+			}
 			tasks, proj, err := loadTasks(args)
 			if err != nil {
 				return err
+			}
+			// A webhook whose URL variable is unset is bad input, found
+			// before the database is opened or anything runs.
+			if _, err := proj.Alerts.Config(); err != nil {
+				return badInput(err)
 			}
 			var runCfg *budget.Config
 			if runBudget != "" {
@@ -178,14 +207,15 @@ tasks that had not started are left untouched).`,
 				return err
 			}
 			defer store.Close()
-			s, err := newSession(cmd, store, proj.Prices, tasks, shownRunBudget(cmd.Context(), store, runName, runCfg), asJSON)
+			s, err := newSession(cmd, store, proj, tasks, shownRunBudget(cmd.Context(), store, runName, runCfg), asJSON)
 			if err != nil {
 				return err
 			}
-			defer s.interrupt(nil)
+			defer s.end(cmd.ErrOrStderr())
 			stopView := s.view.Start()
 			outcomes, err := s.engine.RunBatch(s.ctx, engine.Batch{Tasks: tasks, Name: runName, Budget: runCfg, Parallel: parallel})
 			stopView()
+			s.end(cmd.ErrOrStderr())
 			if err != nil {
 				return requestError(err)
 			}
@@ -193,7 +223,24 @@ tasks that had not started are left untouched).`,
 			if asJSON {
 				notes = cmd.ErrOrStderr() // stdout holds only JSON Lines
 			}
-			return outcome(notes, cmd.ErrOrStderr(), outcomes)
+			var ciErr error
+			if ci != "" {
+				ids := make([]string, len(tasks))
+				for i, t := range tasks {
+					ids[i] = t.ID
+				}
+				_, ciErr = writeCIReport(cmd.Context(), notes, store, ids, true)
+			}
+			err = outcome(notes, cmd.ErrOrStderr(), outcomes)
+			if ciErr != nil {
+				// The run's own outcome decides the exit code; a report that
+				// could not be written fails a run that would have passed.
+				fmt.Fprintf(cmd.ErrOrStderr(), "purser: --ci %s: %s\n", ci, redact.Display(ciErr.Error()))
+				if err == nil {
+					return &exitError{code: exitFailure, err: ciErr, reported: true}
+				}
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "", dbFlagHelp)
@@ -201,6 +248,7 @@ tasks that had not started are left untouched).`,
 	cmd.Flags().StringVar(&runBudget, "run-budget", "", "a budget file (YAML or JSON) shared by all the tasks of this run")
 	cmd.Flags().StringVar(&runName, "run", "", "name the run, so that other purser processes on the same database can join it and share its budget")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON Lines (for CI and scripts) instead of the live view")
+	cmd.Flags().StringVar(&ci, "ci", "", "report the run to a CI system when it ends: github (job summary in $GITHUB_STEP_SUMMARY, ::warning/::error annotations)")
 	return cmd
 }
 
@@ -346,11 +394,11 @@ budget is still exhausted, the task is refused with BudgetExhaustedError
 			if err := refuseDatabaseInWorkspace(where, []purser.Task{task}); err != nil {
 				return err
 			}
-			s, err := newSession(cmd, store, proj.Prices, []purser.Task{task}, shownRunBudget(cmd.Context(), store, rec.RunID, nil), asJSON)
+			s, err := newSession(cmd, store, proj, []purser.Task{task}, shownRunBudget(cmd.Context(), store, rec.RunID, nil), asJSON)
 			if err != nil {
 				return err
 			}
-			defer s.interrupt(nil)
+			defer s.end(cmd.ErrOrStderr())
 			stopView := s.view.Start()
 			var raise *engine.BudgetRaise
 			if budgetFile != "" {
@@ -363,6 +411,7 @@ budget is still exhausted, the task is refused with BudgetExhaustedError
 			}
 			o, err := s.engine.Resume(s.ctx, task, raise)
 			stopView()
+			s.end(cmd.ErrOrStderr())
 			if err != nil {
 				return requestError(err)
 			}
