@@ -41,6 +41,7 @@ type Store struct {
 var (
 	_ purser.Store           = (*Store)(nil)
 	_ purser.SharedRunBudget = (*Store)(nil)
+	_ purser.RunUsageWatcher = (*Store)(nil)
 )
 
 // IsURL says whether a database location is a PostgreSQL URL rather than a
@@ -564,6 +565,12 @@ func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) 
 					estimated = usage_totals.estimated + excluded.estimated, unknown = usage_totals.unknown + excluded.unknown`,
 				k.scope, k.id, int64(t.USD), t.Tokens, t.Iterations, t.ReportedEvents, t.EstimatedEvents, t.UnknownEvents); err != nil {
 				return fmt.Errorf("totals of %s %s: %w", k.scope, k.id, err)
+			}
+			if k.scope == "run" {
+				// Delivered on commit, to every process watching the run.
+				if _, err := tx.Exec(ctx, `SELECT pg_notify('`+runUsageChannel+`', current_schema() || ' ' || $1)`, k.id); err != nil {
+					return fmt.Errorf("notify run %s: %w", k.id, err)
+				}
 			}
 		}
 		return nil
