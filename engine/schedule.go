@@ -333,3 +333,9 @@ func (e *Engine) runBudget(ctx context.Context, run purser.Run) (*runSync, error
 func (e *Engine) runningElsewhere(rec purser.TaskRecord) bool {
 	return rec.State == purser.StateRunning && rec.Owner != "" && rec.Owner != e.owner && !e.cfg.Owners.Gone(rec.Owner)
 }
+
+// ValidRunName says whether a run may be given this name.
+func ValidRunName(name string) bool { return validRunName.MatchString(name) }
+
+// SameBudget says whether two budgets are the same (nil: none).
+func SameBudget(a, b *budget.Config) bool { return sameBudget(a, b) }

@@ -93,7 +93,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newVersionCmd(), newBudgetCmd(), newRunCmd(), newResumeCmd(), newStatusCmd(), newCheckCmd(), newServeCmd(), newReplayCmd(), newAdviseCmd(), newPricesCmd())
+	root.AddCommand(newVersionCmd(), newBudgetCmd(), newRunCmd(), newResumeCmd(), newStatusCmd(), newCheckCmd(), newServeCmd(), newReplayCmd(), newAdviseCmd(), newPricesCmd(), newSubmitCmd(), newWorkerCmd())
 	markRunErrors(root)
 	return root
 }
