@@ -462,6 +462,7 @@ func TestKillAWorkerMidCall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs worker processes")
 	}
+	t.Parallel() // mostly waiting for a lease to run out
 	trials := 1
 	if v, err := strconv.Atoi(os.Getenv("PURSER_KILL_TRIALS")); err == nil && v > 0 {
 		trials = v
@@ -475,12 +476,27 @@ func TestKillAWorkerMidCall(t *testing.T) {
 	for trial := range trials {
 		delay := 150 + rng.IntN(900) // ms into the victim's first call (each streams for 1,200 ms)
 		t.Run(fmt.Sprintf("trial%02d-kill-after-%dms", trial, delay), func(t *testing.T) {
-			killMidCall(t, bin, time.Duration(delay)*time.Millisecond)
+			loseWorkerMidCall(t, bin, time.Duration(delay)*time.Millisecond, false)
 		})
 	}
 }
 
-func killMidCall(t *testing.T, bin string, delay time.Duration) {
+// A worker on another host cut off from the database mid-call (its link
+// dropped, the process left running): it can no longer record usage, so
+// its call is cancelled at the first append that fails, and it stops its
+// task once it has not renewed its lease for a whole lease; the job goes to
+// another worker, which resumes the task to DONE, counting nothing twice.
+func TestNetworkCutMidCall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs worker processes")
+	}
+	t.Parallel() // mostly waiting for a lease to run out
+	loseWorkerMidCall(t, buildPurser(t), 500*time.Millisecond, true)
+}
+
+// loseWorkerMidCall loses a worker holding two jobs, delay after its
+// claims: killed with SIGKILL, or (cut) cut off from the database.
+func loseWorkerMidCall(t *testing.T, bin string, delay time.Duration, cut bool) {
 	db := pgtest.NewSchema(t)
 	dir := t.TempDir()
 	const runCap = 1_000_000 // not binding: this is about losing and counting nothing
@@ -489,9 +505,12 @@ func killMidCall(t *testing.T, bin string, delay time.Duration) {
 	hosts, why := newTestHosts(t, 1, db)
 	var victimHost *testHost
 	victimDB := db
-	if why != "" {
+	switch {
+	case why != "" && cut:
+		t.Skip("no network namespace to cut off: " + why)
+	case why != "":
 		t.Logf("the victim runs on this host: %s", why)
-	} else {
+	default:
 		victimHost, victimDB = hosts[0], hosts[0].db
 	}
 	const lease = "2s"
@@ -500,11 +519,28 @@ func killMidCall(t *testing.T, bin string, delay time.Duration) {
 	waitForWorker(t, victim, func() bool { return strings.Count(victim.out.String(), "claimed ") >= 2 })
 	survivor := startWorker(t, bin, dir, db, "survivor", nil, "--concurrency", "2", "--lease", lease, "--poll", "100ms", "--drain")
 	time.Sleep(delay)
-	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
+	if cut {
+		victimHost.relay.drop()
+	} else {
+		if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-victim.done
 	}
-	<-victim.done
 	survivor.wait(t, time.Now().Add(90*time.Second))
+	if cut {
+		// Cut off, it stops each task at its first failed write (a usage
+		// append cancels the call) or, at the latest, at its lease's end.
+		stopped := 0
+		for _, line := range strings.Split(victim.out.String(), "\n") {
+			if len(line) > 4 && line[0] == 't' && line[3] == ':' {
+				stopped++
+			}
+		}
+		if stopped < 2 {
+			t.Errorf("the cut-off worker stopped %d of its 2 tasks:\n%s", stopped, tail(victim.out.String()))
+		}
+	}
 
 	l := checkLedger(t, db, tasks, dir)
 	if l.runTotal > runCap {
@@ -524,7 +560,7 @@ func killMidCall(t *testing.T, bin string, delay time.Duration) {
 			t.Errorf("task %s ended %s (%s)", id, rec.State, rec.Reason)
 		}
 	}
-	if l.interrupted == 0 {
+	if !cut && l.interrupted == 0 {
 		t.Errorf("no call was marked interrupted: the victim died between calls, not mid-call")
 	}
 	if retried < 2 {
@@ -537,7 +573,7 @@ func killMidCall(t *testing.T, bin string, delay time.Duration) {
 	for _, v := range l.spent {
 		sum += v
 	}
-	t.Logf("victim killed %s after its claims; %d jobs taken over, %d calls interrupted; the run spent %d tokens (%.0f calls' worth)", delay, retried, l.interrupted, sum,
+	t.Logf("victim lost (cut %v) %s after its claims; %d jobs taken over, %d calls interrupted; the run spent %d tokens (%.0f calls' worth)", cut, delay, retried, l.interrupted, sum,
 		math.Round(float64(sum)/float64(fleetInput+fleetOutput)))
 }
 

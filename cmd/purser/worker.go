@@ -196,12 +196,30 @@ func (w *worker) run(ctx context.Context, job purser.Job) {
 	stopRenewing := w.renew(taskCtx, job, stop)
 	state, why := w.runTask(taskCtx, job)
 	stopRenewing()
-	settle := context.WithoutCancel(ctx)
-	var err error
-	switch {
-	case errors.Is(context.Cause(taskCtx), errLeaseLost):
+	if errors.Is(context.Cause(taskCtx), errLeaseLost) {
 		w.say("%s: lease lost; stopped here (%s)", job.TaskID, why)
 		return
+	}
+	settle := context.WithoutCancel(ctx)
+	// The job is settled by the task's state as recorded: a stop the store
+	// could not record (it was unreachable) leaves the job to run out its
+	// lease and go to another worker, which resumes the task.
+	rec, err := w.q.Task(settle, job.TaskID)
+	switch {
+	case err != nil && !errors.Is(err, purser.ErrNotFound):
+		w.say("%s: %s, but its state could not be read back; the job is left to its lease (%s)", job.TaskID, state, why)
+		return
+	case err == nil && rec.State == purser.StateRunning && state != purser.StateRunning:
+		w.say("%s: %s here, still RUNNING as recorded; the job is left to its lease (%s)", job.TaskID, state, why)
+		return
+	case err == nil && state == purser.StateFailed && rec.State != purser.StateFailed:
+		// It failed before it started (a task file that no longer loads).
+		if err := w.q.SetTaskState(settle, job.TaskID, purser.StateFailed, why); err != nil {
+			w.say("%s: FAILED, unrecorded; the job is left to its lease (%s)", job.TaskID, why)
+			return
+		}
+	}
+	switch {
 	case ctx.Err() != nil || state == purser.StatePending || state == purser.StateRunning:
 		err = w.q.ReleaseJob(settle, job.TaskID, w.self)
 		w.say("%s: given back to the queue (%s)", job.TaskID, why)
