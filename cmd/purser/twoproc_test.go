@@ -3,15 +3,21 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/postgres"
 	"github.com/purser-dev/purser/postgres/pgtest"
+	"github.com/purser-dev/purser/sqlite"
 )
 
 // Two purser processes share one database and one run budget, on SQLite
@@ -261,7 +267,7 @@ func runSpendAcrossProcesses(t *testing.T, dir, db string) {
 	for _, task := range got.Tasks {
 		total += task.Budget.UsedTokens
 	}
-	t.Logf("the run spent %d tokens of its %d-token cap (%d past it; bound %d); exit codes %v", total, runCap, max(total-runCap, 0), int64(bound), codes)
+	t.Logf("%s: the run spent %d tokens of its %d-token cap (%d past it; bound %d); exit codes %v", storeKind(db), total, runCap, max(total-runCap, 0), int64(bound), codes)
 	for i, code := range codes {
 		if code != exitBudgetStop {
 			t.Errorf("process %d exited %d, want %d (the run's hard cap, crossed by both processes together):\n%s", i, code, exitBudgetStop, tail(outs[i].String()))
@@ -281,6 +287,54 @@ func runSpendAcrossProcesses(t *testing.T, dir, db string) {
 	if over := total - runCap; over > int64(bound) {
 		t.Fatalf("the run spent %d tokens past its cap; the calls in flight may add at most %d", over, int64(bound))
 	}
+	t.Logf("%s: from the ledger entry that took the run past its cap to each call's end: %v", storeKind(db), hardToCancelled(t, db, []string{"a", "b"}, runCap))
+}
+
+// hardToCancelled is, for each task, the time from the ledger entry that
+// took the run's total past runCap to the end of the task's last call (as
+// both were recorded, by processes on one host: one clock).
+func hardToCancelled(t *testing.T, db string, tasks []string, runCap int64) map[string]time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	var s purser.Store
+	var err error
+	if postgres.IsURL(db) {
+		s, err = postgres.OpenExisting(ctx, db)
+	} else {
+		s, err = sqlite.OpenExisting(ctx, db)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var entries []purser.LedgerEntry
+	for _, id := range tasks {
+		u, err := s.Usage(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, u...)
+	}
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].At.Before(entries[j].At) })
+	var sum int64
+	var crossed time.Time
+	for _, e := range entries {
+		if sum += e.Event.Tokens(); sum > runCap {
+			crossed = e.At
+			break
+		}
+	}
+	out := map[string]time.Duration{}
+	for _, id := range tasks {
+		calls, err := s.Calls(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(calls) > 0 && !crossed.IsZero() {
+			out[id] = calls[len(calls)-1].EndedAt.Sub(crossed).Round(time.Millisecond)
+		}
+	}
+	return out
 }
 
 // writeFiles writes files (relative path → content) under dir.
@@ -313,4 +367,11 @@ func tail(s string) string {
 		return "…" + s[len(s)-1500:]
 	}
 	return s
+}
+
+func storeKind(db string) string {
+	if postgres.IsURL(db) {
+		return "postgres"
+	}
+	return "sqlite"
 }
