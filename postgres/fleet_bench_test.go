@@ -208,4 +208,3 @@ func overshoot(b *testing.B, pools []*postgres.Store, admit bool, runCap, worst 
 	}
 	return max(spent.Tokens-runCap, 0)
 }
-

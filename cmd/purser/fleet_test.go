@@ -474,7 +474,7 @@ func TestKillAWorkerMidCall(t *testing.T) {
 	rng := mrand.New(mrand.NewPCG(seed, seed^0x5eed))
 	bin := buildPurser(t)
 	for trial := range trials {
-		delay := 150 + rng.IntN(900) // ms into the victim's first call (each streams for 1,200 ms)
+		delay := 50 + rng.IntN(1000) // ms into a call of the victim's (each streams for 1,200 ms)
 		t.Run(fmt.Sprintf("trial%02d-kill-after-%dms", trial, delay), func(t *testing.T) {
 			loseWorkerMidCall(t, bin, time.Duration(delay)*time.Millisecond, false)
 		})
@@ -518,6 +518,9 @@ func loseWorkerMidCall(t *testing.T, bin string, delay time.Duration, cut bool) 
 	// The victim takes its jobs before the survivor starts: it is sure to die holding two.
 	waitForWorker(t, victim, func() bool { return strings.Count(victim.out.String(), "claimed ") >= 2 })
 	survivor := startWorker(t, bin, dir, db, "survivor", nil, "--concurrency", "2", "--lease", lease, "--poll", "100ms", "--drain")
+	// delay counts from the moment the victim has a call in flight.
+	inFlight := callInFlight(t, db, victim)
+	waitForWorker(t, victim, inFlight)
 	time.Sleep(delay)
 	if cut {
 		victimHost.relay.drop()
@@ -573,7 +576,7 @@ func loseWorkerMidCall(t *testing.T, bin string, delay time.Duration, cut bool) 
 	for _, v := range l.spent {
 		sum += v
 	}
-	t.Logf("victim lost (cut %v) %s after its claims; %d jobs taken over, %d calls interrupted; the run spent %d tokens (%.0f calls' worth)", cut, delay, retried, l.interrupted, sum,
+	t.Logf("victim lost (cut %v) %s into a call; %d jobs taken over, %d calls interrupted; the run spent %d tokens (%.0f calls' worth)", cut, delay, retried, l.interrupted, sum,
 		math.Round(float64(sum)/float64(fleetInput+fleetOutput)))
 }
 
@@ -591,5 +594,35 @@ func waitForWorker(t *testing.T, w *workerProc, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("worker %s: condition not met in a minute\n%s", w.name, tail(w.out.String()))
 		}
+	}
+}
+
+// callInFlight says, when called, whether a call of a task the worker
+// claimed has started and not ended, as the store records it.
+func callInFlight(t *testing.T, db string, w *workerProc) func() bool {
+	t.Helper()
+	s, err := postgres.OpenExisting(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return func() bool {
+		for _, line := range strings.Split(w.out.String(), "\n") {
+			id, ok := strings.CutPrefix(line, "claimed ")
+			if !ok {
+				continue
+			}
+			id, _, _ = strings.Cut(id, " ")
+			calls, err := s.Calls(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range calls {
+				if c.Outcome == "" && c.EndedAt.IsZero() {
+					return true
+				}
+			}
+		}
+		return false
 	}
 }
