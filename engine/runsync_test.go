@@ -68,7 +68,9 @@ func TestRunSyncCountsOthersSpendOnce(t *testing.T) {
 	}{
 		{"an event of ours in the ledger, not yet on the budget, is not counted as the others'", func() { spend("mine", 50) }, 100},
 		{"recorded on the budget, it counts once", func() { mgr.RecordUsage(budget.UsageEvent{InputTokens: 50}) }, 150},
-		{"another process's spend counts", func() { _ = store.AppendUsage(ctx, purser.LedgerEntry{RunID: "r", Event: budget.UsageEvent{InputTokens: 30}}) }, 180},
+		{"another process's spend counts", func() {
+			_ = store.AppendUsage(ctx, purser.LedgerEntry{RunID: "r", Event: budget.UsageEvent{InputTokens: 30}})
+		}, 180},
 		{"another batch's spend in this process counts as the others'", func() { spend("other-batch", 20) }, 200},
 	} {
 		step.do()
