@@ -61,8 +61,9 @@ type JobQueue interface {
 	RenewLease(ctx context.Context, taskID, worker string, lease time.Duration) error
 	// FinishJob marks worker's job finished with the task's final state.
 	FinishJob(ctx context.Context, taskID, worker, outcome string) error
-	// ReleaseJob gives a job back to the queue (the worker was stopped).
-	ReleaseJob(ctx context.Context, taskID, worker string) error
+	// ReleaseJob gives a job back to the queue (the worker was stopped, or
+	// the task must wait), to be claimed again once after has passed.
+	ReleaseJob(ctx context.Context, taskID, worker string, after time.Duration) error
 	// Jobs lists a run's jobs ("": every run's), in the order submitted.
 	Jobs(ctx context.Context, runID string) ([]Job, error)
 }

@@ -31,7 +31,7 @@ func (s *Store) ClaimJob(ctx context.Context, worker string, lease time.Duration
 	var prevState, prevWorker string
 	err := s.pool.QueryRow(ctx, `WITH next AS (
 			SELECT task_id, state, worker FROM jobs
-			WHERE state = 'queued' OR (state = 'leased' AND lease_until <= `+serverNanos+`)
+			WHERE (state = 'queued' AND not_before <= `+serverNanos+`) OR (state = 'leased' AND lease_until <= `+serverNanos+`)
 			ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)
 		UPDATE jobs SET state = 'leased', worker = $1, lease_until = `+serverNanos+` + $2, attempts = jobs.attempts + 1
 		FROM next WHERE jobs.task_id = next.task_id
@@ -74,10 +74,11 @@ func (s *Store) FinishJob(ctx context.Context, taskID, worker, outcome string) e
 		`UPDATE jobs SET state = 'finished', outcome = $3, finished_at = `+serverNanos+` WHERE task_id = $1 AND worker = $2 AND state = 'leased'`, outcome)
 }
 
-// ReleaseJob gives worker's job back to the queue.
-func (s *Store) ReleaseJob(ctx context.Context, taskID, worker string) error {
+// ReleaseJob gives worker's job back to the queue, to be claimed again
+// once after has passed.
+func (s *Store) ReleaseJob(ctx context.Context, taskID, worker string, after time.Duration) error {
 	return s.held(ctx, "release", taskID, worker,
-		`UPDATE jobs SET state = 'queued', lease_until = 0 WHERE task_id = $1 AND worker = $2 AND state = 'leased'`)
+		`UPDATE jobs SET state = 'queued', lease_until = 0, not_before = `+serverNanos+` + $3 WHERE task_id = $1 AND worker = $2 AND state = 'leased'`, after.Nanoseconds())
 }
 
 // Jobs lists a run's jobs ("": all), in the order submitted.

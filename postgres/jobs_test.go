@@ -97,7 +97,7 @@ func TestLeaseRunsOutAndTheJobGoesToAnotherWorker(t *testing.T) {
 	for what, err := range map[string]error{
 		"renew":   a.RenewLease(ctx, "t", "A", time.Minute),
 		"finish":  a.FinishJob(ctx, "t", "A", "DONE"),
-		"release": a.ReleaseJob(ctx, "t", "A"),
+		"release": a.ReleaseJob(ctx, "t", "A", 0),
 	} {
 		if !errors.Is(err, purser.ErrLeaseLost) {
 			t.Errorf("%s by the worker that lost the lease: %v, want ErrLeaseLost", what, err)

@@ -34,18 +34,23 @@ const (
 	fleetInput  = 10
 	fleetOutput = 6000
 	fleetScript = "steps:\n" +
-		"  - usage: {inputTokens: 10, outputTokens: 6000}\n    delayMs: DELAY\n" +
-		"  - usage: {inputTokens: 10, outputTokens: 6000}\n    delayMs: DELAY\n    files: {fixed.txt: fixed}\n"
+		"  - usage: {inputTokens: 10, outputTokens: OUTPUT}\n    delayMs: DELAY\n" +
+		"  - usage: {inputTokens: 10, outputTokens: OUTPUT}\n    delayMs: DELAY\n    files: {fixed.txt: fixed}\n"
 )
 
 // writeFleet writes n task files (t00, t01, …) sharing one sim script, each
 // with its own workspace and transcript, and the run's budget; it returns
 // the task files.
 func writeFleet(t *testing.T, dir string, n, delayMs int, runTokens int64) []string {
+	return writeFleetOf(t, dir, n, delayMs, fleetOutput, runTokens)
+}
+
+// writeFleetOf is writeFleet with calls that output output tokens.
+func writeFleetOf(t *testing.T, dir string, n, delayMs, output int, runTokens int64) []string {
 	t.Helper()
 	files := map[string]string{
 		"run.yaml": fmt.Sprintf("hard: {tokens: %d, maxIterations: 100000}\n", runTokens),
-		"sim.yaml": strings.ReplaceAll(fleetScript, "DELAY", strconv.Itoa(delayMs)),
+		"sim.yaml": strings.NewReplacer("DELAY", strconv.Itoa(delayMs), "OUTPUT", strconv.Itoa(output)).Replace(fleetScript),
 	}
 	var tasks []string
 	for i := range n {
@@ -272,6 +277,11 @@ type fleetLedger struct {
 // completed call in the sim's transcript is in the ledger (nothing lost),
 // and that the run's total is the sum of its tasks'.
 func checkLedger(t *testing.T, db string, taskFiles []string, dir string) fleetLedger {
+	return checkLedgerOf(t, db, taskFiles, dir, fleetOutput)
+}
+
+// checkLedgerOf is checkLedger for calls that output output tokens.
+func checkLedgerOf(t *testing.T, db string, taskFiles []string, dir string, output int64) fleetLedger {
 	t.Helper()
 	ctx := context.Background()
 	s, err := postgres.OpenExisting(ctx, db)
@@ -306,7 +316,7 @@ func checkLedger(t *testing.T, db string, taskFiles []string, dir string) fleetL
 		var callsSum int64
 		completed := 0
 		for _, c := range calls {
-			want := fleetInput + min(int64(fleetOutput), c.MaxOutputTokens)
+			want := fleetInput + min(output, c.MaxOutputTokens)
 			got := byCall[c.ID]
 			callsSum += got
 			switch c.Outcome {
@@ -436,20 +446,23 @@ func TestFleetOfWorkersHoldsTheRunCap(t *testing.T) {
 		t.Fatalf("%d jobs on the queue, want 40", len(l.jobs))
 	}
 	ran := map[string]int{}
+	waited := 0
 	for _, j := range l.jobs {
-		if j.State != purser.JobFinished || j.Attempts != 1 || j.Outcome != string(l.tasks[j.TaskID].State) {
-			t.Errorf("job %+v: want finished once with its task's state", j)
+		if j.State != purser.JobFinished || j.Outcome != string(l.tasks[j.TaskID].State) {
+			t.Errorf("job %+v: want finished with its task's state", j)
 		}
 		ran[j.Worker]++
+		waited += j.Attempts - 1
 	}
 	if done == 0 || blocked == 0 {
 		t.Errorf("%d DONE, %d BLOCKED: the cap should let some tasks finish and stop the rest", done, blocked)
 	}
+
 	if len(ran) < 2 {
 		t.Errorf("the jobs ran on %d worker(s): the test shows no sharing", len(ran))
 	}
-	t.Logf("40 tasks on 4 workers (%d as other hosts): %d DONE, %d BLOCKED; the run spent %d of its %d tokens; jobs per worker %v",
-		len(hosts), done, blocked, l.runTotal, runCap, ran)
+	t.Logf("40 tasks on 4 workers (%d as other hosts): %d DONE, %d BLOCKED; the run spent %d of its %d tokens; jobs per worker %v; %d jobs taken again",
+		len(hosts), done, blocked, l.runTotal, runCap, ran, waited)
 }
 
 // kill -9 of a worker mid-call, on another host (its own network namespace

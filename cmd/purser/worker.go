@@ -221,7 +221,7 @@ func (w *worker) run(ctx context.Context, job purser.Job) {
 	}
 	switch {
 	case ctx.Err() != nil || state == purser.StatePending || state == purser.StateRunning:
-		err = w.q.ReleaseJob(settle, job.TaskID, w.self)
+		err = w.q.ReleaseJob(settle, job.TaskID, w.self, 0)
 		w.say("%s: given back to the queue (%s)", job.TaskID, why)
 	default:
 		err = w.q.FinishJob(settle, job.TaskID, w.self, string(state))

@@ -10,6 +10,7 @@ CREATE TABLE jobs (
     worker       TEXT NOT NULL DEFAULT '',
     lease_until  BIGINT NOT NULL DEFAULT 0,
     attempts     INTEGER NOT NULL DEFAULT 0,
+    not_before   BIGINT NOT NULL DEFAULT 0, -- a job given back to wait is not claimed before this
     outcome      TEXT NOT NULL DEFAULT '',
     submitted_at BIGINT NOT NULL,
     finished_at  BIGINT NOT NULL DEFAULT 0
