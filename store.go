@@ -227,3 +227,14 @@ type SharedRunBudget interface {
 	// RunAvailable is what a hold could get now.
 	RunAvailable(ctx context.Context, runID string, caps budget.Amount) (budget.Amount, error)
 }
+
+// RunUsageWatcher is a store that tells, as it happens, when any process on
+// any host adds to a run's ledger (PostgreSQL: LISTEN/NOTIFY). The engine
+// refreshes a shared run's spend on each such change; a store without it is
+// polled.
+type RunUsageWatcher interface {
+	// WatchRunUsage returns a channel that receives each time the run's
+	// ledger grows, in any process, until ctx ends; then it is closed.
+	// Sends never block: changes close together may arrive as one.
+	WatchRunUsage(ctx context.Context, runID string) (<-chan struct{}, error)
+}

@@ -135,8 +135,12 @@ type Manager struct {
 	parent *Manager
 	scope  Scope
 
-	mu        sync.Mutex
-	totals    Totals
+	mu     sync.Mutex
+	totals Totals
+	// external is what other processes spent on this budget, beyond what
+	// was recorded here (SetExternal): a run shared by processes on many
+	// hosts is judged on everyone's spend, not this process's alone.
+	external  Totals
 	reserved  Amount
 	running   bool
 	startedAt time.Time
@@ -194,9 +198,9 @@ func (m *Manager) StopClock() {
 func (m *Manager) usedLocked(metric Metric, now time.Time) int64 {
 	switch metric {
 	case Money:
-		return int64(m.totals.USD)
+		return int64(m.totals.USD.Plus(m.external.USD))
 	case Tokens:
-		return m.totals.Tokens
+		return SatAdd(m.totals.Tokens, m.external.Tokens)
 	case Time:
 		t := m.totals.Time
 		if m.running {
@@ -204,9 +208,42 @@ func (m *Manager) usedLocked(metric Metric, now time.Time) int64 {
 		}
 		return int64(t)
 	case Iterations:
-		return int64(m.totals.Iterations)
+		return int64(m.totals.Iterations + m.external.Iterations)
 	}
 	return 0
+}
+
+// allLocked is what this budget has used: recorded here, and by others.
+func (m *Manager) allLocked() Totals {
+	t := m.totals
+	ext := m.external
+	ext.Time = 0 // a budget's wall time is its own clock
+	t.Merge(ext)
+	return t
+}
+
+// SetExternal tells this budget what other processes sharing it have spent
+// beyond what was recorded here, as read from the store they share. Each
+// field only grows: a smaller figure than one already given (a read that
+// raced a recording) is ignored, so a caller may pass any lower bound of
+// the truth. Time is not taken: a budget's wall time is its own clock.
+// Listeners are told at once when the figure moves the budget to another
+// tier (a HARD reached by another process cancels the calls here).
+func (m *Manager) SetExternal(others Totals) Tier {
+	m.mu.Lock()
+	e := &m.external
+	e.USD = max(e.USD, others.USD)
+	e.Tokens = max(e.Tokens, others.Tokens)
+	e.Iterations = max(e.Iterations, others.Iterations)
+	e.ReportedEvents = max(e.ReportedEvents, others.ReportedEvents)
+	e.EstimatedEvents = max(e.EstimatedEvents, others.EstimatedEvents)
+	e.UnknownEvents = max(e.UnknownEvents, others.UnknownEvents)
+	t, ls, ch := m.observeLocked(m.nowLocked())
+	m.mu.Unlock()
+	if ls != nil {
+		notify(ls, ch)
+	}
+	return t
 }
 
 // tierLocked is the overall tier: the highest of any configured metric.
@@ -367,7 +404,7 @@ func (m *Manager) Status() Status {
 func (m *Manager) Totals() Totals {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	t := m.totals
+	t := m.allLocked()
 	t.Time = time.Duration(m.usedLocked(Time, m.nowLocked()))
 	return t
 }
@@ -381,15 +418,16 @@ func pct(used int64, th threshold) Percent {
 
 func (m *Manager) statusLocked(now time.Time) Status {
 	tier, cause := m.tierLocked(now)
+	all := m.allLocked()
 	st := Status{
 		Tier:           tier,
 		Cause:          cause,
-		UsedUSD:        m.totals.USD,
-		USDSource:      m.totals.USDSource(),
-		ListUSD:        m.totals.ListUSD,
-		UsedTokens:     m.totals.Tokens,
+		UsedUSD:        all.USD,
+		USDSource:      all.USDSource(),
+		ListUSD:        all.ListUSD,
+		UsedTokens:     all.Tokens,
 		UsedTime:       time.Duration(m.usedLocked(Time, now)),
-		UsedIterations: m.totals.Iterations,
+		UsedIterations: all.Iterations,
 		IsInWarning:    tier == Warning,
 		IsAtHardCap:    tier == Hard,
 	}
@@ -469,10 +507,10 @@ func (m *Manager) chain() []*Manager {
 func (m *Manager) headroomLocked() Amount {
 	h := Unlimited
 	if l := m.limits[Money].hard; l.set {
-		h.USD = max(USD(SatSub(SatSub(l.v, int64(m.totals.USD)), int64(m.reserved.USD))), 0)
+		h.USD = max(USD(SatSub(SatSub(l.v, m.usedLocked(Money, time.Time{})), int64(m.reserved.USD))), 0)
 	}
 	if l := m.limits[Tokens].hard; l.set {
-		h.Tokens = max(SatSub(SatSub(l.v, m.totals.Tokens), m.reserved.Tokens), 0)
+		h.Tokens = max(SatSub(SatSub(l.v, m.usedLocked(Tokens, time.Time{})), m.reserved.Tokens), 0)
 	}
 	return h
 }

@@ -37,6 +37,12 @@ const DefaultReserveOutputTokens = 8192
 // DefaultHeartbeat is how often a running task's wall time is made durable.
 const DefaultHeartbeat = 2 * time.Second
 
+// DefaultRunRefresh is how often a run's spend is read back from the store
+// while its tasks run, when the store does not tell of changes as they
+// happen (SQLite). It bounds how long a HARD reached by another process
+// takes to stop this process's calls.
+const DefaultRunRefresh = 500 * time.Millisecond
+
 // Config configures an Engine. Store, Backends, Validators and Context are
 // required; every other field has a default (see WithDefaults).
 type Config struct {
@@ -72,6 +78,11 @@ type Config struct {
 	// Shared, when set, admits each call against the run budget through the
 	// database too, so that processes sharing a run never jointly overrun it.
 	Shared purser.SharedRunBudget
+	// RunRefresh is how often a run's spend across every process is read
+	// back from the store while its tasks run; default: DefaultRunRefresh.
+	// A store that is a purser.RunUsageWatcher is also read on each change
+	// it tells of.
+	RunRefresh time.Duration
 }
 
 // WithDefaults returns a copy of c with every unset optional field set to its
@@ -103,6 +114,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = DefaultHeartbeat
+	}
+	if c.RunRefresh <= 0 {
+		c.RunRefresh = DefaultRunRefresh
 	}
 	return c
 }
@@ -145,6 +159,10 @@ type Engine struct {
 	// warned holds the task and model pairs already warned of as unpriced,
 	// so each is said once, not before every call.
 	warned sync.Map
+	// watcher tells of ledger changes in other processes (nil: poll only).
+	watcher purser.RunUsageWatcher
+	// runs are the shared runs this engine's tasks are running in.
+	runs *runSyncs
 }
 
 // New returns an Engine configured by cfg, with defaults filled in. It
@@ -154,7 +172,15 @@ func New(cfg Config) (*Engine, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Engine{cfg: cfg, owner: cfg.Owners.Self()}, nil
+	e := &Engine{cfg: cfg, owner: cfg.Owners.Self(), runs: newRunSyncs()}
+	e.watcher, _ = cfg.Store.(purser.RunUsageWatcher)
+	// Every ledger append and every shared admission passes the run sync,
+	// so that a run is judged on the spend of every process sharing it.
+	e.cfg.Store = &ledgerTap{Store: cfg.Store, runs: e.runs}
+	if cfg.Shared != nil {
+		e.cfg.Shared = &admitTap{SharedRunBudget: cfg.Shared, runs: e.runs}
+	}
+	return e, nil
 }
 
 // StopError is returned by RunTask when a task did not finish DONE. Its

@@ -113,11 +113,11 @@ func (e *Engine) RunBatch(ctx context.Context, b Batch) ([]TaskOutcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	runMgr, err := e.runBudget(ctx, run)
+	rs, err := e.runBudget(ctx, run)
 	if err != nil {
 		return nil, err
 	}
-	e.schedule(ctx, run.ID, runMgr, outcomes, pending, b.Parallel)
+	e.schedule(ctx, run.ID, rs, outcomes, pending, b.Parallel)
 	return outcomes, nil
 }
 
@@ -161,9 +161,18 @@ func describeBudget(c *budget.Config) string {
 
 // schedule runs the tasks at the indexes pending, at most parallel at once,
 // starting them in order. Once ctx is done, no further task starts: each is
-// left as it was and said not started.
-func (e *Engine) schedule(ctx context.Context, runID string, run *budget.Manager, outcomes []TaskOutcome, pending []int, parallel int) {
-	if run != nil {
+// left as it was and said not started. The run's budget (rs, nil for none)
+// follows the run's spend in every process while the tasks run.
+func (e *Engine) schedule(ctx context.Context, runID string, rs *runSync, outcomes []TaskOutcome, pending []int, parallel int) {
+	var run *budget.Manager
+	if rs != nil {
+		run = rs.mgr
+		ids := make([]string, 0, len(pending))
+		for _, i := range pending {
+			ids = append(ids, outcomes[i].Task.ID)
+		}
+		defer e.runs.add(rs, ids)()
+		defer rs.follow(ctx)()
 		defer e.beatRun(ctx, runID, run)()
 	}
 	sem := make(chan struct{}, parallel)
@@ -239,7 +248,7 @@ func (e *Engine) Resume(ctx context.Context, task purser.Task, raise *BudgetRais
 			return TaskOutcome{}, err
 		}
 	}
-	var runMgr *budget.Manager
+	var rs *runSync
 	if rec.RunID != "" {
 		run, err := e.cfg.Store.Run(ctx, rec.RunID)
 		switch {
@@ -247,13 +256,13 @@ func (e *Engine) Resume(ctx context.Context, task purser.Task, raise *BudgetRais
 		case err != nil:
 			return TaskOutcome{}, err
 		default:
-			if runMgr, err = e.runBudget(ctx, run); err != nil {
+			if rs, err = e.runBudget(ctx, run); err != nil {
 				return TaskOutcome{}, err
 			}
 		}
 	}
 	outcomes := []TaskOutcome{{Task: task}}
-	e.schedule(ctx, rec.RunID, runMgr, outcomes, []int{0}, 1)
+	e.schedule(ctx, rec.RunID, rs, outcomes, []int{0}, 1)
 	return outcomes[0], nil
 }
 
@@ -300,8 +309,9 @@ func (e *Engine) recordBudgetChanges(ctx context.Context, changes []*purser.Budg
 }
 
 // runBudget is the run's budget with what all its tasks have spent already,
-// its clock running; nil when the run has no budget.
-func (e *Engine) runBudget(ctx context.Context, run purser.Run) (*budget.Manager, error) {
+// its clock running, ready to follow what every process sharing the run
+// spends; nil when the run has no budget.
+func (e *Engine) runBudget(ctx context.Context, run purser.Run) (*runSync, error) {
 	if run.Budget == nil {
 		return nil, nil
 	}
@@ -315,7 +325,7 @@ func (e *Engine) runBudget(ctx context.Context, run purser.Run) (*budget.Manager
 		return nil, &RequestError{Err: fmt.Errorf("run %s budget: %w", run.ID, err)}
 	}
 	m.StartClock()
-	return m, nil
+	return &runSync{e: e, runID: run.ID, mgr: m, initial: spent}, nil
 }
 
 // runningElsewhere reports whether a live process other than this one is
@@ -323,3 +333,9 @@ func (e *Engine) runBudget(ctx context.Context, run purser.Run) (*budget.Manager
 func (e *Engine) runningElsewhere(rec purser.TaskRecord) bool {
 	return rec.State == purser.StateRunning && rec.Owner != "" && rec.Owner != e.owner && !e.cfg.Owners.Gone(rec.Owner)
 }
+
+// ValidRunName says whether a run may be given this name.
+func ValidRunName(name string) bool { return validRunName.MatchString(name) }
+
+// SameBudget says whether two budgets are the same (nil: none).
+func SameBudget(a, b *budget.Config) bool { return sameBudget(a, b) }

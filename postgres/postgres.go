@@ -41,6 +41,7 @@ type Store struct {
 var (
 	_ purser.Store           = (*Store)(nil)
 	_ purser.SharedRunBudget = (*Store)(nil)
+	_ purser.RunUsageWatcher = (*Store)(nil)
 )
 
 // IsURL says whether a database location is a PostgreSQL URL rather than a
@@ -565,6 +566,12 @@ func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) 
 					list_usd_nanos = usage_totals.list_usd_nanos + excluded.list_usd_nanos, list_events = usage_totals.list_events + excluded.list_events`,
 				k.scope, k.id, int64(t.USD), t.Tokens, t.Iterations, t.ReportedEvents, t.EstimatedEvents, t.UnknownEvents, int64(t.ListUSD), t.ListEvents); err != nil {
 				return fmt.Errorf("totals of %s %s: %w", k.scope, k.id, err)
+			}
+			if k.scope == "run" {
+				// Delivered on commit, to every process watching the run.
+				if _, err := tx.Exec(ctx, `SELECT pg_notify('`+runUsageChannel+`', current_schema() || ' ' || $1)`, k.id); err != nil {
+					return fmt.Errorf("notify run %s: %w", k.id, err)
+				}
 			}
 		}
 		return nil

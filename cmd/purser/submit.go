@@ -1,0 +1,119 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/engine"
+)
+
+// jobStore is a store workers on many hosts can take tasks from.
+type jobStore interface {
+	store
+	purser.JobQueue
+}
+
+// openJobStore opens the database for the queue's commands: it must be one
+// that workers on other hosts can share (PostgreSQL).
+func openJobStore(cmd *cobra.Command, where database) (jobStore, error) {
+	if isDatabaseFile(where.Path) {
+		return nil, badInput(fmt.Errorf("%s needs a PostgreSQL database (a postgres:// URL in --db, PURSER_DB or database: in purser.yaml), which workers on every host share; %s is a SQLite file", cmd.Name(), where))
+	}
+	s, err := openStore(cmd.Context(), where, true)
+	if err != nil {
+		return nil, err
+	}
+	q, ok := s.(jobStore)
+	if !ok {
+		s.Close()
+		return nil, fmt.Errorf("%s: this database has no job queue", where)
+	}
+	return q, nil
+}
+
+func newSubmitCmd() *cobra.Command {
+	var db, runBudget, runName string
+	cmd := &cobra.Command{
+		Use:   "submit TASKFILE... --run NAME [--run-budget FILE] [--db URL]",
+		Short: "Queue tasks for the workers (purser worker) on every host",
+		Long: `Queues each task for the workers that take tasks from the same PostgreSQL
+database (purser worker), in the named run, whose budget they all share.
+The task files are checked first; nothing is queued if one is wrong.
+
+Workers find a task by its file's absolute path: every worker host must see
+the task files, and their workspaces, at the same paths (a shared mount).
+A task already submitted is left as it is.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("submit needs at least one task file\n\nUsage:\n  purser %s", cmd.Use)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !engine.ValidRunName(runName) {
+				return badInput(fmt.Errorf("--run %q: want a name of letters, digits, '.', '_' or '-' (at most 128), shared by the workers", runName))
+			}
+			tasks, proj, err := loadTasks(args)
+			if err != nil {
+				return err
+			}
+			var runCfg *budget.Config
+			if runBudget != "" {
+				cfg, err := config.LoadBudget(runBudget)
+				if err != nil {
+					return badInput(err)
+				}
+				runCfg = &cfg
+			}
+			q, err := openJobStore(cmd, locateDatabase(db, proj))
+			if err != nil {
+				return err
+			}
+			defer q.Close()
+			ctx := cmd.Context()
+			run, err := q.JoinRun(ctx, purser.Run{ID: runName, Budget: runCfg})
+			if err != nil {
+				return err
+			}
+			if runCfg != nil && !engine.SameBudget(run.Budget, runCfg) {
+				return badInput(fmt.Errorf("run %s already has another budget; submit to it without --run-budget to share its budget, or name a new run", runName))
+			}
+			for i, t := range tasks {
+				file, err := filepath.Abs(args[i])
+				if err != nil {
+					return err
+				}
+				if _, err := q.Task(ctx, t.ID); errors.Is(err, purser.ErrNotFound) {
+					// Shown by purser status from now on, PENDING until a worker takes it.
+					if err := q.SaveTask(ctx, purser.TaskRecord{ID: t.ID, RunID: runName, Goal: t.Goal, Workspace: t.Workspace, File: file,
+						Budget: t.Budget, State: purser.StatePending}); err != nil {
+						return err
+					}
+				} else if err != nil {
+					return err
+				}
+				queued, err := q.SubmitJob(ctx, purser.Job{TaskID: t.ID, RunID: runName, TaskFile: file})
+				if err != nil {
+					return err
+				}
+				if queued {
+					fmt.Fprintf(cmd.OutOrStdout(), "queued %s (run %s, %s)\n", t.ID, runName, file)
+				} else {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s was submitted already; left as it is\n", t.ID)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&db, "db", "", "the PostgreSQL database the workers share (default: $PURSER_DB, else purser.yaml's database:)")
+	cmd.Flags().StringVar(&runName, "run", "", "the run the tasks join; its budget is shared by every worker (required)")
+	cmd.Flags().StringVar(&runBudget, "run-budget", "", "the run's budget file (YAML or JSON), for a new run")
+	_ = cmd.MarkFlagRequired("run")
+	return cmd
+}

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend/proc"
+	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/contextbuild"
+	"github.com/purser-dev/purser/engine"
+	"github.com/purser-dev/purser/redact"
+	"github.com/purser-dev/purser/validate"
+)
+
+// errLeaseLost is the cause of a task stopped because its worker lost the
+// job's lease: another worker may be running it now.
+var errLeaseLost = errors.New("the job's lease was lost")
+
+// leaseOwners is a worker's Owners: a process on this host is gone when
+// it is (proc.Owners); a worker on any host is gone, for the task, once
+// the queue granted its job anew after its lease ran out.
+type leaseOwners struct {
+	proc.Owners
+	mu   sync.Mutex
+	lost map[string]bool
+}
+
+// Gone reports whether owner is gone: its lease ran out, or its process is.
+func (o *leaseOwners) Gone(owner string) bool {
+	o.mu.Lock()
+	lost := o.lost[owner]
+	o.mu.Unlock()
+	return lost || o.Owners.Gone(owner)
+}
+
+func (o *leaseOwners) leaseLost(owner string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.lost == nil {
+		o.lost = map[string]bool{}
+	}
+	o.lost[owner] = true
+}
+
+// worker takes jobs from the queue and runs their tasks.
+type worker struct {
+	q       jobStore
+	owners  *leaseOwners
+	self    string
+	lease   time.Duration
+	context *contextbuild.Builder
+	log     *slog.Logger
+	out     io.Writer
+	outMu   sync.Mutex
+}
+
+func newWorkerCmd() *cobra.Command {
+	var db string
+	var concurrency int
+	var lease, poll time.Duration
+	var drain bool
+	cmd := &cobra.Command{
+		Use:   "worker [--db URL] [--concurrency N] [--lease D] [--poll D] [--drain]",
+		Short: "Take tasks from the queue (purser submit) and run them, on this host",
+		Long: `Takes tasks from the queue in the PostgreSQL database and runs them, at most
+--concurrency at once, each in its run and under its run's budget, shared by
+every worker on every host. A job is leased: the worker renews the lease
+while the task runs. A worker that dies (killed, host lost, network cut)
+stops renewing; once its lease runs out another worker takes the task and
+resumes it, with what it spent counted once. A worker that loses a lease
+stops the task at once. On SIGINT/SIGTERM the worker stops its tasks
+(resumable) and gives their jobs back to the queue.
+
+Workers find a task by its file's absolute path, as submitted: every worker
+host must see the task files and workspaces at the same paths.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if concurrency < 1 {
+				return badInput(fmt.Errorf("--concurrency: want at least 1, got %d", concurrency))
+			}
+			if lease < time.Second {
+				return badInput(fmt.Errorf("--lease: want at least 1s, got %s", lease))
+			}
+			if poll <= 0 {
+				return badInput(fmt.Errorf("--poll: want a positive duration, got %s", poll))
+			}
+			wd, err := os.Getwd()
+			if err != nil {
+				return err
+			}
+			proj, err := config.FindProject(wd)
+			if err != nil {
+				return badInput(err)
+			}
+			q, err := openJobStore(cmd, locateDatabase(db, proj))
+			if err != nil {
+				return err
+			}
+			defer q.Close()
+			cb, err := contextbuild.New()
+			if err != nil {
+				return err
+			}
+			owners := &leaseOwners{}
+			w := &worker{q: q, owners: owners, self: owners.Self(), lease: lease, context: cb, out: cmd.OutOrStdout(),
+				log: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
+			return w.serve(cmd.Context(), concurrency, poll, drain)
+		},
+	}
+	cmd.Flags().StringVar(&db, "db", "", "the PostgreSQL database the workers share (default: $PURSER_DB, else purser.yaml's database:)")
+	cmd.Flags().IntVar(&concurrency, "concurrency", 1, "how many tasks this worker runs at once")
+	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long a job stays this worker's without a renewal (renewed every third of it)")
+	cmd.Flags().DurationVar(&poll, "poll", 500*time.Millisecond, "how often an idle worker looks for a job")
+	cmd.Flags().BoolVar(&drain, "drain", false, "exit once every job on the queue is finished (for batches and tests)")
+	return cmd
+}
+
+func (w *worker) say(format string, args ...any) {
+	w.outMu.Lock()
+	defer w.outMu.Unlock()
+	fmt.Fprintf(w.out, format+"\n", args...)
+}
+
+// serve claims jobs while a slot is free, until ctx ends (or, draining,
+// until no job is left unfinished), and waits for the tasks it runs.
+func (w *worker) serve(ctx context.Context, concurrency int, poll time.Duration, drain bool) error {
+	slots := make(chan struct{}, concurrency)
+	var running sync.WaitGroup
+	defer running.Wait()
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		job, ok, err := w.q.ClaimJob(ctx, w.self, w.lease)
+		if err != nil || !ok {
+			<-slots
+			if err != nil && ctx.Err() == nil {
+				w.log.Warn("claiming a job", "error", redact.String(err.Error()))
+			}
+			if err == nil && drain && len(slots) == 0 {
+				if done, err := w.allFinished(ctx); err == nil && done {
+					return nil
+				}
+			}
+			select {
+			case <-time.After(poll):
+			case <-ctx.Done():
+				return nil
+			}
+			continue
+		}
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			defer func() { <-slots }()
+			w.run(ctx, job)
+		}()
+	}
+}
+
+// allFinished says whether every job on the queue is finished.
+func (w *worker) allFinished(ctx context.Context) (bool, error) {
+	jobs, err := w.q.Jobs(ctx, "")
+	if err != nil {
+		return false, err
+	}
+	for _, j := range jobs {
+		if j.State != purser.JobFinished {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// run runs one job's task while renewing its lease, and settles the job:
+// finished with the task's state, given back when the worker was stopped,
+// left alone when its lease was lost.
+func (w *worker) run(ctx context.Context, job purser.Job) {
+	if job.LeaseLost != "" {
+		w.owners.leaseLost(job.LeaseLost)
+	}
+	w.say("claimed %s (run %s, attempt %d)", job.TaskID, job.RunID, job.Attempts)
+	taskCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	stopRenewing := w.renew(taskCtx, job, stop)
+	state, why := w.runTask(taskCtx, job)
+	stopRenewing()
+	if errors.Is(context.Cause(taskCtx), errLeaseLost) {
+		w.say("%s: lease lost; stopped here (%s)", job.TaskID, why)
+		return
+	}
+	settle := context.WithoutCancel(ctx)
+	// The job is settled by the task's state as recorded: a stop the store
+	// could not record (it was unreachable) leaves the job to run out its
+	// lease and go to another worker, which resumes the task.
+	rec, err := w.q.Task(settle, job.TaskID)
+	switch {
+	case err != nil && !errors.Is(err, purser.ErrNotFound):
+		w.say("%s: %s, but its state could not be read back; the job is left to its lease (%s)", job.TaskID, state, why)
+		return
+	case err == nil && rec.State == purser.StateRunning && state != purser.StateRunning:
+		w.say("%s: %s here, still RUNNING as recorded; the job is left to its lease (%s)", job.TaskID, state, why)
+		return
+	case err == nil && state == purser.StateFailed && rec.State != purser.StateFailed:
+		// It failed before it started (a task file that no longer loads).
+		if err := w.q.SetTaskState(settle, job.TaskID, purser.StateFailed, why); err != nil {
+			w.say("%s: FAILED, unrecorded; the job is left to its lease (%s)", job.TaskID, why)
+			return
+		}
+	}
+	switch {
+	case ctx.Err() != nil || state == purser.StatePending || state == purser.StateRunning:
+		err = w.q.ReleaseJob(settle, job.TaskID, w.self, 0)
+		w.say("%s: given back to the queue (%s)", job.TaskID, why)
+	default:
+		err = w.q.FinishJob(settle, job.TaskID, w.self, string(state))
+		w.say("%s: %s (%s)", job.TaskID, state, why)
+	}
+	if err != nil {
+		w.log.Warn("settling a job", "task", job.TaskID, "error", redact.String(err.Error()))
+	}
+}
+
+// renew renews the job's lease every third of it; a lease lost, or not
+// renewed for a whole lease, stops the task.
+func (w *worker) renew(ctx context.Context, job purser.Job, stop context.CancelCauseFunc) func() {
+	last := time.Now()
+	var once sync.Once
+	return every(w.lease/3, func() {
+		err := w.q.RenewLease(context.WithoutCancel(ctx), job.TaskID, w.self, w.lease)
+		switch {
+		case err == nil:
+			last = time.Now()
+		case errors.Is(err, purser.ErrLeaseLost) || time.Since(last) >= w.lease:
+			once.Do(func() { stop(fmt.Errorf("%w: %v", errLeaseLost, err)) })
+		default:
+			w.log.Warn("renewing a lease", "task", job.TaskID, "error", redact.String(err.Error()))
+		}
+	})
+}
+
+// every calls fn every d until the returned function is called, which
+// returns once fn is no longer running.
+func every(d time.Duration, fn func()) (stop func()) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(d)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				fn()
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
+
+// runTask runs the job's task in its run and returns the state it ended in
+// and why.
+func (w *worker) runTask(ctx context.Context, job purser.Job) (purser.TaskState, string) {
+	task, proj, err := loadTask(job.TaskFile)
+	if err != nil {
+		return purser.StateFailed, redact.String(err.Error())
+	}
+	if task.ID != job.TaskID {
+		return purser.StateFailed, fmt.Sprintf("%s now has id %q, not %q", job.TaskFile, task.ID, job.TaskID)
+	}
+	e, err := engine.New(engine.Config{Store: w.q, Backends: backends(), Validators: validate.Runner{}, Context: w.context,
+		Prices: proj.Prices, Owners: w.owners, Shared: w.q, Logger: w.log.With("task", task.ID)})
+	if err != nil {
+		return purser.StateFailed, err.Error()
+	}
+	outcomes, err := e.RunBatch(ctx, engine.Batch{Tasks: []purser.Task{task}, Name: job.RunID, Parallel: 1})
+	if err != nil {
+		// Refused before it ran: its task RUNNING in a live process here.
+		return purser.StatePending, redact.String(err.Error())
+	}
+	o := outcomes[0]
+	var se *engine.StopError
+	switch {
+	case o.Skipped:
+		return purser.StateDone, "already DONE"
+	case o.Err == nil:
+		return purser.StateDone, "all validators passed"
+	case errors.As(o.Err, &se):
+		return se.State, redact.String(engine.Describe(o.Err))
+	}
+	return purser.StateFailed, redact.String(o.Err.Error())
+}
