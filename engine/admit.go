@@ -28,8 +28,9 @@ func (t *taskRun) worstCase(model string, input, output int64) (budget.Amount, i
 const sharedTTL = purser.DefaultCallTimeout + time.Minute
 
 // reserveShared holds the call's worst case on a run budget shared through
-// the database, shrinking the call to what fits there. It returns the
-// function that releases the hold.
+// the database, shrinking the call to what fits there, and waits while only
+// other processes' holds stand in the way. It returns the function that
+// releases the hold.
 func (t *taskRun) reserveShared(ctx context.Context, model string, input int64, want *budget.Amount, maxOut *int64) (func(), error) {
 	run := t.budget.Parent()
 	if t.e.cfg.Shared == nil || run == nil || t.runID == "" {
@@ -50,6 +51,42 @@ func (t *taskRun) reserveShared(ctx context.Context, model string, input int64, 
 	if t.task.Backend.CallTimeout <= 0 {
 		ttl = sharedTTL
 	}
+	waited, first, firstOut := false, *want, *maxOut
+	for pause := holdPoll; ; pause = min(2*pause, maxHoldPoll) {
+		*want, *maxOut = first, firstOut // each attempt starts from the call's whole worst case
+		release, err := t.holdShared(ctx, model, input, caps, ttl, want, maxOut)
+		var short *budget.InsufficientBudgetError
+		if err == nil || !errors.As(err, &short) || !t.heldByOthers(model, input) {
+			if err != nil {
+				return func() {}, err
+			}
+			return release, nil
+		}
+		// What stands in the way is other calls' holds, not spend: they end
+		// soon (or lapse after their TTL), so the call waits for them
+		// rather than stopping a task the run could still afford.
+		if !waited {
+			waited = true
+			t.log.Info("waiting for other calls' holds on the run's budget", "run", t.runID, "available", short.Available)
+		}
+		select {
+		case <-ctx.Done():
+			return func() {}, interrupted(ctx)
+		case <-time.After(pause):
+		}
+	}
+}
+
+// holdPoll and maxHoldPoll pace the retries of a call waiting for other
+// calls' holds on a shared run to be released.
+const (
+	holdPoll    = 50 * time.Millisecond
+	maxHoldPoll = time.Second
+)
+
+// holdShared makes one attempt at holding the call on the shared run,
+// shrinking it to what the run has left when its worst case does not fit.
+func (t *taskRun) holdShared(ctx context.Context, model string, input int64, caps budget.Amount, ttl time.Duration, want *budget.Amount, maxOut *int64) (func(), error) {
 	release, err := t.e.cfg.Shared.ReserveRun(ctx, t.runID, caps, *want, ttl)
 	var short *budget.InsufficientBudgetError
 	if errors.As(err, &short) {
@@ -68,10 +105,18 @@ func (t *taskRun) reserveShared(ctx context.Context, model string, input int64, 
 			}
 		}
 	}
-	if err != nil {
-		return func() {}, err
-	}
-	return release, nil
+	return release, err
+}
+
+// heldByOthers reports whether the least worthwhile call would fit in what
+// the run and the task have left by their spend (every process's, as last
+// read from the store) and this process's own holds — so that only other
+// processes' holds refused it.
+func (t *taskRun) heldByOthers(model string, input int64) bool {
+	run, local := t.budget.Parent().Available(), t.budget.Available()
+	avail := budget.Amount{USD: min(run.USD, local.USD), Tokens: min(run.Tokens, local.Tokens)}
+	_, _, err := t.clampToFit(model, input, avail)
+	return err == nil
 }
 
 // minOutputTokens is the least output worth making a call for.

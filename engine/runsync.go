@@ -194,13 +194,12 @@ type admitTap struct {
 }
 
 // ReserveRun holds want on the run through the store, then refreshes the
-// run's spend in this process.
+// run's spend in this process — after a refusal too, so that whether the
+// others' holds or their spend stood in the way is judged on fresh figures.
 func (a *admitTap) ReserveRun(ctx context.Context, runID string, caps, want budget.Amount, ttl time.Duration) (func(), error) {
 	release, err := a.SharedRunBudget.ReserveRun(ctx, runID, caps, want, ttl)
-	if err == nil {
-		for _, s := range a.runs.ofRun(runID) {
-			s.refresh(ctx)
-		}
+	for _, s := range a.runs.ofRun(runID) {
+		s.refresh(ctx)
 	}
 	return release, err
 }
