@@ -116,8 +116,8 @@ type CallUsage struct {
 	Kind      CallKind
 	Model     string
 	// Agent is "" for the main agent, else the sub-agent (budget.UsageEvent.Agent).
-	Agent string
-	Totals    budget.Totals
+	Agent  string
+	Totals budget.Totals
 	// CachedTokens is the part of Totals.Tokens read from a prompt cache.
 	CachedTokens int64
 }
