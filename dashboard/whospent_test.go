@@ -2,9 +2,13 @@ package dashboard_test
 
 import (
 	"context"
+	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
@@ -180,4 +184,48 @@ func equalShares(a, b []dashboard.SpendShare) bool {
 		}
 	}
 	return true
+}
+
+// The page shows the per-sub-agent table for the task that delegated, and
+// none for the task its main agent did alone.
+func TestBrowserShowsSpendPerSubAgent(t *testing.T) {
+	chromium := findChromium()
+	if chromium == "" {
+		t.Skip("no chromium binary on PATH (install Debian's chromium package to run the browser test)")
+	}
+	srv := httptest.NewServer(dashboard.NewHandler(agentStore(t), dashboard.Options{}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(filepath.Join(t.TempDir(), "profile")))
+	defer cancelAlloc()
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	must(t, chromedp.Do(browser,
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`article[data-task="alone"]`)),
+		chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('details').forEach(d => d.open = true)`),
+	))
+	table, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(`article[data-task="delegated"] details[data-key="delegated/agents"] table`)))
+	must(t, err)
+	for _, want := range []string{report.MainAgent, "Explore: map the parser", "$0.20 (reported)"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("the per-sub-agent table lacks %q:\n%s", want, table)
+		}
+	}
+	alone, err := chromedp.Run(browser, chromedp.Evaluate[int](
+		`document.querySelectorAll('article[data-task="alone"] details[data-key="alone/agents"]').length`))
+	must(t, err)
+	if alone != 0 {
+		t.Error("a task its main agent did alone shows a per-sub-agent table")
+	}
+	models, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(`article[data-task="alone"] details[data-key="alone/models"] table`)))
+	must(t, err)
+	if !strings.Contains(models, "opus") {
+		t.Errorf("the per-model table lacks the model:\n%s", models)
+	}
 }
