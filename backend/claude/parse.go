@@ -8,6 +8,7 @@ import (
 
 	"github.com/purser-dev/purser/backend/internal/usagedelta"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/redact"
 )
 
 // anthropicUsage is a message's usage as Anthropic reports it: input
@@ -206,6 +207,9 @@ func (p *Parser) nameSubAgents(content []contentBlock) {
 		if name == "" {
 			name = c.ID
 		}
+		// The description is the model's own words, and goes to the
+		// ledger: no secret it happens to quote goes with it.
+		name = redact.String(name)
 		if r := []rune(name); len(r) > maxAgentName {
 			name = string(r[:maxAgentName-1]) + "…"
 		}

@@ -133,3 +133,13 @@ func TestFixturesWithoutSubAgentsAttributeAllToTheMainAgent(t *testing.T) {
 		t.Fatal("the fixtures gave no usage")
 	}
 }
+
+func TestASecretInTheDescriptionNeverNamesTheSubAgent(t *testing.T) {
+	const secret = "sk-ant-api03-plantedplantedplantedplanted0123456789"
+	start := strings.Replace(mainStartsTask, "Find the  flaky test", "try key "+secret, 1)
+	evs := feedAll(t, start, subAgentFinal)
+	got := evs[len(evs)-1].Agent
+	if strings.Contains(got, secret) || !strings.HasPrefix(got, "general-purpose: try key") {
+		t.Errorf("agent = %q: the secret must be masked, the rest kept", got)
+	}
+}
