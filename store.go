@@ -108,13 +108,16 @@ type DegradeRecord struct {
 	At        time.Time
 }
 
-// CallUsage is what one call spent on one model: its ledger entries summed.
+// CallUsage is what one call spent on one model, by one agent (the main
+// agent or one of its sub-agents): its ledger entries summed.
 type CallUsage struct {
 	CallID    string
 	Iteration int
 	Kind      CallKind
 	Model     string
-	Totals    budget.Totals
+	// Agent is "" for the main agent, else the sub-agent (budget.UsageEvent.Agent).
+	Agent  string
+	Totals budget.Totals
 	// CachedTokens is the part of Totals.Tokens read from a prompt cache.
 	CachedTokens int64
 }
@@ -190,7 +193,7 @@ type Store interface {
 	// twice.
 	AppendUsage(ctx context.Context, entries ...LedgerEntry) error
 	Usage(ctx context.Context, taskID string) ([]LedgerEntry, error)
-	// CallUsage returns what each call of a task spent, per model, in the
+	// CallUsage returns what each call of a task spent, per model and agent, in the
 	// order the calls first reported usage, at a cost that grows with the
 	// calls, not with the ledger's events.
 	CallUsage(ctx context.Context, taskID string) ([]CallUsage, error)

@@ -214,6 +214,10 @@ type UsageEvent struct {
 	USD        USD // meaningful when CostSource is reported or estimated
 	CostSource CostSource
 	Model      string
+	// Agent says who in the agent spent the usage: "" for the main agent,
+	// else the sub-agent its CLI names (Claude Code's Task tool: the
+	// sub-agent's type and description, or the tool_use id that started it).
+	Agent string
 	// PriceSource says, for an estimated or unknown cost, which price table
 	// priced the event and which of its rates applied (or why none did).
 	PriceSource string

@@ -38,6 +38,11 @@ var (
 		"Tasks stopped by their budget (BLOCKED).", nil, nil)
 	degradesDesc = prometheus.NewDesc("purser_degrade_actions_total",
 		"Degrade actions taken, by action and by the tier they were taken at.", []string{"action", "tier"}, nil)
+	timeToStopDesc = prometheus.NewDesc("purser_time_to_stop_seconds",
+		"Time from a BLOCKED task's crossing of its hard cap to its stop: from the ledger entry that put the task's own budget at HARD "+
+			"to the end of the call that entry belongs to (the call cut), or to the task's BLOCKED record when no call was running. "+
+			"A crossing no ledger entry marks (wall time, a run budget's cap) is not observed.",
+		nil, nil)
 	scrapeErrorDesc = prometheus.NewDesc("purser_store_read_errors",
 		"1 when this scrape could not read the store (the other metrics are then missing; purser serve logs why), else 0.", nil, nil)
 )
@@ -84,7 +89,7 @@ func NewCollector(store purser.Store, logger *slog.Logger) *Collector {
 
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{spendDesc, unknownDesc, tokensDesc, callsDesc, refusalsDesc, tasksDesc, runsDesc, hardStopsDesc, degradesDesc, scrapeErrorDesc} {
+	for _, d := range []*prometheus.Desc{spendDesc, unknownDesc, tokensDesc, callsDesc, refusalsDesc, tasksDesc, runsDesc, hardStopsDesc, degradesDesc, timeToStopDesc, scrapeErrorDesc} {
 		ch <- d
 	}
 }
@@ -99,7 +104,13 @@ type tally struct {
 	runs     map[string]int64
 	blocked  int64
 	degrades map[[2]string]int64
+	stops    []time.Duration // time to stop, per BLOCKED task whose crossing the ledger marks
 }
+
+// timeToStopBuckets are the histogram's upper bounds, in seconds: a cut
+// call is expected to stop within a second or so (the engine cancels it at
+// once), and a backend that ignores the signal shows in the top buckets.
+var timeToStopBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
 
 // Collect reads the store and sends the metrics.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
@@ -145,6 +156,63 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for k, n := range t.degrades {
 		ch <- prometheus.MustNewConstMetric(degradesDesc, prometheus.CounterValue, float64(n), k[0], k[1])
 	}
+	ch <- timeToStopHistogram(t.stops)
+}
+
+// timeToStopHistogram turns the observed times to stop into a histogram.
+func timeToStopHistogram(stops []time.Duration) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(timeToStopBuckets))
+	for _, b := range timeToStopBuckets {
+		buckets[b] = 0 // every bound is exposed, empty ones too
+	}
+	var sum float64
+	for _, d := range stops {
+		secs := d.Seconds()
+		sum += secs
+		for _, b := range timeToStopBuckets {
+			if secs <= b {
+				buckets[b]++ // cumulative: every bound at or above it
+			}
+		}
+	}
+	return prometheus.MustNewConstHistogram(timeToStopDesc, uint64(len(stops)), sum, buckets)
+}
+
+// timeToStop finds, in a BLOCKED task's ledger, the entry that put its own
+// budget at HARD (replayed through a budget.Manager, whose clock is never
+// started: only what the ledger holds counts), and measures from that
+// entry's time to the task's stop: the end of the entry's call when it has
+// one that ended, else the task's BLOCKED record. ok is false when no entry
+// crossed (the cap crossed was wall time, or the run's) or a time is
+// missing.
+func timeToStop(rec purser.TaskRecord, usage []purser.LedgerEntry, calls []purser.CallRecord) (time.Duration, bool) {
+	m, err := budget.NewManager(rec.Budget, budget.Options{})
+	if err != nil {
+		return 0, false
+	}
+	for _, e := range usage {
+		if m.RecordUsage(e.Event) != budget.Hard {
+			continue
+		}
+		if e.At.IsZero() {
+			return 0, false
+		}
+		stop := rec.UpdatedAt
+		if e.CallID != "" {
+			for _, c := range calls {
+				if c.ID == e.CallID && !c.EndedAt.IsZero() {
+					stop = c.EndedAt
+				}
+			}
+		}
+		if stop.IsZero() {
+			return 0, false
+		}
+		// The stop is recorded after the crossing; clocks of two processes
+		// sharing a store may disagree by a little, which is not negative time.
+		return max(stop.Sub(e.At), 0), true
+	}
+	return 0, false
 }
 
 func (c *Collector) read(ctx context.Context) (tally, error) {
@@ -202,6 +270,11 @@ func (c *Collector) read(ctx context.Context) (tally, error) {
 		calls, err := c.store.Calls(ctx, rec.ID)
 		if err != nil {
 			return t, fmt.Errorf("read calls of task %s: %w", rec.ID, err)
+		}
+		if rec.State == purser.StateBlocked {
+			if d, ok := timeToStop(rec, usage, calls); ok {
+				t.stops = append(t.stops, d)
+			}
 		}
 		for _, call := range calls {
 			if call.Outcome == "" {

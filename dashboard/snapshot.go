@@ -69,16 +69,29 @@ type Line struct {
 
 // TaskView is one task and its history.
 type TaskView struct {
-	ID       string         `json:"id"`
-	Goal     string         `json:"goal"`
-	State    string         `json:"state"`
-	Reason   string         `json:"reason"`
-	Updated  time.Time      `json:"updated"`
-	Budget   BudgetView     `json:"budget"`
-	Spend    []SpendPoint   `json:"spend"`
-	Degrades []DegradeView  `json:"degrades"`
-	Calls    []CallView     `json:"calls"`
-	Docs     []ArtifactView `json:"docs"`
+	ID       string        `json:"id"`
+	Goal     string        `json:"goal"`
+	State    string        `json:"state"`
+	Reason   string        `json:"reason"`
+	Updated  time.Time     `json:"updated"`
+	Budget   BudgetView    `json:"budget"`
+	Spend    []SpendPoint  `json:"spend"`
+	Degrades []DegradeView `json:"degrades"`
+	Calls    []CallView    `json:"calls"`
+	// Models breaks the task's spend down by model; Agents by who spent it
+	// (the main agent and its sub-agents), empty when only the main agent
+	// spent, as BUDGET.md's Per sub-agent section is.
+	Models []SpendShare   `json:"models"`
+	Agents []SpendShare   `json:"agents"`
+	Docs   []ArtifactView `json:"docs"`
+}
+
+// SpendShare is the part of a task's spend one model or agent accounts for.
+type SpendShare struct {
+	Name   string `json:"name"`
+	Calls  int    `json:"calls"`
+	Tokens int64  `json:"tokens"`
+	Money  string `json:"money"` // budget.FormatUSD: labelled by source, "unknown" never $0
 }
 
 // SpendPoint is the task's cumulative spend after one ledger entry.
@@ -190,7 +203,8 @@ func runBudget(ctx context.Context, s purser.Store, runID string) (*BudgetView, 
 
 func loadTask(ctx context.Context, s purser.Store, rec purser.TaskRecord) (TaskView, error) {
 	tv := TaskView{ID: rec.ID, Goal: redact.String(rec.Goal), State: string(rec.State), Reason: redact.String(rec.Reason),
-		Updated: rec.UpdatedAt, Spend: []SpendPoint{}, Degrades: []DegradeView{}, Calls: []CallView{}, Docs: []ArtifactView{}}
+		Updated: rec.UpdatedAt, Spend: []SpendPoint{}, Degrades: []DegradeView{}, Calls: []CallView{},
+		Models: []SpendShare{}, Agents: []SpendShare{}, Docs: []ArtifactView{}}
 	totals, err := s.UsageTotals(ctx, rec.ID)
 	if err != nil {
 		return tv, fmt.Errorf("read usage totals of task %s: %w", rec.ID, err)
@@ -246,6 +260,14 @@ func loadTask(ctx context.Context, s purser.Store, rec purser.TaskRecord) (TaskV
 		}
 		tv.Calls = append(tv.Calls, cv)
 	}
+	shares, err := s.CallUsage(ctx, rec.ID)
+	if err != nil {
+		return tv, fmt.Errorf("read usage per call of task %s: %w", rec.ID, err)
+	}
+	tv.Models = spendShares(shares, func(u purser.CallUsage) string { return u.Model })
+	if agents := spendShares(shares, agentName); len(agents) > 1 || len(agents) == 1 && agents[0].Name != report.MainAgent {
+		tv.Agents = agents
+	}
 	for _, name := range artifactNames {
 		body, err := s.Artifact(ctx, rec.ID, name)
 		if errors.Is(err, purser.ErrNotFound) {
@@ -257,6 +279,39 @@ func loadTask(ctx context.Context, s purser.Store, rec purser.TaskRecord) (TaskV
 		tv.Docs = append(tv.Docs, ArtifactView{Name: name, Text: redact.String(string(body))})
 	}
 	return tv, nil
+}
+
+// agentName is who spent a call's usage, named as BUDGET.md names it.
+func agentName(u purser.CallUsage) string {
+	if u.Agent == "" {
+		return report.MainAgent
+	}
+	return redact.String(u.Agent)
+}
+
+// spendShares sums the calls' usage by a key, in first-seen order.
+func spendShares(usage []purser.CallUsage, key func(purser.CallUsage) string) []SpendShare {
+	out := []SpendShare{}
+	type sum struct {
+		calls  map[string]bool
+		totals budget.Totals
+	}
+	var order []string
+	sums := map[string]*sum{}
+	for _, u := range usage {
+		k := key(u)
+		if sums[k] == nil {
+			sums[k] = &sum{calls: map[string]bool{}}
+			order = append(order, k)
+		}
+		sums[k].calls[u.CallID] = true
+		sums[k].totals.Merge(u.Totals)
+	}
+	for _, k := range order {
+		t := sums[k].totals
+		out = append(out, SpendShare{Name: k, Calls: len(sums[k].calls), Tokens: t.Tokens, Money: budget.FormatUSD(t.USD, t.USDSource())})
+	}
+	return out
 }
 
 // maxSpendPoints bounds the spend chart's points: a long task's ledger

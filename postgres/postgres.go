@@ -526,11 +526,11 @@ func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) 
 		deltas := map[totalsKey]*budget.Totals{}
 		for _, e := range entries {
 			ev := e.Event
-			tag, err := tx.Exec(ctx, `INSERT INTO usage (idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) ON CONFLICT (idem_key) DO NOTHING`,
+			tag, err := tx.Exec(ctx, `INSERT INTO usage (idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown, agent)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) ON CONFLICT (idem_key) DO NOTHING`,
 				e.Key, e.TaskID, e.RunID, e.CallID, e.Iteration, string(e.Kind), ev.Model, ev.InputTokens, ev.OutputTokens,
 				ev.CacheReadTokens, ev.CacheWriteTokens, ev.ReasoningTokens, int64(ev.USD), ev.CostSource.String(), int64(ev.Elapsed), ev.IterationEnd, nanos(e.At),
-				ev.PriceSource, ev.SettlesUnknown)
+				ev.PriceSource, ev.SettlesUnknown, ev.Agent)
 			if err != nil {
 				return fmt.Errorf("%s: %w", e.Key, err)
 			}
@@ -599,26 +599,26 @@ func (s *Store) Usage(ctx context.Context, taskID string) ([]purser.LedgerEntry,
 		var usd, elapsed, at int64
 		ev := &e.Event
 		if err := r.Scan(&e.Key, &e.RunID, &e.CallID, &e.Iteration, &kind, &ev.Model, &ev.InputTokens, &ev.OutputTokens, &ev.CacheReadTokens,
-			&ev.CacheWriteTokens, &ev.ReasoningTokens, &usd, &source, &elapsed, &ev.IterationEnd, &at, &ev.PriceSource, &ev.SettlesUnknown); err != nil {
+			&ev.CacheWriteTokens, &ev.ReasoningTokens, &usd, &source, &elapsed, &ev.IterationEnd, &at, &ev.PriceSource, &ev.SettlesUnknown, &ev.Agent); err != nil {
 			return e, err
 		}
 		e.Kind, ev.USD, ev.CostSource, ev.Elapsed, e.At = purser.CallKind(kind), budget.USD(usd), parseCostSource(source), time.Duration(elapsed), fromNanos(at)
 		return e, nil
-	}, `SELECT idem_key, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown
+	}, `SELECT idem_key, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown, agent
 		FROM usage WHERE task_id = $1 ORDER BY seq`, taskID)
 }
 
-// CallUsage returns what each call of a task spent, per model, in the order
+// CallUsage returns what each call of a task spent, per model and agent, in the order
 // the calls first reported usage, summed by the server over the task's
 // ledger rows (by the usage_task index).
 func (s *Store) CallUsage(ctx context.Context, taskID string) ([]purser.CallUsage, error) {
-	rows, err := s.pool.Query(ctx, `SELECT call_id, model, MIN(iteration), MIN(kind),
+	rows, err := s.pool.Query(ctx, `SELECT call_id, model, agent, MIN(iteration), MIN(kind),
 			COALESCE(SUM(CASE WHEN cost_source IN ('reported', 'estimated') THEN usd_nanos ELSE 0 END), 0)::BIGINT,
 			COALESCE(SUM(input_tokens + output_tokens), 0)::BIGINT, COALESCE(SUM(cache_read), 0)::BIGINT,
 			COUNT(*) FILTER (WHERE cost_source = 'reported'), COUNT(*) FILTER (WHERE cost_source = 'estimated'),
 			COUNT(*) FILTER (WHERE cost_source = 'unknown') - COALESCE(SUM(settles_unknown), 0)::BIGINT,
 			COALESCE(SUM(CASE WHEN cost_source = 'list' THEN usd_nanos ELSE 0 END), 0)::BIGINT, COUNT(*) FILTER (WHERE cost_source = 'list')
-		FROM usage WHERE task_id = $1 AND call_id <> '' GROUP BY call_id, model ORDER BY MIN(seq)`, taskID)
+		FROM usage WHERE task_id = $1 AND call_id <> '' GROUP BY call_id, model, agent ORDER BY MIN(seq)`, taskID)
 	if err != nil {
 		return nil, fmt.Errorf("call usage of task %s: %w", taskID, err)
 	}
@@ -629,7 +629,7 @@ func (s *Store) CallUsage(ctx context.Context, taskID string) ([]purser.CallUsag
 		var kind string
 		var usd, list int64
 		var iteration int32
-		if err := rows.Scan(&c.CallID, &c.Model, &iteration, &kind, &usd, &c.Totals.Tokens, &c.CachedTokens,
+		if err := rows.Scan(&c.CallID, &c.Model, &c.Agent, &iteration, &kind, &usd, &c.Totals.Tokens, &c.CachedTokens,
 			&c.Totals.ReportedEvents, &c.Totals.EstimatedEvents, &c.Totals.UnknownEvents, &list, &c.Totals.ListEvents); err != nil {
 			return nil, fmt.Errorf("call usage of task %s: %w", taskID, err)
 		}

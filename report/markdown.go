@@ -86,8 +86,20 @@ func groupUsage(usage []purser.CallUsage, key func(purser.CallUsage) string) []*
 	return order
 }
 
+// MainAgent names the main agent where usage is broken down by agent (its
+// sub-agents go by the names their CLI gave them).
+const MainAgent = "(main agent)"
+
+// agentName is who spent a call's usage, for the per-agent breakdown.
+func agentName(u purser.CallUsage) string {
+	if u.Agent == "" {
+		return MainAgent
+	}
+	return oneLine(u.Agent)
+}
+
 // BudgetMD renders BUDGET.md: spend per metric, per iteration, per call
-// kind, per model and per call, every dollar figure labelled reported,
+// kind, per model, per sub-agent (where one spent any) and per call, every dollar figure labelled reported,
 // estimated or unknown; the degrade actions taken and when; the retries.
 func BudgetMD(r Report) []byte {
 	var b bytes.Buffer
@@ -115,10 +127,18 @@ func BudgetMD(r Report) []byte {
 	byIteration := groupUsage(r.Usage, func(u purser.CallUsage) string { return fmt.Sprint(u.Iteration) })
 	byKind := groupUsage(r.Usage, func(u purser.CallUsage) string { return string(u.Kind) })
 	byModel := groupUsage(r.Usage, func(u purser.CallUsage) string { return u.Model })
-	for _, s := range []struct {
+	sections := []struct {
 		title, col string
 		groups     []*group
-	}{{"Per iteration", "iteration", byIteration}, {"Per call kind", "kind", byKind}, {"Per model", "model", byModel}} {
+	}{{"Per iteration", "iteration", byIteration}, {"Per call kind", "kind", byKind}, {"Per model", "model", byModel}}
+	// Who spent it: only worth a table when a sub-agent spent some of it.
+	if bySubAgent := groupUsage(r.Usage, agentName); len(bySubAgent) > 1 || len(bySubAgent) == 1 && bySubAgent[0].key != MainAgent {
+		sections = append(sections, struct {
+			title, col string
+			groups     []*group
+		}{"Per sub-agent", "agent", bySubAgent})
+	}
+	for _, s := range sections {
 		fmt.Fprintf(&b, "\n## %s\n\n| %s | calls | tokens | of which cached | USD |\n|---|---:|---:|---:|---|\n", s.title, s.col)
 		for _, g := range s.groups {
 			fmt.Fprintf(&b, "| %s | %d | %d | %d | %s |\n", g.key, len(g.calls), g.totals.Tokens, g.cached, USDCell(g.totals))

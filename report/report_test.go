@@ -137,17 +137,17 @@ func TestSecretsAreRedacted(t *testing.T) {
 // does, in first-seen order.
 func callUsage(entries []purser.LedgerEntry) []purser.CallUsage {
 	var out []purser.CallUsage
-	at := map[[2]string]int{}
+	at := map[[3]string]int{}
 	for _, e := range entries {
 		if e.CallID == "" {
 			continue
 		}
-		k := [2]string{e.CallID, e.Event.Model}
+		k := [3]string{e.CallID, e.Event.Model, e.Event.Agent}
 		i, ok := at[k]
 		if !ok {
 			i = len(out)
 			at[k] = i
-			out = append(out, purser.CallUsage{CallID: e.CallID, Iteration: e.Iteration, Kind: e.Kind, Model: e.Event.Model})
+			out = append(out, purser.CallUsage{CallID: e.CallID, Iteration: e.Iteration, Kind: e.Kind, Model: e.Event.Model, Agent: e.Event.Agent})
 		}
 		out[i].Totals.Add(e.Event)
 		out[i].CachedTokens += e.Event.CacheReadTokens

@@ -538,17 +538,17 @@ func (s *Store) Calls(ctx context.Context, taskID string) ([]purser.CallRecord, 
 
 // The ledger's statements, prepared when the store opens.
 const (
-	insertUsageSQL = `INSERT INTO usage (idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idem_key) DO NOTHING`
+	insertUsageSQL = `INSERT INTO usage (idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown, agent)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idem_key) DO NOTHING`
 	addTotalSQL = `INSERT INTO usage_totals (scope, id, usd_nanos, tokens, iterations, reported, estimated, unknown, list_usd_nanos, list_events)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (scope, id) DO UPDATE SET usd_nanos = usd_nanos + excluded.usd_nanos, tokens = tokens + excluded.tokens,
 			iterations = iterations + excluded.iterations, reported = reported + excluded.reported,
 			estimated = estimated + excluded.estimated, unknown = unknown + excluded.unknown,
 			list_usd_nanos = list_usd_nanos + excluded.list_usd_nanos, list_events = list_events + excluded.list_events`
-	addCallTotalSQL = `INSERT INTO call_totals (call_id, model, task_id, iteration, kind, first_seq, usd_nanos, tokens, cached, reported, estimated, unknown, list_usd_nanos, list_events)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (call_id, model) DO UPDATE SET usd_nanos = usd_nanos + excluded.usd_nanos, tokens = tokens + excluded.tokens,
+	addCallTotalSQL = `INSERT INTO call_totals (call_id, model, agent, task_id, iteration, kind, first_seq, usd_nanos, tokens, cached, reported, estimated, unknown, list_usd_nanos, list_events)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (call_id, model, agent) DO UPDATE SET usd_nanos = usd_nanos + excluded.usd_nanos, tokens = tokens + excluded.tokens,
 			cached = cached + excluded.cached, reported = reported + excluded.reported,
 			estimated = estimated + excluded.estimated, unknown = unknown + excluded.unknown,
 			list_usd_nanos = list_usd_nanos + excluded.list_usd_nanos, list_events = list_events + excluded.list_events`
@@ -590,7 +590,7 @@ func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) 
 		}
 		ev := e.Event
 		res, err := insert.ExecContext(ctx, e.Key, e.TaskID, e.RunID, e.CallID, e.Iteration, string(e.Kind), ev.Model, ev.InputTokens, ev.OutputTokens,
-			ev.CacheReadTokens, ev.CacheWriteTokens, ev.ReasoningTokens, int64(ev.USD), ev.CostSource.String(), int64(ev.Elapsed), ev.IterationEnd, nanos(e.At), ev.PriceSource, ev.SettlesUnknown)
+			ev.CacheReadTokens, ev.CacheWriteTokens, ev.ReasoningTokens, int64(ev.USD), ev.CostSource.String(), int64(ev.Elapsed), ev.IterationEnd, nanos(e.At), ev.PriceSource, ev.SettlesUnknown, ev.Agent)
 		if err != nil {
 			return fmt.Errorf("append usage %s: %w", e.Key, err)
 		}
@@ -601,7 +601,7 @@ func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) 
 		t.Add(ev)
 		seq, _ := res.LastInsertId()
 		if e.CallID != "" {
-			if _, err := perCall.ExecContext(ctx, e.CallID, ev.Model, e.TaskID, e.Iteration, string(e.Kind), seq, int64(t.USD), t.Tokens,
+			if _, err := perCall.ExecContext(ctx, e.CallID, ev.Model, ev.Agent, e.TaskID, e.Iteration, string(e.Kind), seq, int64(t.USD), t.Tokens,
 				ev.CacheReadTokens, t.ReportedEvents, t.EstimatedEvents, t.UnknownEvents, int64(t.ListUSD), t.ListEvents); err != nil {
 				return fmt.Errorf("append usage %s: call totals: %w", e.Key, err)
 			}
@@ -647,7 +647,7 @@ func parseCostSource(s string) budget.CostSource {
 
 // Usage returns a task's ledger in order.
 func (s *Store) Usage(ctx context.Context, taskID string) ([]purser.LedgerEntry, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT idem_key, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown
+	rows, err := s.db.QueryContext(ctx, `SELECT idem_key, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown, agent
 		FROM usage WHERE task_id = ? ORDER BY seq`, taskID)
 	if err != nil {
 		return nil, err
@@ -661,7 +661,7 @@ func (s *Store) Usage(ctx context.Context, taskID string) ([]purser.LedgerEntry,
 		var at sql.NullInt64
 		ev := &e.Event
 		if err := rows.Scan(&e.Key, &e.RunID, &e.CallID, &e.Iteration, &kind, &ev.Model, &ev.InputTokens, &ev.OutputTokens, &ev.CacheReadTokens,
-			&ev.CacheWriteTokens, &ev.ReasoningTokens, &usd, &source, &elapsed, &ev.IterationEnd, &at, &ev.PriceSource, &ev.SettlesUnknown); err != nil {
+			&ev.CacheWriteTokens, &ev.ReasoningTokens, &usd, &source, &elapsed, &ev.IterationEnd, &at, &ev.PriceSource, &ev.SettlesUnknown, &ev.Agent); err != nil {
 			return nil, err
 		}
 		e.Kind, ev.USD, ev.CostSource, ev.Elapsed, e.At = purser.CallKind(kind), budget.USD(usd), parseCostSource(source), time.Duration(elapsed), fromNanos(at)
@@ -670,10 +670,10 @@ func (s *Store) Usage(ctx context.Context, taskID string) ([]purser.LedgerEntry,
 	return out, rows.Err()
 }
 
-// CallUsage returns what each call of a task spent, per model, from the
+// CallUsage returns what each call of a task spent, per model and agent, from the
 // running per-call totals: its cost grows with the calls, not the events.
 func (s *Store) CallUsage(ctx context.Context, taskID string) ([]purser.CallUsage, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT call_id, model, iteration, kind, usd_nanos, tokens, cached, reported, estimated, unknown, list_usd_nanos, list_events
+	rows, err := s.db.QueryContext(ctx, `SELECT call_id, model, agent, iteration, kind, usd_nanos, tokens, cached, reported, estimated, unknown, list_usd_nanos, list_events
 		FROM call_totals WHERE task_id = ? ORDER BY first_seq`, taskID)
 	if err != nil {
 		return nil, fmt.Errorf("call usage of task %s: %w", taskID, err)
@@ -684,7 +684,7 @@ func (s *Store) CallUsage(ctx context.Context, taskID string) ([]purser.CallUsag
 		var c purser.CallUsage
 		var kind string
 		var usd, list int64
-		if err := rows.Scan(&c.CallID, &c.Model, &c.Iteration, &kind, &usd, &c.Totals.Tokens, &c.CachedTokens,
+		if err := rows.Scan(&c.CallID, &c.Model, &c.Agent, &c.Iteration, &kind, &usd, &c.Totals.Tokens, &c.CachedTokens,
 			&c.Totals.ReportedEvents, &c.Totals.EstimatedEvents, &c.Totals.UnknownEvents, &list, &c.Totals.ListEvents); err != nil {
 			return nil, fmt.Errorf("call usage of task %s: %w", taskID, err)
 		}

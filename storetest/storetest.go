@@ -47,6 +47,7 @@ func Run(t *testing.T, newDatabase func(t *testing.T) Opener) {
 		{"ConcurrentAppendsFromSeveralHandlesLoseNothing", testConcurrentAppends},
 		{"RunningTotalsMatchTheLedger", testRunningTotalsMatchTheLedger},
 		{"CallUsageIsTheLedgerSummedPerCallAndModel", testCallUsage},
+		{"CallUsageKeepsEachSubAgentApart", testCallUsagePerAgent},
 		{"ListDollarsAreKeptApartFromMoneySpent", testListDollars},
 		{"PriceSourcesSumWhatEachTablePriced", testPriceSources},
 		{"TaskRoundTripAcrossHandles", testTaskRoundTrip},
@@ -210,7 +211,7 @@ func testLedgerEntryRoundTrip(t *testing.T, open Opener) {
 				ReasoningTokens: 40, USD: 12_345, CostSource: budget.CostEstimated, Elapsed: 1500 * time.Millisecond, IterationEnd: true,
 				PriceSource: "built-in 2026-11-23: standard rates"}},
 		{Key: "c2/1", TaskID: "t", CallID: "c2", Iteration: 3, Kind: purser.CallSelfReview, At: at.Add(time.Second),
-			Event: budget.UsageEvent{Model: "m-small", OutputTokens: 1, CostSource: budget.CostNone}},
+			Event: budget.UsageEvent{Model: "m-small", OutputTokens: 1, CostSource: budget.CostNone, Agent: "general-purpose: find the bug"}},
 		{Key: "c2/2", TaskID: "t", CallID: "c2", Iteration: 3, Kind: purser.CallSelfReview, At: at.Add(2 * time.Second),
 			Event: budget.UsageEvent{Model: "m-small", USD: 99, CostSource: budget.CostReported, SettlesUnknown: 2}},
 	}
@@ -828,6 +829,45 @@ func testSharedRunHoldExpires(t *testing.T, open Opener) {
 	}
 	if _, err := other.ReserveRun(ctx, "r", caps, budget.Amount{Tokens: 1000}, time.Hour); err != nil {
 		t.Fatalf("a hold after the dead one expired: %v", err)
+	}
+}
+
+// A sub-agent's usage on the same call and model as the main agent's is a
+// row of its own (issue 14: who spent it), and the rows still sum to the call.
+func testCallUsagePerAgent(t *testing.T, open Opener) {
+	ctx := t.Context()
+	s := open(t)
+	main := func(key string, in int64, agent string) purser.LedgerEntry {
+		return purser.LedgerEntry{Key: key, TaskID: "t", CallID: "a", Iteration: 1, Kind: purser.CallMain,
+			Event: budget.UsageEvent{Model: "m1", InputTokens: in, USD: budget.USD(in), CostSource: budget.CostEstimated, Agent: agent}}
+	}
+	events := []purser.LedgerEntry{main("a/1", 100, ""), main("a/2", 30, "explore: read the tests"), main("a/3", 5, ""),
+		main("a/4", 7, "explore: read the tests"), main("a/5", 2, "toolu_02")}
+	for range 2 { // the second append is a replay: ignored
+		if err := s.AppendUsage(ctx, events...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := open(t).CallUsage(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := func(agent string, tokens, events int64) purser.CallUsage {
+		return purser.CallUsage{CallID: "a", Iteration: 1, Kind: purser.CallMain, Model: "m1", Agent: agent,
+			Totals: budget.Totals{USD: budget.USD(tokens), Tokens: tokens, EstimatedEvents: events}}
+	}
+	want := []purser.CallUsage{row("", 105, 2), row("explore: read the tests", 37, 2), row("toolu_02", 2, 1)}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("CallUsage =\n%+v\nwant\n%+v", got, want)
+	}
+	ledger, err := s.Usage(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range ledger {
+		if e.Event.Agent != events[i].Event.Agent {
+			t.Errorf("ledger entry %d: agent %q, want %q", i, e.Event.Agent, events[i].Event.Agent)
+		}
 	}
 }
 

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/purser-dev/purser/backend/internal/usagedelta"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/redact"
 )
 
 // anthropicUsage is a message's usage as Anthropic reports it: input
@@ -59,9 +61,23 @@ type Result struct {
 // apiMessage is an Anthropic message as the stream, the assistant events and
 // the transcript carry it.
 type apiMessage struct {
-	ID    string          `json:"id"`
-	Model string          `json:"model"`
-	Usage *anthropicUsage `json:"usage"`
+	ID      string          `json:"id"`
+	Model   string          `json:"model"`
+	Usage   *anthropicUsage `json:"usage"`
+	Content []contentBlock  `json:"content"`
+}
+
+// contentBlock is the part of a message's content that names a sub-agent:
+// a Task (or, in later CLIs, Agent) tool_use starts one, and the messages
+// of that sub-agent carry the tool_use's id as their parent_tool_use_id.
+type contentBlock struct {
+	Type  string `json:"type"`
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Input struct {
+		SubagentType string `json:"subagent_type"`
+		Description  string `json:"description"`
+	} `json:"input"`
 }
 
 type line struct {
@@ -70,6 +86,9 @@ type line struct {
 	SessionID string          `json:"session_id"`
 	Event     json.RawMessage `json:"event"`
 	Message   *apiMessage     `json:"message"`
+	// ParentToolUseID is set on a sub-agent's lines: the id of the tool_use
+	// that started it.
+	ParentToolUseID string `json:"parent_tool_use_id"`
 	// system api_retry lines
 	Attempt     int `json:"attempt"`
 	ErrorStatus int `json:"error_status"`
@@ -90,6 +109,8 @@ type streamEvent struct {
 // engine), and Reconcile settles against that pricing.
 type Parser struct {
 	emitted map[string]budget.UsageEvent // per message id: what was emitted
+	agentOf map[string]string            // per message id: the sub-agent that sent it ("" for the main agent)
+	agents  map[string]string            // per sub-agent tool_use id: its name
 	order   []string
 	events  []budget.UsageEvent // every event emitted, as emitted
 	current string              // the message being streamed
@@ -102,7 +123,7 @@ type Parser struct {
 
 // NewParser returns a parser.
 func NewParser() *Parser {
-	return &Parser{emitted: map[string]budget.UsageEvent{}}
+	return &Parser{emitted: map[string]budget.UsageEvent{}, agentOf: map[string]string{}, agents: map[string]string{}}
 }
 
 // Session returns the session id, once the init line was read.
@@ -135,6 +156,7 @@ func (p *Parser) Feed(b []byte) ([]budget.UsageEvent, error) {
 		case "message_start":
 			if ev.Message != nil && ev.Message.Usage != nil {
 				p.current, p.model = ev.Message.ID, ev.Message.Model
+				p.attribute(ev.Message.ID, l.ParentToolUseID)
 				return p.observe(ev.Message.ID, ev.Message.Model, *ev.Message.Usage), nil
 			}
 		case "message_delta":
@@ -143,7 +165,11 @@ func (p *Parser) Feed(b []byte) ([]budget.UsageEvent, error) {
 			}
 		}
 	case "assistant":
+		if l.Message != nil {
+			p.nameSubAgents(l.Message.Content)
+		}
 		if l.Message != nil && l.Message.Usage != nil && l.Message.ID != "" {
+			p.attribute(l.Message.ID, l.ParentToolUseID)
 			return p.observe(l.Message.ID, l.Message.Model, *l.Message.Usage), nil
 		}
 	case "system":
@@ -160,6 +186,50 @@ func (p *Parser) Feed(b []byte) ([]budget.UsageEvent, error) {
 	return nil, nil
 }
 
+// maxAgentName bounds a sub-agent's name in the ledger: the description is
+// the model's own words, meant to be a few.
+const maxAgentName = 80
+
+// nameSubAgents remembers the sub-agents a message starts, by the id of the
+// tool_use that starts each, so their usage is attributed by name.
+func (p *Parser) nameSubAgents(content []contentBlock) {
+	for _, c := range content {
+		if c.Type != "tool_use" || c.ID == "" || (c.Name != "Task" && c.Name != "Agent") {
+			continue
+		}
+		name := c.Input.SubagentType
+		if d := strings.Join(strings.Fields(c.Input.Description), " "); d != "" {
+			if name != "" {
+				name += ": "
+			}
+			name += d
+		}
+		if name == "" {
+			name = c.ID
+		}
+		// The description is the model's own words, and goes to the
+		// ledger: no secret it happens to quote goes with it.
+		name = redact.String(name)
+		if r := []rune(name); len(r) > maxAgentName {
+			name = string(r[:maxAgentName-1]) + "…"
+		}
+		p.agents[c.ID] = name
+	}
+}
+
+// attribute records which sub-agent sent a message: the first line that
+// says so wins, so every event of the message lands on one agent.
+func (p *Parser) attribute(id, parentToolUseID string) {
+	if parentToolUseID == "" || p.agentOf[id] != "" {
+		return
+	}
+	name, ok := p.agents[parentToolUseID]
+	if !ok {
+		name = parentToolUseID // a sub-agent whose start was not seen
+	}
+	p.agentOf[id] = name
+}
+
 // observe takes a usage snapshot of a message and emits what is new in it.
 func (p *Parser) observe(id, model string, u anthropicUsage) []budget.UsageEvent {
 	prev, seen := p.emitted[id]
@@ -171,6 +241,7 @@ func (p *Parser) observe(id, model string, u anthropicUsage) []budget.UsageEvent
 	if delta.Tokens() == 0 {
 		return nil
 	}
+	delta.Agent = p.agentOf[id]
 	p.events = append(p.events, delta)
 	return []budget.UsageEvent{delta}
 }

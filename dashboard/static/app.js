@@ -103,6 +103,15 @@ function callsTable(calls) {
   return el("table", {}, el("thead", {}, head), tb);
 }
 
+function sharesTable(shares, col) {
+  const tb = el("tbody");
+  for (const s of shares) {
+    tb.append(el("tr", {}, el("td", {}, s.name), el("td", {}, s.calls), el("td", {}, s.tokens), el("td", {}, s.money)));
+  }
+  const head = el("tr", {}, ...[col, "calls", "tokens", "money"].map((h) => el("th", { scope: "col" }, h)));
+  return el("table", { "data-shares": col }, el("thead", {}, head), tb);
+}
+
 function details(key, title, body) {
   return el("details", { "data-key": key }, el("summary", {}, title), body);
 }
@@ -119,6 +128,9 @@ function task(t) {
   art.append(details(t.id + "/spend", "Spend over time", spendChart(t.spend)));
   art.append(details(t.id + "/degrades", "Degrade actions (" + t.degrades.length + ")", degradeTimeline(t.degrades)));
   art.append(details(t.id + "/calls", "Calls (" + t.calls.length + ")", callsTable(t.calls)));
+  if (t.models.length > 0) art.append(details(t.id + "/models", "Per model (" + t.models.length + ")", sharesTable(t.models, "model")));
+  // Who spent it: shown only when a sub-agent spent some of it.
+  if (t.agents.length > 0) art.append(details(t.id + "/agents", "Per sub-agent (" + t.agents.length + ")", sharesTable(t.agents, "agent")));
   for (const d of t.docs) art.append(details(t.id + "/" + d.name, d.name, el("pre", {}, d.text)));
   return art;
 }
