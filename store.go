@@ -73,6 +73,11 @@ type CallRecord struct {
 	// CallStarted ("" when none or not yet started): on resume, what a dead
 	// owner's call left running is found by it and killed.
 	Process string
+	// Session is the CLI's own session file of the call (Claude Code's
+	// transcript, Codex's rollout, Gemini CLI's chat file), as the backend
+	// gave it to CallSession ("" when none or not known yet): on resume,
+	// what a dead call spent is read from it (SpendRecoverer).
+	Session string
 }
 
 // LedgerEntry is one usage event in the append-only usage ledger. Key makes
