@@ -292,6 +292,9 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			if len(m) == 0 {
 				return ""
 			}
+			// Recorded with the call as soon as it is found: a resume after
+			// a crash reads what the call spent from it.
+			purser.CallSession(ctx, m[0])
 			return m[0]
 		},
 		OnLine: func(l proc.Line) {
@@ -351,4 +354,48 @@ func isTransient(msg string) bool {
 		}
 	}
 	return false
+}
+
+var _ purser.SpendRecoverer = (*Backend)(nil)
+
+// RecoverSpend reads a call's rollout file, whose running total Codex
+// writes after every model call, and returns what it holds beyond the
+// ledger. A call killed before its rollout was found is located among
+// $CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl by the rollout's first
+// line (session_meta), which names the directory Codex ran in and when the
+// session started: the workspace's, at or after the call's start
+// (proc.LocateSession).
+func (b *Backend) RecoverSpend(_ context.Context, q purser.SpendQuery) (purser.RecoveredSpend, error) {
+	file, note := q.Call.Session, ""
+	if file == "" {
+		file, note = proc.LocateSession(q, []string{filepath.Join(b.codexHome(), "sessions", "*", "*", "*", "rollout-*.jsonl")}, rolloutHead)
+		if file == "" {
+			return purser.RecoveredSpend{Note: "rollout file: " + note}, nil
+		}
+		note = "rollout file: " + note
+	}
+	p := NewParser(q.Call.Model)
+	var usage []budget.UsageEvent
+	if err := proc.ReadLines(file, func(l []byte) { usage = append(usage, p.FeedRollout(l)...) }); err != nil {
+		return purser.RecoveredSpend{Session: file, Note: note}, fmt.Errorf("codex: %w", err)
+	}
+	return purser.RecoveredSpend{Session: file, Usage: usagedelta.Beyond(q.Recorded, usage), Note: note}, nil
+}
+
+// rolloutHead reads a rollout's session_meta line: when the session
+// started, and in which directory.
+func rolloutHead(_ string, lines [][]byte) (time.Time, string) {
+	for _, l := range lines {
+		var m struct {
+			Type    string `json:"type"`
+			Payload struct {
+				Timestamp time.Time `json:"timestamp"`
+				Cwd       string    `json:"cwd"`
+			} `json:"payload"`
+		}
+		if json.Unmarshal(l, &m) == nil && m.Type == "session_meta" {
+			return m.Payload.Timestamp, m.Payload.Cwd
+		}
+	}
+	return time.Time{}, ""
 }
