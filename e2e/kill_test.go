@@ -218,8 +218,11 @@ func killTrial(t *testing.T, c killCLI, cliDir, url string, trial int, afterRepl
 	delivered, replies := mockDelivered(t, url, c.tokens)
 	got := status.Tasks[0]
 	if got.Status != "DONE" || got.Budget.UsedTokens != delivered {
-		t.Fatalf("trial %d (kill %s after %s): after resume %s with %d tokens in the ledger; the mock delivered %d (%s)\n%s\ncalls:\n%s",
+		// Not fatal: the remaining trials still run, so a failing run says
+		// how often, not only that.
+		t.Errorf("trial %d (kill %s after %s): after resume %s with %d tokens in the ledger; the mock delivered %d (%s)\n%s\ncalls:\n%s",
 			trial, killAfter, anchor, got.Status, got.Budget.UsedTokens, delivered, replies, resOut, callsOf(t, db, id))
+		return gone
 	}
 	t.Logf("trial %d: kill %s after %s; agent gone within %s; ledger %d tokens = delivered (%s)",
 		trial, killAfter, anchor, gone.Round(time.Millisecond), got.Budget.UsedTokens, replies)

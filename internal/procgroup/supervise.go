@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -155,18 +156,73 @@ func superviseMain(args []string) int {
 			killBelow(os.Getpid())
 			return exitCode(ws)
 		case <-parentGone:
-			killBelow(os.Getpid())
+			stopAfterOwner(child.Pid, exited)
 			return 137
 		case s := <-sigs:
 			// The death signal also comes when only Purser's thread that
 			// started us ended: then Purser is still our parent.
 			if s == deathSignal && os.Getppid() != parent {
-				killBelow(os.Getpid())
+				stopAfterOwner(child.Pid, exited)
 				return 137
 			}
 			// Other signals reached the child too (same group): it decides.
 		}
 	}
+}
+
+// GraceEnv names the variable, in Purser's environment (which the
+// supervisor inherits), that sets how the supervisor stops the child once
+// Purser is gone: "SIGNAL MILLISECONDS", e.g. "TERM 500" or "NONE 300" (no
+// signal, only the wait), or "KILL" for none at all. Unset: DefaultGrace.
+const GraceEnv = "PURSER_SUPERVISOR_GRACE"
+
+// DefaultGrace is how the supervisor stops a child whose Purser died, see
+// GraceEnv.
+const DefaultGrace = "KILL"
+
+// stopAfterOwner ends the child and everything below it once Purser is
+// gone. With a grace (GraceEnv), the child is first sent the signal and
+// given that long to exit by itself — time for an agent CLI to write the
+// reply it already received to its session file, from which the resume
+// recovers the spend — and is killed with everything below it after.
+func stopAfterOwner(child int, exited <-chan unix.WaitStatus) {
+	sig, grace := graceOf(os.Getenv(GraceEnv))
+	if grace > 0 {
+		if sig != 0 {
+			_ = syscall.Kill(child, sig)
+		}
+		select {
+		case <-exited:
+		case <-time.After(grace):
+		}
+	}
+	killBelow(os.Getpid())
+}
+
+// maxGrace bounds the grace: an agent must never outlive Purser by more
+// than a moment.
+const maxGrace = time.Second
+
+// graceOf reads GraceEnv's value; anything it cannot read is no grace.
+func graceOf(v string) (syscall.Signal, time.Duration) {
+	if v == "" {
+		v = DefaultGrace
+	}
+	name, ms, ok := strings.Cut(strings.TrimSpace(v), " ")
+	n, err := strconv.Atoi(strings.TrimSpace(ms))
+	if !ok || err != nil || n <= 0 {
+		return 0, 0
+	}
+	grace := min(time.Duration(n)*time.Millisecond, maxGrace)
+	switch strings.TrimPrefix(strings.ToUpper(name), "SIG") {
+	case "NONE":
+		return 0, grace
+	case "TERM":
+		return syscall.SIGTERM, grace
+	case "INT":
+		return syscall.SIGINT, grace
+	}
+	return 0, 0
 }
 
 // reap waits for every child of the supervisor — its own and the orphans it
