@@ -177,8 +177,11 @@ func superviseMain(args []string) int {
 const GraceEnv = "PURSER_SUPERVISOR_GRACE"
 
 // DefaultGrace is how the supervisor stops a child whose Purser died, see
-// GraceEnv.
-const DefaultGrace = "KILL"
+// GraceEnv: SIGINT, which each agent CLI takes as "stop" (Codex writes the
+// usage of the reply it holds to its rollout only then; with SIGTERM or
+// SIGKILL it is lost: docs/reliability.md), and SIGKILL for everything
+// left 1 s later.
+const DefaultGrace = "INT 1000"
 
 // stopAfterOwner ends the child and everything below it once Purser is
 // gone. With a grace (GraceEnv), the child is first sent the signal and
