@@ -1,8 +1,11 @@
 package claude_test
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,4 +30,48 @@ func TestRecoverSpendFromTheTranscript(t *testing.T) {
 		}
 		return b
 	})
+}
+
+// The path recorded at the call's start is where Claude Code would write
+// the transcript; one it wrote elsewhere (another directory name for the
+// workspace) is found by its session id, and one it never wrote is said.
+func TestRecoverSpendFindsTheTranscriptBySessionID(t *testing.T) {
+	home := t.TempDir()
+	data, err := os.ReadFile("testdata/sigterm.after-tool-turn.transcript.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := filepath.Join(home, ".claude", "projects", "-elsewhere", "e99d4a56.jsonl")
+	if err := os.MkdirAll(filepath.Dir(real), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(real, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := claude.New(purser.BackendSpec{Type: "claude", Options: map[string]any{"command": "/bin/sh", "env": map[string]any{"HOME": home}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		recorded, want string
+		tokens         int64
+	}{
+		{filepath.Join(home, ".claude", "projects", "-ws", "e99d4a56.jsonl"), real, 5560},
+		{filepath.Join(home, ".claude", "projects", "-ws", "0000.jsonl"), "", 0},
+	} {
+		got, err := b.RecoverSpend(context.Background(), purser.SpendQuery{Call: purser.CallRecord{ID: "c", Session: tt.recorded}, Workspace: "/ws"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for _, ev := range got.Usage {
+			n += ev.Tokens()
+		}
+		if got.Session != tt.want || n != tt.tokens {
+			t.Fatalf("recorded %s: read %q (%d tokens), want %q (%d); note %q", tt.recorded, got.Session, n, tt.want, tt.tokens, got.Note)
+		}
+		if tt.want == "" && !strings.Contains(got.Note, "never written") {
+			t.Fatalf("note %q does not say the transcript was never written", got.Note)
+		}
+	}
 }
