@@ -23,6 +23,7 @@ import (
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/internal/procgroup"
 	"github.com/purser-dev/purser/redact"
 )
 
@@ -258,7 +259,12 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	}
 	// The launcher would re-spawn itself and ignore signals; no relaunch
 	// means a signal to the group stops the CLI itself.
-	env := b.cli.Environ("GEMINI_CLI_NO_RELAUNCH=true")
+	//
+	// Should Purser die, the supervisor gives Gemini CLI a moment with no
+	// signal before killing it: a reply it is reading is then written to
+	// its chat file, for the resume to recover; SIGINT or SIGTERM would cut
+	// it (docs/reliability.md).
+	env := b.cli.Environ("GEMINI_CLI_NO_RELAUNCH=true", procgroup.GraceEnv+"=NONE 1000")
 	p := NewParser()
 	recovered := 0
 	follow := &proc.Follower{Find: func() string {
