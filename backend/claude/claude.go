@@ -277,7 +277,31 @@ func (b *Backend) RecoverSpend(_ context.Context, q purser.SpendQuery) (purser.R
 	if err := proc.ReadLines(file, func(l []byte) { usage = append(usage, p.FeedTranscript(l)...) }); err != nil {
 		return purser.RecoveredSpend{Session: file, Note: note}, fmt.Errorf("claude: %w", err)
 	}
-	return purser.RecoveredSpend{Session: file, Usage: usagedelta.Beyond(q.Recorded, usage), Note: note}, nil
+	// Compared as one sum, not per model: Claude Code's result names a model
+	// as "claude-opus-4-8[1m]" where its stream says "claude-opus-4-8", and
+	// the reconciliation recorded under the former must not be taken for
+	// usage the transcript adds under the latter.
+	inFile := asOne(usage, "")
+	if len(inFile) == 0 {
+		return purser.RecoveredSpend{Session: file, Note: note}, nil
+	}
+	return purser.RecoveredSpend{Session: file, Usage: usagedelta.Beyond(asOne(q.Recorded, inFile[0].Model), inFile), Note: note}, nil
+}
+
+// asOne sums events into one, under model (or the first event's model).
+func asOne(evs []budget.UsageEvent, model string) []budget.UsageEvent {
+	if len(evs) == 0 {
+		return nil
+	}
+	if model == "" {
+		model = evs[0].Model
+	}
+	var sum budget.UsageEvent
+	for _, ev := range evs {
+		sum = usagedelta.Add(sum, ev)
+	}
+	sum.Model = model
+	return []budget.UsageEvent{sum}
 }
 
 // transcriptHead reads a transcript's first lines: the first timestamp (the

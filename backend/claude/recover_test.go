@@ -12,6 +12,7 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend/claude"
 	"github.com/purser-dev/purser/backend/internal/fixturetest"
+	"github.com/purser-dev/purser/budget"
 )
 
 // Issue 11, item 1: a dead call's spend is recovered from its session
@@ -73,5 +74,37 @@ func TestRecoverSpendFindsTheTranscriptBySessionID(t *testing.T) {
 		if tt.want == "" && !strings.Contains(got.Note, "never written") {
 			t.Fatalf("note %q does not say the transcript was never written", got.Note)
 		}
+	}
+}
+
+// What the ledger holds under another name of the model (Claude Code's
+// result says "claude-opus-4-8[1m]" where its stream says "claude-opus-4-8")
+// is not recovered again from the transcript.
+func TestRecoverSpendComparesAcrossModelNames(t *testing.T) {
+	home := t.TempDir()
+	file := filepath.Join(home, "t.jsonl")
+	data, err := os.ReadFile("testdata/sigterm.after-tool-turn.transcript.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := claude.New(purser.BackendSpec{Type: "claude", Options: map[string]any{"command": "/bin/sh", "env": map[string]any{"HOME": home}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stream's 5,501 tokens under the stream's name, the reconciliation's
+	// 59 under the result's.
+	recorded := []budget.UsageEvent{
+		{InputTokens: 5500, CacheReadTokens: 4000, CacheWriteTokens: 300, OutputTokens: 1, Model: "claude-opus-4-8"},
+		{OutputTokens: 59, Model: "claude-opus-4-8[1m]"},
+	}
+	got, err := b.RecoverSpend(context.Background(), purser.SpendQuery{Call: purser.CallRecord{ID: "c", Session: file}, Recorded: recorded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Usage) != 0 {
+		t.Fatalf("recovered %+v again", got.Usage)
 	}
 }
