@@ -23,6 +23,7 @@ import (
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/internal/procgroup"
 	"github.com/purser-dev/purser/redact"
 )
 
@@ -306,7 +307,12 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	}
 	stopFollowing := follow.Every(rolloutPoll)
 	var parseErr error
-	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: args, Dir: req.Workspace, Env: b.cli.Environ(),
+	// Should Purser die, the supervisor lets Codex read a reply arriving
+	// for 300 ms, then interrupts it: only then does Codex write the usage
+	// of the reply it holds to its rollout, for the resume to recover
+	// (docs/reliability.md).
+	env := b.cli.Environ(procgroup.GraceEnv + "=NONE 300, INT 700")
+	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: args, Dir: req.Workspace, Env: env,
 		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace}, func(l []byte) {
 		evs, perr := p.Feed(l)
 		if perr != nil && parseErr == nil {

@@ -172,8 +172,10 @@ func superviseMain(args []string) int {
 
 // GraceEnv names the variable, in Purser's environment (which the
 // supervisor inherits), that sets how the supervisor stops the child once
-// Purser is gone: "SIGNAL MILLISECONDS", e.g. "TERM 500" or "NONE 300" (no
-// signal, only the wait), or "KILL" for none at all. Unset: DefaultGrace.
+// Purser is gone: steps "SIGNAL MILLISECONDS" separated by commas, each
+// sending the child the signal (NONE: no signal) and waiting that long for
+// it to exit, e.g. "INT 1000" or "NONE 300, INT 700"; "KILL" for no grace.
+// Unset: DefaultGrace. Whatever is left after the steps is killed.
 const GraceEnv = "PURSER_SUPERVISOR_GRACE"
 
 // DefaultGrace is how the supervisor stops a child whose Purser died, see
@@ -184,19 +186,21 @@ const GraceEnv = "PURSER_SUPERVISOR_GRACE"
 const DefaultGrace = "INT 1000"
 
 // stopAfterOwner ends the child and everything below it once Purser is
-// gone. With a grace (GraceEnv), the child is first sent the signal and
-// given that long to exit by itself — time for an agent CLI to write the
-// reply it already received to its session file, from which the resume
-// recovers the spend — and is killed with everything below it after.
+// gone. With a grace (GraceEnv), the child is first given the grace's steps
+// to exit by itself — time for an agent CLI to write the reply it already
+// received to its session file, from which the resume recovers the spend —
+// and is killed with everything below it after.
 func stopAfterOwner(child int, exited <-chan unix.WaitStatus) {
-	sig, grace := graceOf(os.Getenv(GraceEnv))
-	if grace > 0 {
-		if sig != 0 {
-			_ = syscall.Kill(child, sig)
+	deadline := time.Now().Add(maxGrace)
+steps:
+	for _, st := range graceOf(os.Getenv(GraceEnv)) {
+		if st.sig != 0 {
+			_ = syscall.Kill(child, st.sig)
 		}
 		select {
 		case <-exited:
-		case <-time.After(grace):
+			break steps
+		case <-time.After(min(st.wait, time.Until(deadline))):
 		}
 	}
 	killBelow(os.Getpid())
@@ -206,26 +210,37 @@ func stopAfterOwner(child int, exited <-chan unix.WaitStatus) {
 // than a moment.
 const maxGrace = time.Second
 
-// graceOf reads GraceEnv's value; anything it cannot read is no grace.
-func graceOf(v string) (syscall.Signal, time.Duration) {
+type graceStep struct {
+	sig  syscall.Signal // 0: none
+	wait time.Duration
+}
+
+// graceOf reads GraceEnv's value; a step it cannot read ends the grace
+// there.
+func graceOf(v string) []graceStep {
 	if v == "" {
 		v = DefaultGrace
 	}
-	name, ms, ok := strings.Cut(strings.TrimSpace(v), " ")
-	n, err := strconv.Atoi(strings.TrimSpace(ms))
-	if !ok || err != nil || n <= 0 {
-		return 0, 0
+	var steps []graceStep
+	for _, part := range strings.Split(v, ",") {
+		name, ms, ok := strings.Cut(strings.TrimSpace(part), " ")
+		n, err := strconv.Atoi(strings.TrimSpace(ms))
+		if !ok || err != nil || n <= 0 {
+			break
+		}
+		st := graceStep{wait: min(time.Duration(n)*time.Millisecond, maxGrace)}
+		switch strings.TrimPrefix(strings.ToUpper(name), "SIG") {
+		case "NONE":
+		case "TERM":
+			st.sig = syscall.SIGTERM
+		case "INT":
+			st.sig = syscall.SIGINT
+		default:
+			return steps
+		}
+		steps = append(steps, st)
 	}
-	grace := min(time.Duration(n)*time.Millisecond, maxGrace)
-	switch strings.TrimPrefix(strings.ToUpper(name), "SIG") {
-	case "NONE":
-		return 0, grace
-	case "TERM":
-		return syscall.SIGTERM, grace
-	case "INT":
-		return syscall.SIGINT, grace
-	}
-	return 0, 0
+	return steps
 }
 
 // reap waits for every child of the supervisor — its own and the orphans it

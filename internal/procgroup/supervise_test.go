@@ -289,7 +289,7 @@ func TestKilledOwnersAgentGetsItsGrace(t *testing.T) {
 	for _, tt := range []struct {
 		grace   string
 		flushed bool
-	}{{"TERM 800", true}, {"KILL", false}} {
+	}{{"TERM 800", true}, {"NONE 200, TERM 600", true}, {"NONE 900", false}, {"KILL", false}} {
 		t.Run(tt.grace, func(t *testing.T) {
 			pids := filepath.Join(t.TempDir(), "pids")
 			self, err := os.Executable()
