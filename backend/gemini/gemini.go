@@ -260,11 +260,11 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	// The launcher would re-spawn itself and ignore signals; no relaunch
 	// means a signal to the group stops the CLI itself.
 	//
-	// Should Purser die, the supervisor gives Gemini CLI a moment with no
-	// signal before killing it: a reply it is reading is then written to
-	// its chat file, for the resume to recover; SIGINT or SIGTERM would cut
-	// it (docs/reliability.md).
-	env := b.cli.Environ("GEMINI_CLI_NO_RELAUNCH=true", procgroup.GraceEnv+"=NONE 1000")
+	// Should Purser die, the supervisor kills Gemini CLI at once, with no
+	// grace: given one, it went on reading a reply it then failed to write
+	// to its chat file (its stdout gone with Purser), so a reply that would
+	// have been cut was delivered and lost instead (docs/reliability.md).
+	env := b.cli.Environ("GEMINI_CLI_NO_RELAUNCH=true", procgroup.GraceEnv+"=KILL")
 	p := NewParser()
 	recovered := 0
 	follow := &proc.Follower{Find: func() string {
