@@ -307,11 +307,12 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	}
 	stopFollowing := follow.Every(rolloutPoll)
 	var parseErr error
-	// Should Purser die, the supervisor lets Codex read a reply arriving
-	// for 300 ms, then interrupts it: only then does Codex write the usage
-	// of the reply it holds to its rollout, for the resume to recover
+	// Should Purser die, the supervisor interrupts Codex at once (SIGINT,
+	// then SIGKILL 1 s later): only then does Codex write the usage of the
+	// reply it holds to its rollout, for the resume to recover; a wait
+	// before it lets more replies arrive that it does not write down
 	// (docs/reliability.md).
-	env := b.cli.Environ(procgroup.GraceEnv + "=NONE 300, INT 700")
+	env := b.cli.Environ(procgroup.GraceEnv + "=INT 1000")
 	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: args, Dir: req.Workspace, Env: env,
 		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace}, func(l []byte) {
 		evs, perr := p.Feed(l)
