@@ -1,6 +1,10 @@
 package purser
 
-import "context"
+import (
+	"context"
+
+	"github.com/purser-dev/purser/budget"
+)
 
 // A call's processes: the backend that starts an agent says which process
 // leads it, before the agent sends anything, so that the engine records it
@@ -30,4 +34,58 @@ type LeftoverKiller interface {
 	// KillLeftovers kills every process still running for the call, and
 	// reports how many it found.
 	KillLeftovers(process string) int
+}
+
+type callSessionKey struct{}
+
+// WithCallSession returns ctx carrying fn, which a backend calls through
+// CallSession once it knows the file its CLI keeps the call's session in.
+func WithCallSession(ctx context.Context, fn func(file string)) context.Context {
+	return context.WithValue(ctx, callSessionKey{}, fn)
+}
+
+// CallSession tells whoever made the call (WithCallSession) which file the
+// CLI keeps the call's session in, as soon as the backend knows it, so that
+// a resume after a crash can read what the call spent from it. Without a
+// listener it does nothing.
+func CallSession(ctx context.Context, file string) {
+	if fn, ok := ctx.Value(callSessionKey{}).(func(string)); ok {
+		fn(file)
+	}
+}
+
+// SpendQuery asks a SpendRecoverer what a call spent beyond what the
+// ledger holds for it.
+type SpendQuery struct {
+	// Call is the call as recorded: its Session when the backend gave one,
+	// else its StartedAt and Model, from which the backend may locate it.
+	Call CallRecord
+	// Workspace is the task's workspace, where the CLI ran.
+	Workspace string
+	// Recorded is what the ledger holds for the call, its events summed per
+	// model (tokens only; no dollars).
+	Recorded []budget.UsageEvent
+	// Claimed reports whether another call recorded file as its session: a
+	// file located by time and place must never be another call's.
+	Claimed func(file string) bool
+}
+
+// RecoveredSpend is what a SpendRecoverer found.
+type RecoveredSpend struct {
+	// Session is the file read ("" when none was found).
+	Session string
+	// Usage is what the file holds beyond SpendQuery.Recorded, one event per
+	// model, tokens only: the engine prices it.
+	Usage []budget.UsageEvent
+	// Note says how the file was found and what it held, for the call's
+	// record (e.g. that it was located by time because none was recorded).
+	Note string
+}
+
+// SpendRecoverer is implemented by backends whose CLI keeps its own record
+// of a call's usage (a session file that survives the CLI being killed).
+// After a crash, and after a call the hard cap cut, the engine asks it for
+// what the call spent that the ledger lacks.
+type SpendRecoverer interface {
+	RecoverSpend(ctx context.Context, q SpendQuery) (RecoveredSpend, error)
 }

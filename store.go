@@ -80,6 +80,11 @@ type CallRecord struct {
 	// this call (Claude Code's api_retry lines, Codex's reconnects, Gemini
 	// CLI's attempts): retries Purser could not switch off, shown in BUDGET.md.
 	InnerRetries int
+	// Session is the CLI's own session file of the call (Claude Code's
+	// transcript, Codex's rollout, Gemini CLI's chat file), as the backend
+	// gave it to CallSession ("" when none or not known yet): on resume,
+	// what a dead call spent is read from it (SpendRecoverer).
+	Session string
 }
 
 // LedgerEntry is one usage event in the append-only usage ledger. Key makes

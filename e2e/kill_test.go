@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/purser-dev/purser/sqlite"
 )
 
 // killCLI is one real CLI set up for the kill -9 trials.
@@ -214,18 +217,12 @@ func killTrial(t *testing.T, c killCLI, cliDir, url string, trial int, afterRepl
 	}
 	delivered, replies := mockDelivered(t, url, c.tokens)
 	got := status.Tasks[0]
-	if c.name == "codex" && got.Status == "DONE" && got.Budget.UsedTokens < delivered {
-		// Known gap (issue 11, item 2): a kill after the mock delivered a
-		// reply but before purser read it from Codex's rollout file loses that
-		// reply's usage until resume recovers a dead call's spend from the
-		// session file. Never more than delivered, and said, not hidden.
-		t.Logf("trial %d (kill %s after %s): KNOWN GAP: ledger %d tokens of %d delivered (%s): a dead Codex call's spend is not recovered yet",
-			trial, killAfter, anchor, got.Budget.UsedTokens, delivered, replies)
-		return gone
-	}
 	if got.Status != "DONE" || got.Budget.UsedTokens != delivered {
-		t.Fatalf("trial %d (kill %s after %s): after resume %s with %d tokens in the ledger; the mock delivered %d (%s)\n%s",
-			trial, killAfter, anchor, got.Status, got.Budget.UsedTokens, delivered, replies, resOut)
+		// Not fatal: the remaining trials still run, so a failing run says
+		// how often, not only that.
+		t.Errorf("trial %d (kill %s after %s): after resume %s with %d tokens in the ledger; the mock delivered %d (%s)\n%s\ncalls:\n%s",
+			trial, killAfter, anchor, got.Status, got.Budget.UsedTokens, delivered, replies, resOut, callsOf(t, db, id))
+		return gone
 	}
 	t.Logf("trial %d: kill %s after %s; agent gone within %s; ledger %d tokens = delivered (%s)",
 		trial, killAfter, anchor, gone.Round(time.Millisecond), got.Budget.UsedTokens, replies)
@@ -309,4 +306,24 @@ func killAgents(home, ws string) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+}
+
+// callsOf lists a task's calls as recorded — outcome, session file, note —
+// and the session files under the trial's home, to tell why a ledger is
+// short.
+func callsOf(t *testing.T, db, taskID string) string {
+	s, err := sqlite.Open(context.Background(), db)
+	if err != nil {
+		return err.Error()
+	}
+	defer s.Close()
+	calls, err := s.Calls(context.Background(), taskID)
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, c := range calls {
+		fmt.Fprintf(&b, "  %s %s session=%q note=%q error=%q\n", c.ID, c.Outcome, c.Session, c.Note, c.Error)
+	}
+	return b.String()
 }

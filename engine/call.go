@@ -182,14 +182,23 @@ func (t *taskRun) makeCall(ctx context.Context, pc *preparedCall, res *budget.Re
 	maxUSD := t.callMaxUSD(pc.rec.Reserved.USD)
 	// The call's process is recorded before the agent sends anything, so a
 	// resume after a crash can end what is left of it.
-	var recMu sync.Mutex // the backend's goroutines touch the record through these hooks
-	callCtx = purser.WithCallStarted(callCtx, func(process string) {
+	// So is its session file, as soon as the backend knows it: a resume
+	// reads what the call spent from it. The two may come from different
+	// goroutines of the backend.
+	var recMu sync.Mutex
+	saveRec := func(what string, set func()) {
 		recMu.Lock()
 		defer recMu.Unlock()
-		pc.rec.Process = process
+		set()
 		if err := e.cfg.Store.SaveCall(context.WithoutCancel(ctx), pc.rec); err != nil {
-			t.log.Warn("recording the call's process", "error", err)
+			t.log.Warn("recording the call's "+what, "error", err)
 		}
+	}
+	callCtx = purser.WithCallStarted(callCtx, func(process string) {
+		saveRec("process", func() { pc.rec.Process = process })
+	})
+	callCtx = purser.WithCallSession(callCtx, func(file string) {
+		saveRec("session file", func() { pc.rec.Session = file })
 	})
 	callCtx = purser.WithInnerRetry(callCtx, func() {
 		recMu.Lock()
@@ -216,7 +225,17 @@ func (t *taskRun) makeCall(ctx context.Context, pc *preparedCall, res *budget.Re
 	if stopErr != nil {
 		pc.rec.Error = redact.String(stopErr.Error())
 	}
+	recMu.Lock() // a backend's goroutine that outlived its call may not write pc.rec now
+	defer recMu.Unlock()
 	pc.rec.Note = redact.String(result.Note)
+	if pc.rec.Outcome == purser.CallCancelled && IsBudgetStop(stopErr) {
+		// The cap cut the call mid-reply: what the provider delivered and
+		// the CLI kept in its session file counts, read or not.
+		bctx := context.WithoutCancel(ctx)
+		if calls, err := e.cfg.Store.Calls(bctx, t.task.ID); err == nil {
+			t.recoverSpend(bctx, &pc.rec, calls, "cut by the hard cap")
+		}
+	}
 	if err := e.cfg.Store.SaveCall(context.WithoutCancel(ctx), pc.rec); err != nil && stopErr == nil {
 		stopErr = err
 	}

@@ -34,6 +34,8 @@ type taskRun struct {
 	doneNote       string   // how the task got to DONE, when not the plain way
 	degradeSeen    map[purser.DegradeAction]bool
 
+	backendErr error // why the task's backend could not be made, if it could not
+
 	mu         sync.Mutex
 	cancelCall context.CancelCauseFunc // the call in flight, if any
 }
@@ -56,10 +58,10 @@ func (e *Engine) RunTask(ctx context.Context, task purser.Task, run *budget.Mana
 		}
 		return &StopError{TaskID: task.ID, State: purser.StateFailed, Err: err}
 	}
-	var err error
-	if t.backend, err = e.cfg.Backends(task.Backend); err != nil {
-		return t.finish(ctx, purser.StateFailed, fmt.Errorf("backend %s: %w", task.Backend.Name, err))
+	if t.backendErr != nil {
+		return t.finish(ctx, purser.StateFailed, fmt.Errorf("backend %s: %w", task.Backend.Name, t.backendErr))
 	}
+	var err error
 
 	// The moment any recording crosses HARD, the call in flight is cancelled.
 	onHard := func(c budget.Change) {
@@ -123,6 +125,9 @@ func (t *taskRun) start(ctx context.Context, run *budget.Manager) error {
 	if err := e.cfg.Store.ClaimTask(ctx, rec, e.cfg.Owners.Gone); err != nil {
 		return err
 	}
+	// The backend before the interrupted calls: it is what reads their
+	// session files.
+	t.backend, t.backendErr = e.cfg.Backends(t.task.Backend)
 	return t.markInterruptedCalls(ctx)
 }
 
@@ -161,7 +166,9 @@ func every(d time.Duration, fn func()) (stop func()) {
 
 // markInterruptedCalls records calls that started but never ended — the
 // process running them died — as interrupted. Their usage, made durable as
-// it streamed, stands.
+// it streamed, stands; what the CLI's session file holds beyond it (a reply
+// delivered that Purser died before reading) is recovered first, once
+// nothing of the call runs any more, so the file is complete.
 func (t *taskRun) markInterruptedCalls(ctx context.Context) error {
 	calls, err := t.e.cfg.Store.Calls(ctx, t.task.ID)
 	if err != nil {
@@ -177,9 +184,10 @@ func (t *taskRun) markInterruptedCalls(ctx context.Context) error {
 				t.log.Warn("killed processes a dead owner's call left running", "call", c.ID, "processes", n)
 			}
 		}
+		t.recoverSpend(ctx, &c, calls, "interrupted call")
 		c.Outcome = purser.CallInterrupted
 		c.EndedAt = t.e.cfg.Clock.Now()
-		c.Error = "Purser stopped mid-call (its process died); the usage recorded up to then stands"
+		c.Error = "Purser stopped mid-call (its process died); the usage recorded up to then stands, with what its session file holds beyond it"
 		if err := t.e.cfg.Store.SaveCall(ctx, c); err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ package claude
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend/internal/usagedelta"
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
@@ -133,6 +135,7 @@ func (b *Backend) env() []string {
 func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
 	p := NewParser()
 	var parseErr error
+	sessionTold := false
 	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: b.args(req), Dir: req.Workspace, Env: b.env(),
 		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace, Stall: req.StallTimeout}, func(line []byte) {
 		retries := p.Retries()
@@ -142,6 +145,12 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		}
 		if p.Retries() > retries {
 			purser.InnerRetry(ctx) // one Claude Code made although told not to: counted
+		}
+		if !sessionTold && p.Session() != "" {
+			// Recorded with the call at once, before any reply: a resume
+			// after a crash reads what the call spent from the transcript.
+			sessionTold = true
+			purser.CallSession(ctx, b.transcriptPath(req.Workspace, p.Session()))
 		}
 		for _, ev := range evs {
 			report(ev)
@@ -231,4 +240,109 @@ func (b *Backend) recover(p *Parser) []budget.UsageEvent {
 		f.Close()
 	}
 	return out
+}
+
+// transcriptPath is where Claude Code keeps a session's transcript: under
+// ~/.claude/projects, in a directory named after the workspace's real path
+// with every character other than a letter or a digit made a dash. Where
+// a transcript of the session already exists, that one.
+func (b *Backend) transcriptPath(workspace, session string) string {
+	if m, _ := filepath.Glob(filepath.Join(b.cli.Home(), ".claude", "projects", "*", session+".jsonl")); len(m) > 0 {
+		return m[0]
+	}
+	if real, err := filepath.EvalSymlinks(workspace); err == nil {
+		workspace = real
+	}
+	slug := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, workspace)
+	return filepath.Join(b.cli.Home(), ".claude", "projects", slug, session+".jsonl")
+}
+
+var _ purser.SpendRecoverer = (*Backend)(nil)
+
+// RecoverSpend reads a call's session transcript, which keeps each API
+// message's final usage even when Claude Code was killed, and returns what
+// it holds beyond the ledger. The path recorded at the call's start is
+// where the transcript would be; should it lie elsewhere, it is found by its
+// session id (its name). A call killed before Claude Code said its session
+// is located among ~/.claude/projects/*/*.jsonl by the transcript's first
+// lines: the cwd they name must be the workspace, and their first timestamp
+// not precede the call's start (proc.LocateSession).
+func (b *Backend) RecoverSpend(_ context.Context, q purser.SpendQuery) (purser.RecoveredSpend, error) {
+	file, note := q.Call.Session, ""
+	projects := filepath.Join(b.cli.Home(), ".claude", "projects")
+	if file != "" {
+		if _, err := os.Lstat(file); err != nil {
+			if m, _ := filepath.Glob(filepath.Join(projects, "*", filepath.Base(file))); len(m) > 0 {
+				file = m[0]
+			} else {
+				// Killed before Claude Code wrote anything of the session.
+				return purser.RecoveredSpend{Note: fmt.Sprintf("transcript %s was never written", file)}, nil
+			}
+		}
+	} else {
+		file, note = proc.LocateSession(q, []string{filepath.Join(projects, "*", "*.jsonl")}, transcriptHead)
+		if file == "" {
+			return purser.RecoveredSpend{Note: "transcript: " + note}, nil
+		}
+		note = "transcript: " + note
+	}
+	p := NewParser()
+	var usage []budget.UsageEvent
+	if err := proc.ReadLines(file, func(l []byte) { usage = append(usage, p.FeedTranscript(l)...) }); err != nil {
+		return purser.RecoveredSpend{Session: file, Note: note}, fmt.Errorf("claude: %w", err)
+	}
+	// Compared as one sum, not per model: Claude Code's result names a model
+	// as "claude-opus-4-8[1m]" where its stream says "claude-opus-4-8", and
+	// the reconciliation recorded under the former must not be taken for
+	// usage the transcript adds under the latter.
+	inFile := asOne(usage, "")
+	if len(inFile) == 0 {
+		return purser.RecoveredSpend{Session: file, Note: note}, nil
+	}
+	return purser.RecoveredSpend{Session: file, Usage: usagedelta.Beyond(asOne(q.Recorded, inFile[0].Model), inFile), Note: note}, nil
+}
+
+// asOne sums events into one, under model (or the first event's model).
+func asOne(evs []budget.UsageEvent, model string) []budget.UsageEvent {
+	if len(evs) == 0 {
+		return nil
+	}
+	if model == "" {
+		model = evs[0].Model
+	}
+	var sum budget.UsageEvent
+	for _, ev := range evs {
+		sum = usagedelta.Add(sum, ev)
+	}
+	sum.Model = model
+	return []budget.UsageEvent{sum}
+}
+
+// transcriptHead reads a transcript's first lines: the first timestamp (the
+// session's start) and the first cwd (where Claude Code ran).
+func transcriptHead(_ string, lines [][]byte) (started time.Time, dir string) {
+	for _, l := range lines {
+		var h struct {
+			Timestamp time.Time `json:"timestamp"`
+			Cwd       string    `json:"cwd"`
+		}
+		if json.Unmarshal(l, &h) != nil {
+			continue
+		}
+		if started.IsZero() {
+			started = h.Timestamp
+		}
+		if dir == "" {
+			dir = h.Cwd
+		}
+		if !started.IsZero() && dir != "" {
+			break
+		}
+	}
+	return started, dir
 }

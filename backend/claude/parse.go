@@ -115,6 +115,12 @@ type Parser struct {
 	events  []budget.UsageEvent // every event emitted, as emitted
 	current string              // the message being streamed
 	model   string
+	// open is the streamed message whose end (message_delta, message_stop)
+	// has not come yet: if another message starts instead, its stream was
+	// dropped and the new one is Claude Code's retry of the same request.
+	open string
+	// replaced says which dropped messages a retry replaced, for the note.
+	replaced []string
 
 	session string
 	result  *Result
@@ -155,14 +161,18 @@ func (p *Parser) Feed(b []byte) ([]budget.UsageEvent, error) {
 		switch ev.Type {
 		case "message_start":
 			if ev.Message != nil && ev.Message.Usage != nil {
-				p.current, p.model = ev.Message.ID, ev.Message.Model
 				p.attribute(ev.Message.ID, l.ParentToolUseID)
-				return p.observe(ev.Message.ID, ev.Message.Model, *ev.Message.Usage), nil
+				evs := p.observe(ev.Message.ID, ev.Message.Model, *ev.Message.Usage)
+				p.current, p.model, p.open = ev.Message.ID, ev.Message.Model, ev.Message.ID
+				return evs, nil
 			}
 		case "message_delta":
 			if ev.Usage != nil && p.current != "" {
+				p.open = ""
 				return p.observe(p.current, p.model, *ev.Usage), nil
 			}
+		case "message_stop":
+			p.open = ""
 		}
 	case "assistant":
 		if l.Message != nil {
@@ -231,10 +241,26 @@ func (p *Parser) attribute(id, parentToolUseID string) {
 }
 
 // observe takes a usage snapshot of a message and emits what is new in it.
+//
+// A new message while a streamed one is still open means that stream was
+// dropped (a connection lost after message_start) and Claude Code retried
+// the request — streaming again, or falling back to a request without
+// streaming. Its result counts only the retry: the retry is the authority
+// for that request, so it takes over what the dropped stream emitted and
+// emits only what it adds to it, and the dropped message counts for nothing
+// more. Otherwise the dropped stream's partial usage would stay in the
+// ledger beside the retry's, counted twice in part.
 func (p *Parser) observe(id, model string, u anthropicUsage) []budget.UsageEvent {
 	prev, seen := p.emitted[id]
 	if !seen {
 		p.order = append(p.order, id)
+		if p.open != "" && p.open != id {
+			dropped := p.emitted[p.open]
+			p.replaced = append(p.replaced, fmt.Sprintf("the dropped stream of message %s (%d tokens) by its retry %s", p.open, dropped.Tokens(), id))
+			prev = dropped
+			p.emitted[p.open] = budget.UsageEvent{Model: dropped.Model}
+			p.open = ""
+		}
 	}
 	delta, next := usagedelta.Grow(prev, u.event(model))
 	p.emitted[id] = next
@@ -318,6 +344,9 @@ func (p *Parser) Reconcile(price func(budget.UsageEvent) budget.UsageEvent) (eve
 	default:
 		note = fmt.Sprintf("reported %s, estimated %s while streaming: the estimate is kept, %s above the report", total, known, -diff)
 		diff = 0
+	}
+	if len(p.replaced) > 0 {
+		note = strings.TrimPrefix(note+"; replaced "+strings.Join(p.replaced, ", "), "; ")
 	}
 	// The report is the call's full cost: it settles every streamed event
 	// that had no price, so a model the catalogue lacks ends reported, not

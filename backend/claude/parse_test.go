@@ -42,6 +42,10 @@ func TestParserGoldenFixtures(t *testing.T) {
 		{"tool.max-budget-usd.stream-json.stdout.jsonl", 5560, "0.011375", 5501, "error_max_budget_usd", 0},
 		// 529 twice then success: the retries cost nothing.
 		{"err.529x2-then-ok.stream-json.stdout.jsonl", 5905, "0.0095", 5901, "success", 2},
+		// Issue 11, item 5: the first stream dropped after message_start (5,901
+		// tokens streamed); Claude Code retried without streaming (5,905). The
+		// result counts the retry only, and so must the ledger.
+		{"err.drop-once.stream-json.stdout.jsonl", 5905, "0.0057", 5905, "success", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.fixture, func(t *testing.T) {
@@ -200,5 +204,18 @@ func TestReconcileAgainstTheRecordersPricing(t *testing.T) {
 				t.Fatalf("adjustment %+v", adj)
 			}
 		})
+	}
+}
+
+// Issue 11, item 5: the note of a call whose dropped stream a retry
+// replaced says what was replaced.
+func TestDroppedStreamReplacedByItsRetrySaysSo(t *testing.T) {
+	p := claude.NewParser()
+	feed(t, p, "err.drop-once.stream-json.stdout.jsonl")
+	_, note := p.Reconcile(fixturetest.Price)
+	for _, want := range []string{"replaced the dropped stream of message msg_25930da165344d7e93b7f16c (5901 tokens)", "by its retry msg_068b1cbf8fa0473691c2de13"} {
+		if !strings.Contains(note, want) {
+			t.Fatalf("note %q lacks %q", note, want)
+		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/internal/procgroup"
 	"github.com/purser-dev/purser/redact"
 )
 
@@ -312,6 +313,9 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			if len(m) == 0 {
 				return ""
 			}
+			// Recorded with the call as soon as it is found: a resume after
+			// a crash reads what the call spent from it.
+			purser.CallSession(ctx, m[0])
 			return m[0]
 		},
 		OnLine: func(l proc.Line) {
@@ -323,7 +327,13 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	}
 	stopFollowing := follow.Every(rolloutPoll)
 	var parseErr error
-	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: args, Dir: req.Workspace, Env: b.cli.Environ(),
+	// Should Purser die, the supervisor interrupts Codex at once (SIGINT,
+	// then SIGKILL 1 s later): only then does Codex write the usage of the
+	// reply it holds to its rollout, for the resume to recover; a wait
+	// before it lets more replies arrive that it does not write down
+	// (docs/reliability.md).
+	env := b.cli.Environ(procgroup.GraceEnv + "=INT 1000")
+	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: args, Dir: req.Workspace, Env: env,
 		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace,
 		Stall: req.StallTimeout, Progress: follow.Offset}, func(l []byte) {
 		_, _, _, _, retries := p.state()
@@ -421,4 +431,48 @@ func (b *Backend) configuredProvider() string {
 		return ""
 	}
 	return cfg.ModelProvider
+}
+
+var _ purser.SpendRecoverer = (*Backend)(nil)
+
+// RecoverSpend reads a call's rollout file, whose running total Codex
+// writes after every model call, and returns what it holds beyond the
+// ledger. A call killed before its rollout was found is located among
+// $CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl by the rollout's first
+// line (session_meta), which names the directory Codex ran in and when the
+// session started: the workspace's, at or after the call's start
+// (proc.LocateSession).
+func (b *Backend) RecoverSpend(_ context.Context, q purser.SpendQuery) (purser.RecoveredSpend, error) {
+	file, note := q.Call.Session, ""
+	if file == "" {
+		file, note = proc.LocateSession(q, []string{filepath.Join(b.codexHome(), "sessions", "*", "*", "*", "rollout-*.jsonl")}, rolloutHead)
+		if file == "" {
+			return purser.RecoveredSpend{Note: "rollout file: " + note}, nil
+		}
+		note = "rollout file: " + note
+	}
+	p := NewParser(q.Call.Model)
+	var usage []budget.UsageEvent
+	if err := proc.ReadLines(file, func(l []byte) { usage = append(usage, p.FeedRollout(l)...) }); err != nil {
+		return purser.RecoveredSpend{Session: file, Note: note}, fmt.Errorf("codex: %w", err)
+	}
+	return purser.RecoveredSpend{Session: file, Usage: usagedelta.Beyond(q.Recorded, usage), Note: note}, nil
+}
+
+// rolloutHead reads a rollout's session_meta line: when the session
+// started, and in which directory.
+func rolloutHead(_ string, lines [][]byte) (time.Time, string) {
+	for _, l := range lines {
+		var m struct {
+			Type    string `json:"type"`
+			Payload struct {
+				Timestamp time.Time `json:"timestamp"`
+				Cwd       string    `json:"cwd"`
+			} `json:"payload"`
+		}
+		if json.Unmarshal(l, &m) == nil && m.Type == "session_meta" {
+			return m.Payload.Timestamp, m.Payload.Cwd
+		}
+	}
+	return time.Time{}, ""
 }

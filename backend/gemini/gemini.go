@@ -23,6 +23,7 @@ import (
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/internal/procgroup"
 )
 
 // StopGrace is how long Gemini CLI has after SIGTERM before its group is
@@ -257,7 +258,12 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	}
 	// The launcher would re-spawn itself and ignore signals; no relaunch
 	// means a signal to the group stops the CLI itself.
-	env := b.cli.Environ("GEMINI_CLI_NO_RELAUNCH=true")
+	//
+	// Should Purser die, the supervisor kills Gemini CLI at once, with no
+	// grace: given one, it went on reading a reply it then failed to write
+	// to its chat file (its stdout gone with Purser), so a reply that would
+	// have been cut was delivered and lost instead (docs/reliability.md).
+	env := b.cli.Environ("GEMINI_CLI_NO_RELAUNCH=true", procgroup.GraceEnv+"=KILL")
 	var note string
 	if settings, err := b.noRetries(); err != nil {
 		note = "Gemini CLI's own retries stay on: " + err.Error()
@@ -266,7 +272,15 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	}
 	p := NewParser()
 	recovered := 0
-	follow := &proc.Follower{Find: func() string { return b.chatFile(p) }, OnLine: func(l proc.Line) {
+	follow := &proc.Follower{Find: func() string {
+		// Recorded with the call as soon as it is found: a resume after a
+		// crash reads what the call spent from it.
+		file := b.chatFile(p)
+		if file != "" {
+			purser.CallSession(ctx, file)
+		}
+		return file
+	}, OnLine: func(l proc.Line) {
 		for _, ev := range p.FeedChat(l.Text) {
 			report(ev)
 			recovered++
@@ -355,4 +369,92 @@ func (b *Backend) chatFile(p *Parser) string {
 		}
 	}
 	return ""
+}
+
+var _ purser.SpendRecoverer = (*Backend)(nil)
+
+// RecoverSpend reads a call's chat file, which Gemini CLI writes each model
+// message's tokens to as it happens, and returns what it holds beyond the
+// ledger. A call killed before its chat file was found is located by where
+// Gemini CLI keeps the workspace's chats — ~/.gemini/projects.json maps the
+// workspace to its directory under ~/.gemini/tmp (each of which also names
+// its workspace in .project_root) — and by the chat's startTime, which must
+// not precede the call's start (proc.LocateSession).
+func (b *Backend) RecoverSpend(_ context.Context, q purser.SpendQuery) (purser.RecoveredSpend, error) {
+	file, note := q.Call.Session, ""
+	if file == "" {
+		// The patterns are the workspace's own chat directories.
+		head := func(_ string, lines [][]byte) (time.Time, string) { return chatStart(lines), q.Workspace }
+		file, note = proc.LocateSession(q, b.chatDirs(q.Workspace), head)
+		if file == "" {
+			return purser.RecoveredSpend{Note: "chat file: " + note}, nil
+		}
+		note = "chat file: " + note
+	}
+	p := NewParser()
+	var usage []budget.UsageEvent
+	if err := proc.ReadLines(file, func(l []byte) { usage = append(usage, p.FeedChat(l)...) }); err != nil {
+		return purser.RecoveredSpend{Session: file, Note: note}, fmt.Errorf("gemini: %w", err)
+	}
+	return purser.RecoveredSpend{Session: file, Usage: usagedelta.Beyond(q.Recorded, usage), Note: note}, nil
+}
+
+// chatDirs returns the patterns of the chat files of a workspace: under each
+// directory of ~/.gemini/tmp that projects.json or its .project_root names
+// for it.
+func (b *Backend) chatDirs(workspace string) []string {
+	root := filepath.Join(b.cli.Home(), ".gemini")
+	var ids []string
+	if data, err := os.ReadFile(filepath.Join(root, "projects.json")); err == nil {
+		var pj struct {
+			Projects map[string]string `json:"projects"`
+		}
+		if json.Unmarshal(data, &pj) == nil {
+			for dir, id := range pj.Projects {
+				if sameDir(dir, workspace) && id != "" && !strings.ContainsAny(id, "/*?[") {
+					ids = append(ids, id)
+				}
+			}
+		}
+	}
+	marks, _ := filepath.Glob(filepath.Join(root, "tmp", "*", ".project_root"))
+	for _, m := range marks {
+		if data, err := os.ReadFile(m); err == nil && sameDir(strings.TrimSpace(string(data)), workspace) {
+			ids = append(ids, filepath.Base(filepath.Dir(m)))
+		}
+	}
+	seen := map[string]bool{}
+	var patterns []string
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			patterns = append(patterns, filepath.Join(root, "tmp", id, "chats", "session-*.jsonl"))
+		}
+	}
+	return patterns
+}
+
+func sameDir(a, b string) bool {
+	ra, err1 := filepath.EvalSymlinks(a)
+	rb, err2 := filepath.EvalSymlinks(b)
+	if err1 != nil || err2 != nil {
+		return filepath.Clean(a) == filepath.Clean(b)
+	}
+	return ra == rb
+}
+
+// chatStart reads a chat file's first line for when the session started,
+// if it is the CLI's own session ("main"; a subagent's is not a call).
+func chatStart(lines [][]byte) time.Time {
+	if len(lines) == 0 {
+		return time.Time{}
+	}
+	var h struct {
+		StartTime time.Time `json:"startTime"`
+		Kind      string    `json:"kind"`
+	}
+	if json.Unmarshal(lines[0], &h) != nil || (h.Kind != "" && h.Kind != "main") {
+		return time.Time{}
+	}
+	return h.StartTime
 }

@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -155,18 +156,91 @@ func superviseMain(args []string) int {
 			killBelow(os.Getpid())
 			return exitCode(ws)
 		case <-parentGone:
-			killBelow(os.Getpid())
+			stopAfterOwner(child.Pid, exited)
 			return 137
 		case s := <-sigs:
 			// The death signal also comes when only Purser's thread that
 			// started us ended: then Purser is still our parent.
 			if s == deathSignal && os.Getppid() != parent {
-				killBelow(os.Getpid())
+				stopAfterOwner(child.Pid, exited)
 				return 137
 			}
 			// Other signals reached the child too (same group): it decides.
 		}
 	}
+}
+
+// GraceEnv names the variable, in Purser's environment (which the
+// supervisor inherits), that sets how the supervisor stops the child once
+// Purser is gone: steps "SIGNAL MILLISECONDS" separated by commas, each
+// sending the child the signal (NONE: no signal) and waiting that long for
+// it to exit, e.g. "INT 1000" or "NONE 300, INT 700"; "KILL" for no grace.
+// Unset: DefaultGrace. Whatever is left after the steps is killed.
+const GraceEnv = "PURSER_SUPERVISOR_GRACE"
+
+// DefaultGrace is how the supervisor stops a child whose Purser died, see
+// GraceEnv: SIGINT, which each agent CLI takes as "stop" (Codex writes the
+// usage of the reply it holds to its rollout only then; with SIGTERM or
+// SIGKILL it is lost: docs/reliability.md), and SIGKILL for everything
+// left 1 s later.
+const DefaultGrace = "INT 1000"
+
+// stopAfterOwner ends the child and everything below it once Purser is
+// gone. With a grace (GraceEnv), the child is first given the grace's steps
+// to exit by itself — time for an agent CLI to write the reply it already
+// received to its session file, from which the resume recovers the spend —
+// and is killed with everything below it after.
+func stopAfterOwner(child int, exited <-chan unix.WaitStatus) {
+	deadline := time.Now().Add(maxGrace)
+steps:
+	for _, st := range graceOf(os.Getenv(GraceEnv)) {
+		if st.sig != 0 {
+			_ = syscall.Kill(child, st.sig)
+		}
+		select {
+		case <-exited:
+			break steps
+		case <-time.After(min(st.wait, time.Until(deadline))):
+		}
+	}
+	killBelow(os.Getpid())
+}
+
+// maxGrace bounds the grace: an agent must never outlive Purser by more
+// than a moment.
+const maxGrace = time.Second
+
+type graceStep struct {
+	sig  syscall.Signal // 0: none
+	wait time.Duration
+}
+
+// graceOf reads GraceEnv's value; a step it cannot read ends the grace
+// there.
+func graceOf(v string) []graceStep {
+	if v == "" {
+		v = DefaultGrace
+	}
+	var steps []graceStep
+	for _, part := range strings.Split(v, ",") {
+		name, ms, ok := strings.Cut(strings.TrimSpace(part), " ")
+		n, err := strconv.Atoi(strings.TrimSpace(ms))
+		if !ok || err != nil || n <= 0 {
+			break
+		}
+		st := graceStep{wait: min(time.Duration(n)*time.Millisecond, maxGrace)}
+		switch strings.TrimPrefix(strings.ToUpper(name), "SIG") {
+		case "NONE":
+		case "TERM":
+			st.sig = syscall.SIGTERM
+		case "INT":
+			st.sig = syscall.SIGINT
+		default:
+			return steps
+		}
+		steps = append(steps, st)
+	}
+	return steps
 }
 
 // reap waits for every child of the supervisor — its own and the orphans it

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ const (
 	roleEnv         = "PROCGROUP_TEST_ROLE"
 	pidsEnv         = "PROCGROUP_TEST_PIDS"
 	unsupervisedEnv = "PROCGROUP_TEST_UNSUPERVISED"
+	agentRoleEnv    = "PROCGROUP_TEST_AGENT_ROLE"
 )
 
 func TestMain(m *testing.M) {
@@ -50,7 +52,11 @@ func playRole(role string) int {
 		if os.Getenv(unsupervisedEnv) != "" {
 			procgroup.DisableSupervision()
 		}
-		cmd := next("agent")
+		agent := "agent"
+		if r := os.Getenv(agentRoleEnv); r != "" {
+			agent = r
+		}
+		cmd := next(agent)
 		g, err := procgroup.Start(cmd)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "owner:", err)
@@ -69,6 +75,14 @@ func playRole(role string) int {
 		}
 		record(role)
 		time.Sleep(time.Hour)
+	case "flusher":
+		// An agent CLI that writes what it holds when asked to stop.
+		stop := make(chan os.Signal, 1)
+		signal.Notify(stop, syscall.SIGTERM)
+		record(role)
+		<-stop
+		recordLine("flushed 0 0")
+		return 0
 	case "middle":
 		// The double fork: start the grandchild and leave it an orphan.
 		if err := next("grandchild").Start(); err != nil {
@@ -264,5 +278,50 @@ func TestKillLeftoversFindsWhatADeadSupervisorLeft(t *testing.T) {
 	}
 	if n := procgroup.KillLeftovers(id); n != 0 {
 		t.Errorf("a second KillLeftovers found %d processes, want none", n)
+	}
+}
+
+// Issue 11: with a grace (GraceEnv), a supervisor whose owner died first
+// asks its agent to stop, so that the agent can write what it holds, and
+// kills it only after the grace; without one, it kills it at once. Either
+// way nothing is alive 2 s after the owner's SIGKILL.
+func TestKilledOwnersAgentGetsItsGrace(t *testing.T) {
+	for _, tt := range []struct {
+		grace   string
+		flushed bool
+	}{{"TERM 800", true}, {"NONE 200, TERM 600", true}, {"NONE 900", false}, {"KILL", false}} {
+		t.Run(tt.grace, func(t *testing.T) {
+			pids := filepath.Join(t.TempDir(), "pids")
+			self, err := os.Executable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			owner := exec.Command(self)
+			owner.Env = append(os.Environ(), roleEnv+"=owner", pidsEnv+"="+pids, agentRoleEnv+"=flusher", procgroup.GraceEnv+"="+tt.grace)
+			owner.Stderr = os.Stderr
+			if err := owner.Start(); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for readPids(t, pids)["flusher"].pid == 0 {
+				if time.Now().After(deadline) {
+					_ = owner.Process.Kill()
+					t.Fatal("the agent did not start in 30 s")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			procs := readPids(t, pids)
+			if err := owner.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_ = owner.Wait()
+			delete(procs, "group")
+			if left := aliveAfter(procs, 2*time.Second); len(left) > 0 {
+				t.Fatalf("alive 2 s after the owner's SIGKILL: %+v", left)
+			}
+			if _, flushed := readPids(t, pids)["flushed"]; flushed != tt.flushed {
+				t.Fatalf("the agent flushed: %v, want %v", flushed, tt.flushed)
+			}
+		})
 	}
 }
