@@ -16,6 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend/claude"
+	"github.com/purser-dev/purser/backend/codex"
+	"github.com/purser-dev/purser/backend/gemini"
 	"github.com/purser-dev/purser/sqlite"
 )
 
@@ -28,15 +32,22 @@ type killCLI struct {
 	// tokens are what the mock delivers per reply kind (the README's fixed
 	// usage numbers, as the CLI counts them).
 	tokens map[string]int64
+	// backend builds the CLI's backend as the trial configured it, to read
+	// what its session files hold.
+	backend func(dir, home string) (purser.SpendRecoverer, error)
 }
 
 var killCLIs = []killCLI{
-	{name: "claude", tokens: map[string]int64{"tool": 5560, "final": 5905, "side": 53},
+	{name: "claude", backend: func(dir, home string) (purser.SpendRecoverer, error) {
+		return claude.New(cliSpec("claude", dir, "HOME", home))
+	}, tokens: map[string]int64{"tool": 5560, "final": 5905, "side": 53},
 		setup: func(t *testing.T, dir, home, url string) (string, []string) {
 			return fmt.Sprintf("  type: claude\n  command: %s\n  models: {standard: claude-sonnet-4-5}\n  env: {HOME: %s, ANTHROPIC_BASE_URL: %q}",
 				filepath.Join(dir, "claude"), home, url), []string{"ANTHROPIC_API_KEY=test"}
 		}},
-	{name: "codex", tokens: map[string]int64{"tool": 5260, "final": 5805, "side": 53},
+	{name: "codex", backend: func(dir, home string) (purser.SpendRecoverer, error) {
+		return codex.New(cliSpec("codex", dir, "CODEX_HOME", home))
+	}, tokens: map[string]int64{"tool": 5260, "final": 5805, "side": 53},
 		setup: func(t *testing.T, dir, home, url string) (string, []string) {
 			cfg, err := os.ReadFile("../../shared/fixtures/agent-cli/mock/codex-config.toml")
 			if err != nil {
@@ -49,7 +60,9 @@ var killCLIs = []killCLI{
 			return fmt.Sprintf("  type: codex\n  command: %s\n  models: {standard: gpt-5.5}\n  env: {CODEX_HOME: %s}",
 				filepath.Join(dir, "codex"), home), []string{"MOCK_API_KEY=test"}
 		}},
-	{name: "gemini", tokens: map[string]int64{"tool": 5280, "final": 5805, "side": 53},
+	{name: "gemini", backend: func(dir, home string) (purser.SpendRecoverer, error) {
+		return gemini.New(cliSpec("gemini", dir, "HOME", home))
+	}, tokens: map[string]int64{"tool": 5280, "final": 5805, "side": 53},
 		setup: func(t *testing.T, dir, home, url string) (string, []string) {
 			if _, err := os.Stat(filepath.Join(dir, "gemini")); err != nil {
 				t.Skip("gemini not installed:", err)
@@ -217,11 +230,24 @@ func killTrial(t *testing.T, c killCLI, cliDir, url string, trial int, afterRepl
 	}
 	delivered, replies := mockDelivered(t, url, c.tokens)
 	got := status.Tasks[0]
-	if got.Status != "DONE" || got.Budget.UsedTokens != delivered {
+	// What Purser must hold: the task DONE, never more than the mock
+	// delivered, and never less than the CLI itself wrote down in its session
+	// files (what a resume can recover). A reply the CLI received but died
+	// before reading or writing down is recorded nowhere on this machine;
+	// PURSER_KILL_STRICT=1 (the 30-trial measurement of docs/reliability.md)
+	// counts that as a failure too, to say how often it happens.
+	onFile := cliRecorded(t, c, cliDir, home, ws, db, id)
+	if got.Status != "DONE" || got.Budget.UsedTokens > delivered || got.Budget.UsedTokens < onFile ||
+		(os.Getenv("PURSER_KILL_STRICT") == "1" && got.Budget.UsedTokens != delivered) {
 		// Not fatal: the remaining trials still run, so a failing run says
 		// how often, not only that.
-		t.Errorf("trial %d (kill %s after %s): after resume %s with %d tokens in the ledger; the mock delivered %d (%s)\n%s\ncalls:\n%s",
-			trial, killAfter, anchor, got.Status, got.Budget.UsedTokens, delivered, replies, resOut, callsOf(t, db, id))
+		t.Errorf("trial %d (kill %s after %s): after resume %s with %d tokens in the ledger; the CLI's session files hold %d; the mock delivered %d (%s)\n%s\ncalls:\n%s",
+			trial, killAfter, anchor, got.Status, got.Budget.UsedTokens, onFile, delivered, replies, resOut, callsOf(t, db, id))
+		return gone
+	}
+	if got.Budget.UsedTokens < delivered {
+		t.Logf("trial %d (kill %s after %s): the CLI died holding %d tokens of a reply the mock delivered and it never wrote down (ledger %d = its session files %d; delivered %d: %s)",
+			trial, killAfter, anchor, delivered-got.Budget.UsedTokens, got.Budget.UsedTokens, onFile, delivered, replies)
 		return gone
 	}
 	t.Logf("trial %d: kill %s after %s; agent gone within %s; ledger %d tokens = delivered (%s)",
@@ -326,4 +352,48 @@ func callsOf(t *testing.T, db, taskID string) string {
 		fmt.Fprintf(&b, "  %s %s session=%q note=%q error=%q\n", c.ID, c.Outcome, c.Session, c.Note, c.Error)
 	}
 	return b.String()
+}
+
+// cliSpec is the backend spec of a trial's CLI, as far as reading its
+// session files needs.
+func cliSpec(name, dir, homeVar, home string) purser.BackendSpec {
+	return purser.BackendSpec{Type: name, Dir: dir, Options: map[string]any{
+		"command": filepath.Join(dir, name), "env": map[string]any{homeVar: home}}}
+}
+
+// cliRecorded sums the tokens the CLI's own session files hold for every
+// call of the task, read by its backend's recovery (the session a call
+// recorded, or the one it locates by workspace and start time).
+func cliRecorded(t *testing.T, c killCLI, cliDir, home, ws, db, id string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	store, err := sqlite.OpenExisting(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	calls, err := store.Calls(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed := map[string]bool{}
+	for _, call := range calls {
+		claimed[call.Session] = call.Session != ""
+	}
+	be, err := c.backend(cliDir, home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, call := range calls {
+		got, err := be.RecoverSpend(ctx, purser.SpendQuery{Call: call, Workspace: ws,
+			Claimed: func(file string) bool { return file != call.Session && claimed[file] }})
+		if err != nil {
+			t.Fatalf("reading call %s's session file: %v", call.ID, err)
+		}
+		for _, ev := range got.Usage {
+			sum += ev.Tokens()
+		}
+	}
+	return sum
 }

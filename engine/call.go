@@ -214,7 +214,8 @@ func (t *taskRun) makeCall(ctx context.Context, pc *preparedCall, res *budget.Re
 	result, callErr := t.backend.Call(callCtx, purser.CallRequest{TaskID: t.task.ID, Kind: pc.kind, Iteration: t.iteration, Attempt: pc.rec.Attempt,
 		Model: pc.model, Prompt: pc.prompt, ContextTokens: pc.ctx.Tokens, MaxOutputTokens: pc.rec.MaxOutputTokens, MaxUSD: maxUSD,
 		Workspace: t.task.Workspace, Price: usage.price, StallTimeout: stall}, usage.report)
-	// The backend has returned: its hooks are done with the record.
+	// The backend has returned; a goroutine of it that outlived its call
+	// may not write the record now.
 	recMu.Lock()
 	defer recMu.Unlock()
 	pc.rec.EndedAt = e.cfg.Clock.Now()
@@ -225,8 +226,6 @@ func (t *taskRun) makeCall(ctx context.Context, pc *preparedCall, res *budget.Re
 	if stopErr != nil {
 		pc.rec.Error = redact.String(stopErr.Error())
 	}
-	recMu.Lock() // a backend's goroutine that outlived its call may not write pc.rec now
-	defer recMu.Unlock()
 	pc.rec.Note = redact.String(result.Note)
 	if pc.rec.Outcome == purser.CallCancelled && IsBudgetStop(stopErr) {
 		// The cap cut the call mid-reply: what the provider delivered and

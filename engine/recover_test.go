@@ -174,6 +174,7 @@ func TestRecoveryTwiceCountsOnce(t *testing.T) {
 func TestCapCutCallIsReconciledFromItsSessionFile(t *testing.T) {
 	f := newFixture(t, runaway)
 	f.task.Budget = budget.Config{Hard: budget.HardLimits{USD: usd("1.0"), MaxIterations: ptr(10)}}
+	f.task.Backend.AllowUnpriced = true // the script reports its dollars; the wrapper is no fence
 	b := withSessionBackend(t, f, "/sessions/x.jsonl", budget.UsageEvent{InputTokens: 4000, OutputTokens: 4000, Model: "sim-large"})
 	err := f.run()
 	if !isCapStop(err) {
