@@ -29,6 +29,24 @@ func ParseBudgetWindow(s string) (BudgetWindow, error) {
 	return "", fmt.Errorf("window %q: expected day, week or month", s)
 }
 
+// Bounds is the window holding now, [start, end), in zone (an IANA name
+// such as "Europe/Berlin"; "" is UTC): calendar days, so a day may be 23
+// or 25 hours long across a daylight-saving change.
+func (w BudgetWindow) Bounds(now time.Time, zone string) (start, end time.Time, err error) {
+	if start, err = w.Start(now, zone); err != nil {
+		return start, end, err
+	}
+	switch w {
+	case WindowDay:
+		end = start.AddDate(0, 0, 1)
+	case WindowWeek:
+		end = start.AddDate(0, 0, 7)
+	default:
+		end = start.AddDate(0, 1, 0)
+	}
+	return start, end, nil
+}
+
 // Start is the beginning of the window that holds now, in zone (an IANA
 // name such as "Europe/Berlin"; "" is UTC).
 func (w BudgetWindow) Start(now time.Time, zone string) (time.Time, error) {
@@ -81,7 +99,15 @@ func (b NamedBudget) Validate() error {
 	if _, err := b.Window.Start(time.Now(), b.Zone); err != nil {
 		return err
 	}
-	if err := b.Budget.Validate(); err != nil {
+	if b.Budget.Hard.MaxIterations != nil {
+		return &budget.ValidationError{Field: "hard.maxIterations", Msg: "a named budget caps only usd and tokens (iterations belong to a task)"}
+	}
+	// A task's budget must cap its iterations; a named budget has none to
+	// cap, so the rest of the rules are checked as if it did.
+	one := 1
+	checked := b.Budget
+	checked.Hard.MaxIterations = &one
+	if err := checked.Validate(); err != nil {
 		return err
 	}
 	for _, l := range []struct {
@@ -91,9 +117,6 @@ func (b NamedBudget) Validate() error {
 		if l.lim.TimeMinutes != nil {
 			return &budget.ValidationError{Field: l.tier + ".timeMinutes", Msg: "a named budget caps only usd and tokens (its window is its time)"}
 		}
-	}
-	if b.Budget.Hard.MaxIterations != nil {
-		return &budget.ValidationError{Field: "hard.maxIterations", Msg: "a named budget caps only usd and tokens (iterations belong to a task)"}
 	}
 	if b.Budget.Hard.USD == nil && b.Budget.Hard.Tokens == nil {
 		return &budget.ValidationError{Field: "hard", Msg: "a named budget needs a hard cap on usd or tokens"}
@@ -128,9 +151,9 @@ type NamedBudgetRaise struct {
 // NamedBudgetStatus is a named budget as it stands in its current window.
 type NamedBudgetStatus struct {
 	NamedBudget
-	WindowStart time.Time
-	// Spent is the ledger of every run drawing from the budget, from
-	// WindowStart on (USD and Tokens only).
+	WindowStart, WindowEnd time.Time
+	// Spent is the ledger of every run drawing from the budget, timed in
+	// [WindowStart, WindowEnd) (USD and Tokens only).
 	Spent budget.Totals
 	// Held is what calls in flight hold on it, unexpired.
 	Held budget.Amount

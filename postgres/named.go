@@ -171,16 +171,16 @@ func namedStatus(ctx context.Context, q querier, name string, now time.Time) (pu
 		return purser.NamedBudgetStatus{}, err
 	}
 	st := purser.NamedBudgetStatus{NamedBudget: b}
-	if st.WindowStart, err = b.Window.Start(now, b.Zone); err != nil {
+	if st.WindowStart, st.WindowEnd, err = b.Window.Bounds(now, b.Zone); err != nil {
 		return st, fmt.Errorf("named budget %s: %w", name, err)
 	}
 	var usd, tokens, heldUSD, heldTokens int64
 	if err := q.QueryRow(ctx, `SELECT
-			COALESCE((SELECT SUM(u.usd_nanos) FROM usage u JOIN run_draws d ON d.run_id = u.run_id WHERE d.name = $1 AND u.at >= $2), 0)::bigint,
-			COALESCE((SELECT SUM(u.input_tokens + u.output_tokens) FROM usage u JOIN run_draws d ON d.run_id = u.run_id WHERE d.name = $1 AND u.at >= $2), 0)::bigint,
+			COALESCE((SELECT SUM(u.usd_nanos) FROM usage u JOIN run_draws d ON d.run_id = u.run_id WHERE d.name = $1 AND u.at >= $2 AND u.at < $3), 0)::bigint,
+			COALESCE((SELECT SUM(u.input_tokens + u.output_tokens) FROM usage u JOIN run_draws d ON d.run_id = u.run_id WHERE d.name = $1 AND u.at >= $2 AND u.at < $3), 0)::bigint,
 			COALESCE((SELECT SUM(usd_nanos) FROM named_reservations WHERE name = $1 AND expires_at > `+serverNanos+`), 0)::bigint,
 			COALESCE((SELECT SUM(tokens) FROM named_reservations WHERE name = $1 AND expires_at > `+serverNanos+`), 0)::bigint`,
-		name, nanos(st.WindowStart)).Scan(&usd, &tokens, &heldUSD, &heldTokens); err != nil {
+		name, nanos(st.WindowStart), nanos(st.WindowEnd)).Scan(&usd, &tokens, &heldUSD, &heldTokens); err != nil {
 		return st, fmt.Errorf("named budget %s spend: %w", name, err)
 	}
 	st.Spent.USD, st.Spent.Tokens = budget.USD(usd), tokens

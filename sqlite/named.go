@@ -181,16 +181,16 @@ func namedStatus(ctx context.Context, q rowQuerier, name string, now time.Time) 
 		return purser.NamedBudgetStatus{}, err
 	}
 	st := purser.NamedBudgetStatus{NamedBudget: b}
-	if st.WindowStart, err = b.Window.Start(now, b.Zone); err != nil {
+	if st.WindowStart, st.WindowEnd, err = b.Window.Bounds(now, b.Zone); err != nil {
 		return st, fmt.Errorf("named budget %s: %w", name, err)
 	}
 	var usd, tokens, heldUSD, heldTokens int64
 	if err := q.QueryRowContext(ctx, `SELECT
-			COALESCE((SELECT SUM(u.usd_nanos) FROM usage u JOIN run_draws d ON d.run_id = u.run_id WHERE d.name = ? AND u.at >= ?), 0),
-			COALESCE((SELECT SUM(u.input_tokens + u.output_tokens) FROM usage u JOIN run_draws d ON d.run_id = u.run_id WHERE d.name = ? AND u.at >= ?), 0),
+			COALESCE((SELECT SUM(u.usd_nanos) FROM usage u JOIN run_draws d ON d.run_id = u.run_id WHERE d.name = ? AND u.at >= ? AND u.at < ?), 0),
+			COALESCE((SELECT SUM(u.input_tokens + u.output_tokens) FROM usage u JOIN run_draws d ON d.run_id = u.run_id WHERE d.name = ? AND u.at >= ? AND u.at < ?), 0),
 			COALESCE((SELECT SUM(usd_nanos) FROM named_reservations WHERE name = ? AND expires_at > ?), 0),
 			COALESCE((SELECT SUM(tokens) FROM named_reservations WHERE name = ? AND expires_at > ?), 0)`,
-		name, nanos(st.WindowStart), name, nanos(st.WindowStart), name, time.Now().UnixNano(), name, time.Now().UnixNano()).
+		name, nanos(st.WindowStart), nanos(st.WindowEnd), name, nanos(st.WindowStart), nanos(st.WindowEnd), name, time.Now().UnixNano(), name, time.Now().UnixNano()).
 		Scan(&usd, &tokens, &heldUSD, &heldTokens); err != nil {
 		return st, fmt.Errorf("named budget %s spend: %w", name, err)
 	}
