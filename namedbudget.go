@@ -188,6 +188,8 @@ type NamedBudgets interface {
 	// DrawFrom records that runID draws from the named budgets (added to
 	// any it draws from already); an unknown name matches ErrNotFound.
 	DrawFrom(ctx context.Context, runID string, names []string) error
+	// RunDraws returns the named budgets a run draws from, by name.
+	RunDraws(ctx context.Context, runID string) ([]string, error)
 	// NamedBudgetStatus is the budget's spend and holds in the window
 	// holding now.
 	NamedBudgetStatus(ctx context.Context, name string, now time.Time) (NamedBudgetStatus, error)

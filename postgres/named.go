@@ -240,3 +240,16 @@ func (s *Store) ReserveNamed(ctx context.Context, name string, want budget.Amoun
 		_, _ = s.pool.Exec(ctx, `DELETE FROM named_reservations WHERE id = $1`, id)
 	}, nil
 }
+
+// RunDraws returns the named budgets a run draws from, by name.
+func (s *Store) RunDraws(ctx context.Context, runID string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT name FROM run_draws WHERE run_id = $1 ORDER BY name`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("budgets run %s draws from: %w", runID, err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("budgets run %s draws from: %w", runID, err)
+	}
+	return names, nil
+}

@@ -252,3 +252,21 @@ func (s *Store) ReserveNamed(ctx context.Context, name string, want budget.Amoun
 		_, _ = s.db.ExecContext(context.WithoutCancel(ctx), `DELETE FROM named_reservations WHERE id = ?`, id)
 	}, nil
 }
+
+// RunDraws returns the named budgets a run draws from, by name.
+func (s *Store) RunDraws(ctx context.Context, runID string) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT name FROM run_draws WHERE run_id = ? ORDER BY name`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("budgets run %s draws from: %w", runID, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}

@@ -181,6 +181,12 @@ func testNamedBudgetLifecycle(t *testing.T, open Opener) {
 	if err := s.DrawFrom(ctx, "r", []string{"repo"}); err != nil {
 		t.Fatalf("drawing again from the same budget: %v", err)
 	}
+	if draws, err := open(t).RunDraws(ctx, "r"); err != nil || len(draws) != 1 || draws[0] != "repo" {
+		t.Fatalf("run r draws from %v (%v), want [repo]", draws, err)
+	}
+	if draws, err := s.RunDraws(ctx, "other"); err != nil || len(draws) != 0 {
+		t.Fatalf("a run drawing from nothing draws from %v (%v)", draws, err)
+	}
 	// At HARD every hold is refused, naming the budget.
 	now := time.Now()
 	if err := s.AppendUsage(ctx, purser.LedgerEntry{Key: "k", TaskID: "t", RunID: "r", At: now,
