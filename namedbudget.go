@@ -99,13 +99,21 @@ func (b NamedBudget) Validate() error {
 	if _, err := b.Window.Start(time.Now(), b.Zone); err != nil {
 		return err
 	}
-	if b.Budget.Hard.MaxIterations != nil {
+	return ValidateNamedBudgetConfig(b.Budget)
+}
+
+// ValidateNamedBudgetConfig checks a named budget's tiers: a task's rules,
+// bar the cap on iterations a task must have, with money and tokens the
+// only metrics and at least one of them capped. Each problem is a
+// *budget.ValidationError naming its field.
+func ValidateNamedBudgetConfig(cfg budget.Config) error {
+	if cfg.Hard.MaxIterations != nil {
 		return &budget.ValidationError{Field: "hard.maxIterations", Msg: "a named budget caps only usd and tokens (iterations belong to a task)"}
 	}
 	// A task's budget must cap its iterations; a named budget has none to
 	// cap, so the rest of the rules are checked as if it did.
 	one := 1
-	checked := b.Budget
+	checked := cfg
 	checked.Hard.MaxIterations = &one
 	if err := checked.Validate(); err != nil {
 		return err
@@ -113,12 +121,12 @@ func (b NamedBudget) Validate() error {
 	for _, l := range []struct {
 		tier string
 		lim  budget.Limits
-	}{{"optimal", b.Budget.Optimal}, {"warning", b.Budget.Warning}, {"hard", b.Budget.Hard.Limits()}} {
+	}{{"optimal", cfg.Optimal}, {"warning", cfg.Warning}, {"hard", cfg.Hard.Limits()}} {
 		if l.lim.TimeMinutes != nil {
 			return &budget.ValidationError{Field: l.tier + ".timeMinutes", Msg: "a named budget caps only usd and tokens (its window is its time)"}
 		}
 	}
-	if b.Budget.Hard.USD == nil && b.Budget.Hard.Tokens == nil {
+	if cfg.Hard.USD == nil && cfg.Hard.Tokens == nil {
 		return &budget.ValidationError{Field: "hard", Msg: "a named budget needs a hard cap on usd or tokens"}
 	}
 	return nil
