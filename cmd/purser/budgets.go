@@ -236,7 +236,7 @@ func newBudgetsShowCmd() *cobra.Command {
 
 func printNamedBudget(w io.Writer, j namedBudgetJSON) {
 	b := purser.NamedBudget{Budget: j.Budget}
-	fmt.Fprintf(w, "%s  %s  (per %s%s, %s to %s)\n", j.Name, j.Tier, j.Window, zoneText(j.Zone),
+	fmt.Fprintf(w, "%s  %s  (per %s%s, %s to %s)\n", j.Name, strings.ToUpper(j.Tier), j.Window, zoneText(j.Zone),
 		j.WindowStart.Format(time.RFC3339), j.WindowEnd.Format(time.RFC3339))
 	fmt.Fprintf(w, "  spent  $%s, %d tokens of %s\n", j.SpentUSD, j.SpentTokens, capsText(b.Caps()))
 	if j.HeldTokens > 0 || j.HeldUSD != "0" {
