@@ -477,18 +477,23 @@ var ErrInsufficientBudget = errors.New("insufficient budget")
 // cap, and how much would: a caller can shrink its call to Available.
 type InsufficientBudgetError struct {
 	Scope     Scope  // the budget that is short
+	Name      string // for ScopeNamed: the named budget's name
 	Metric    Metric // Money or Tokens
 	Want      Amount
 	Available Amount // what does fit in the task and its run together
 }
 
 func (e *InsufficientBudgetError) Error() string {
+	whose := e.Scope.String()
+	if e.Scope == ScopeNamed {
+		whose = fmt.Sprintf("named %q", e.Name)
+	}
 	if e.Metric == Money {
 		return fmt.Sprintf("insufficient budget: call needs up to %s, %s budget has %s left under its hard cap",
-			e.Want.USD, e.Scope, e.Available.USD)
+			e.Want.USD, whose, e.Available.USD)
 	}
 	return fmt.Sprintf("insufficient budget: call needs up to %d tokens, %s budget has %d left under its hard cap",
-		e.Want.Tokens, e.Scope, e.Available.Tokens)
+		e.Want.Tokens, whose, e.Available.Tokens)
 }
 
 // Unwrap lets errors.Is match ErrInsufficientBudget.

@@ -114,11 +114,17 @@ type Scope uint8
 const (
 	ScopeTask Scope = iota
 	ScopeRun
+	// ScopeNamed is a named, long-lived budget that runs draw from (a
+	// team's month); InsufficientBudgetError.Name says which.
+	ScopeNamed
 )
 
 func (s Scope) String() string {
-	if s == ScopeRun {
+	switch s {
+	case ScopeRun:
 		return "run"
+	case ScopeNamed:
+		return "named"
 	}
 	return "task"
 }

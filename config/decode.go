@@ -221,7 +221,11 @@ func ParseBudget(name string, data []byte) (budget.Config, error) {
 
 // validateBudget validates cfg, locating each problem under prefix.
 func (d *document) validateBudget(cfg budget.Config, prefix string) error {
-	err := cfg.Validate()
+	return d.locate(cfg.Validate(), prefix)
+}
+
+// locate places each of a budget's validation errors at its field's line.
+func (d *document) locate(err error, prefix string) error {
 	if err == nil {
 		return nil
 	}

@@ -27,11 +27,124 @@ func (t *taskRun) worstCase(model string, input, output int64) (budget.Amount, i
 // process that died holding it.
 const sharedTTL = purser.DefaultCallTimeout + time.Minute
 
-// reserveShared holds the call's worst case on a run budget shared through
+// reserveShared holds the call's worst case on its run's budget shared
+// through the database and on every named budget the run draws from,
+// shrinking the call to what fits in all of them, and waits while only
+// other calls' holds stand in the way. It returns the function that
+// releases every hold.
+func (t *taskRun) reserveShared(ctx context.Context, model string, input int64, want *budget.Amount, maxOut *int64) (func(), error) {
+	var names []string
+	if t.e.cfg.Named != nil && t.runID != "" {
+		var err error
+		if names, err = t.e.cfg.Named.RunDraws(ctx, t.runID); err != nil {
+			return func() {}, err
+		}
+	}
+	if len(names) == 0 {
+		return t.reserveRun(ctx, model, input, want, maxOut)
+	}
+	waited, first, firstOut := false, *want, *maxOut
+	for pause := holdPoll; ; pause = min(2*pause, maxHoldPoll) {
+		*want, *maxOut = first, firstOut
+		err := t.fitNamed(ctx, names, model, input, want, maxOut)
+		if err == nil {
+			var releaseRun, releaseNamed func()
+			if releaseRun, err = t.reserveRun(ctx, model, input, want, maxOut); err != nil {
+				return func() {}, err
+			}
+			if releaseNamed, err = t.holdNamed(ctx, names, *want); err == nil {
+				return func() { releaseNamed(); releaseRun() }, nil
+			}
+			releaseRun()
+		}
+		if !errors.Is(err, errHeldByOthers) {
+			return func() {}, err
+		}
+		if !waited {
+			waited = true
+			t.log.Info("waiting for other calls' holds on the named budgets the run draws from", "run", t.runID, "budgets", names)
+		}
+		select {
+		case <-ctx.Done():
+			return func() {}, interrupted(ctx)
+		case <-time.After(pause):
+		}
+	}
+}
+
+// errHeldByOthers: a named budget's spend leaves room for the call, but
+// calls in flight hold that room; they end soon (or their holds lapse).
+var errHeldByOthers = errors.New("named budget held by calls in flight")
+
+// fitNamed shrinks the call to what every named budget has left after its
+// window's spend and the holds on it. When even the least worthwhile call
+// does not fit, it says whether spend refuses it — a
+// *budget.InsufficientBudgetError naming the budget, which stops the task —
+// or only holds do (errHeldByOthers).
+func (t *taskRun) fitNamed(ctx context.Context, names []string, model string, input int64, want *budget.Amount, maxOut *int64) error {
+	now := t.e.cfg.Clock.Now()
+	avail := budget.Unlimited
+	for _, name := range names {
+		st, err := t.e.cfg.Named.NamedBudgetStatus(ctx, name, now)
+		if err != nil {
+			return err
+		}
+		bySpend := purser.NamedHeadroom(st.Caps(), st.Spent, budget.Amount{})
+		if _, _, err := t.clampToFit(model, input, bySpend); err != nil {
+			var short *budget.InsufficientBudgetError
+			if errors.As(err, &short) {
+				short.Scope, short.Name = budget.ScopeNamed, name
+			}
+			return err
+		}
+		a := purser.NamedHeadroom(st.Caps(), st.Spent, st.Held)
+		avail = budget.Amount{USD: min(avail.USD, a.USD), Tokens: min(avail.Tokens, a.Tokens)}
+	}
+	if want.USD <= avail.USD && want.Tokens <= avail.Tokens {
+		return nil
+	}
+	w, out, err := t.clampToFit(model, input, avail)
+	if err != nil {
+		return errHeldByOthers
+	}
+	*want, *maxOut = w, out
+	return nil
+}
+
+// holdNamed holds want on every named budget, or on none: a hold refused
+// (another call took the room since fitNamed looked) releases the others
+// and is retried from fitNamed.
+func (t *taskRun) holdNamed(ctx context.Context, names []string, want budget.Amount) (func(), error) {
+	ttl := t.task.Backend.CallTimeout + time.Minute
+	if t.task.Backend.CallTimeout <= 0 {
+		ttl = sharedTTL
+	}
+	now := t.e.cfg.Clock.Now()
+	var releases []func()
+	releaseAll := func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+	for _, name := range names {
+		release, err := t.e.cfg.Named.ReserveNamed(ctx, name, want, now, ttl)
+		if err != nil {
+			releaseAll()
+			if errors.Is(err, budget.ErrInsufficientBudget) {
+				return nil, errHeldByOthers
+			}
+			return nil, err
+		}
+		releases = append(releases, release)
+	}
+	return releaseAll, nil
+}
+
+// reserveRun holds the call's worst case on a run budget shared through
 // the database, shrinking the call to what fits there, and waits while only
 // other processes' holds stand in the way. It returns the function that
 // releases the hold.
-func (t *taskRun) reserveShared(ctx context.Context, model string, input int64, want *budget.Amount, maxOut *int64) (func(), error) {
+func (t *taskRun) reserveRun(ctx context.Context, model string, input int64, want *budget.Amount, maxOut *int64) (func(), error) {
 	run := t.budget.Parent()
 	if t.e.cfg.Shared == nil || run == nil || t.runID == "" {
 		return func() {}, nil

@@ -78,6 +78,10 @@ type Config struct {
 	// Shared, when set, admits each call against the run budget through the
 	// database too, so that processes sharing a run never jointly overrun it.
 	Shared purser.SharedRunBudget
+	// Named, when set, admits each call of a run against every named
+	// budget the run draws from (Named.RunDraws), through the database, so
+	// that runs drawing from one budget never jointly overrun it.
+	Named purser.NamedBudgets
 	// RunRefresh is how often a run's spend across every process is read
 	// back from the store while its tasks run; default: DefaultRunRefresh.
 	// A store that is a purser.RunUsageWatcher is also read on each change

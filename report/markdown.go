@@ -285,6 +285,8 @@ func StatusMD(r Report) []byte {
 		b.WriteString(": all validators passed.\n")
 	case errors.As(r.Cause, &be):
 		fmt.Fprintf(&b, ": stopped by the %s budget's hard cap on **%s**.\n", be.Scope, be.Metric)
+	case errors.As(r.Cause, &ie) && ie.Scope == budget.ScopeNamed:
+		fmt.Fprintf(&b, ": the named budget **%s** its run draws from has too little %s left for the next call.\n", ie.Name, ie.Metric)
 	case errors.As(r.Cause, &ie):
 		fmt.Fprintf(&b, ": the %s budget has too little %s left for the next call.\n", ie.Scope, ie.Metric)
 	case r.State == purser.StatePending:
@@ -397,6 +399,8 @@ func suggestions(r Report, be *budget.BudgetExhaustedError, ie *budget.Insuffici
 		key := map[budget.Metric]string{budget.Money: "hard.usd", budget.Tokens: "hard.tokens", budget.Time: "hard.timeMinutes", budget.Iterations: "hard.maxIterations"}[be.Metric]
 		out = append(out, fmt.Sprintf("To continue, raise `budget.%s` (now %s, used %s) in %s, or give a budget file outside the workspace: `purser resume %s --budget FILE`; what was spent carries over.",
 			key, be.Metric.Format(be.Limit), be.Metric.Format(be.Status.Used(be.Metric)), file, r.Task.ID))
+	case ie != nil && ie.Scope == budget.ScopeNamed:
+		out = append(out, fmt.Sprintf("The named budget %s is spent for its window: raise it (`purser budgets raise %s --file FILE`) or wait for the window to reset, then `purser resume %s`.", ie.Name, ie.Name, r.Task.ID))
 	case ie != nil:
 		out = append(out, fmt.Sprintf("To continue, raise the hard cap on %s in %s, or give a budget file outside the workspace: `purser resume %s --budget FILE`.", ie.Metric, file, r.Task.ID))
 	case r.State == purser.StatePending:

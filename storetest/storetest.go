@@ -27,6 +27,7 @@ import (
 type Store interface {
 	purser.Store
 	purser.SharedRunBudget
+	purser.NamedBudgets
 }
 
 // Opener opens a new handle on one database. Every call returns a store of
@@ -64,6 +65,9 @@ func Run(t *testing.T, newDatabase func(t *testing.T) Opener) {
 		{"SharedRunCountsSpendAndHolds", testSharedRunCountsSpendAndHolds},
 		{"SharedRunHoldsNeverJointlyExceedTheCaps", testSharedRunUnderConcurrency},
 		{"SharedRunHoldExpiresAfterItsTTL", testSharedRunHoldExpires},
+		{"NamedBudgetCountsOnlyItsRunsInsideTheWindow", testNamedBudgetWindows},
+		{"NamedBudgetHoldsNeverJointlyExceedTheCaps", testNamedBudgetUnderConcurrency},
+		{"NamedBudgetCreateRaiseAndDraw", testNamedBudgetLifecycle},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -234,6 +234,8 @@ func (e explanation) nextSteps() []string {
 		if st.Tier == budget.Hard {
 			hard, _ := rec.Budget.Threshold(budget.Hard, st.Cause)
 			steps = append(steps, fmt.Sprintf("To let it go on, raise budget.hard.%s (now %s) in a budget file outside the workspace, then: purser resume %s --budget FILE.", configKey(st.Cause), st.Cause.Format(hard), rec.ID))
+		} else if strings.Contains(rec.Reason, `named "`) {
+			steps = append(steps, fmt.Sprintf("A named budget its run draws from stopped it (the reason above names it): raise it with purser budgets raise NAME --file FILE, or wait for its window to reset, then: purser resume %s.", rec.ID))
 		} else {
 			steps = append(steps, fmt.Sprintf("Its own budget is not at HARD: the run's budget (or the next call's worst case not fitting) stopped it. Raise the run's budget (--run-budget) or the task's hard caps, then: purser resume %s --budget FILE.", rec.ID))
 		}

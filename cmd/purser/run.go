@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -103,6 +105,7 @@ func newEngine(store store, prices *pricing.Catalogue, observe func(purser.Event
 		Observe:    observe,
 		Owners:     proc.Owners{},
 		Shared:     store,
+		Named:      store,
 	})
 }
 
@@ -149,11 +152,11 @@ func (s *session) end(stderr io.Writer) {
 }
 
 func newRunCmd() *cobra.Command {
-	var db, runBudget, runName, ci string
+	var db, runBudget, runName, ci, drawFrom string
 	var parallel int
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "run TASKFILE... [--db PATH] [--parallel N] [--run-budget FILE] [--run NAME] [--json] [--ci github]",
+		Use:   "run TASKFILE... [--db PATH] [--parallel N] [--run-budget FILE] [--run NAME] [--draw-from BUDGET,...] [--json] [--ci github]",
 		Short: "Run tasks under their budgets",
 		Long: `Runs each task iteration by iteration until its validators pass (DONE), its
 budget stops it (BLOCKED) or it fails (FAILED).
@@ -207,6 +210,11 @@ tasks that had not started are left untouched).`,
 				return err
 			}
 			defer store.Close()
+			if drawFrom != "" {
+				if runName, err = drawFromNamed(cmd.Context(), store, runName, drawFrom); err != nil {
+					return err
+				}
+			}
 			s, err := newSession(cmd, store, proj, tasks, shownRunBudget(cmd.Context(), store, runName, runCfg), asJSON)
 			if err != nil {
 				return err
@@ -247,9 +255,35 @@ tasks that had not started are left untouched).`,
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "how many tasks run at once")
 	cmd.Flags().StringVar(&runBudget, "run-budget", "", "a budget file (YAML or JSON) shared by all the tasks of this run")
 	cmd.Flags().StringVar(&runName, "run", "", "name the run, so that other purser processes on the same database can join it and share its budget")
+	cmd.Flags().StringVar(&drawFrom, "draw-from", "", "named budgets (comma-separated) this run draws from: each call must fit in every one (see purser budgets)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON Lines (for CI and scripts) instead of the live view")
 	cmd.Flags().StringVar(&ci, "ci", "", "report the run to a CI system when it ends: github (job summary in $GITHUB_STEP_SUMMARY, ::warning/::error annotations)")
 	return cmd
+}
+
+// drawFromNamed records that the run draws from the named budgets listed
+// (comma-separated) and returns the run's name: a run that has none is
+// given one, since draws are recorded against the run before it starts.
+func drawFromNamed(ctx context.Context, s store, runName, list string) (string, error) {
+	var names []string
+	for n := range strings.SplitSeq(list, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return runName, badInput(fmt.Errorf("--draw-from %q: want named budgets, comma-separated", list))
+	}
+	if runName == "" {
+		runName = "run-" + time.Now().UTC().Format("20060102T150405.000000000")
+	}
+	if err := s.DrawFrom(ctx, runName, names); err != nil {
+		if errors.Is(err, purser.ErrNotFound) {
+			return runName, badInput(fmt.Errorf("--draw-from: %w (create it with purser budgets create NAME --file FILE --window month)", err))
+		}
+		return runName, err
+	}
+	return runName, nil
 }
 
 // shownRunBudget is the run budget the live view shows: the one given, else

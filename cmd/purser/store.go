@@ -16,6 +16,7 @@ import (
 type store interface {
 	purser.Store
 	purser.SharedRunBudget
+	purser.NamedBudgets
 }
 
 // openStore opens the database db names, by its form: a postgres:// or

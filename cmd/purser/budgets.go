@@ -1,0 +1,273 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/config"
+)
+
+func newBudgetsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "budgets",
+		Short: "Named budgets that runs draw from: a team's month, a repository's day",
+		Long: `A named budget has the three tiers over money and tokens, reset on a calendar
+window (day, week from Monday, or month; UTC unless --zone names another). A run
+draws from named budgets with purser run --draw-from NAME,...: each of its
+calls is admitted only if it fits in its task, its run and every named budget
+it draws from, and a named budget's spend is the ledger of every run drawing
+from it inside the current window.`,
+	}
+	cmd.AddCommand(newBudgetsCreateCmd(), newBudgetsShowCmd(), newBudgetsRaiseCmd())
+	return cmd
+}
+
+// openBudgetsStore opens the project's database (--db, PURSER_DB or
+// purser.yaml's database:); create makes a new one where none is.
+func openBudgetsStore(ctx context.Context, dbFlag string, create bool) (store, error) {
+	if !create {
+		s, _, err := openDatabaseHere(ctx, dbFlag)
+		return s, err
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	proj, err := config.FindProject(wd)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	return openStore(ctx, locateDatabase(dbFlag, proj), true)
+}
+
+func newBudgetsCreateCmd() *cobra.Command {
+	var db, file, window, zone string
+	cmd := &cobra.Command{
+		Use:   "create NAME --file BUDGET.yaml --window day|week|month [--zone ZONE]",
+		Short: "Create a named budget",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if file == "" {
+				return badInput(errors.New("--file: a budget file (YAML or JSON) is required"))
+			}
+			w, err := purser.ParseBudgetWindow(window)
+			if err != nil {
+				return badInput(fmt.Errorf("--window: %w", err))
+			}
+			cfg, err := config.LoadNamedBudget(file)
+			if err != nil {
+				return badInput(err)
+			}
+			b := purser.NamedBudget{Name: args[0], Budget: cfg, Window: w, Zone: zone, CreatedAt: time.Now()}
+			if err := b.Validate(); err != nil {
+				return badInput(fmt.Errorf("named budget: %w", err))
+			}
+			s, err := openBudgetsStore(cmd.Context(), db, true)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if err := s.CreateBudget(cmd.Context(), b); err != nil {
+				if errors.Is(err, purser.ErrBudgetExists) {
+					return badInput(fmt.Errorf("named budget %s exists; change it with purser budgets raise %s --file FILE", b.Name, b.Name))
+				}
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "created named budget %s: %s per %s%s\n", b.Name, capsText(b.Caps()), b.Window, zoneText(b.Zone))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&db, "db", "", dbFlagHelp)
+	cmd.Flags().StringVar(&file, "file", "", "the budget file (YAML or JSON): optimal/warning/hard over usd and tokens")
+	cmd.Flags().StringVar(&window, "window", "", "the calendar window its spend resets on: day, week (from Monday) or month")
+	cmd.Flags().StringVar(&zone, "zone", "", "the IANA time zone of the window's boundaries, e.g. Europe/Berlin (default UTC)")
+	return cmd
+}
+
+func newBudgetsRaiseCmd() *cobra.Command {
+	var db, file string
+	cmd := &cobra.Command{
+		Use:   "raise NAME --file BUDGET.yaml",
+		Short: "Change a named budget's tiers (recorded: who, when, from which file)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if file == "" {
+				return badInput(errors.New("--file: a budget file (YAML or JSON) is required"))
+			}
+			cfg, err := config.LoadNamedBudget(file)
+			if err != nil {
+				return badInput(err)
+			}
+			abs, err := filepath.Abs(file)
+			if err != nil {
+				return err
+			}
+			s, err := openBudgetsStore(cmd.Context(), db, false)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			old, err := s.NamedBudget(cmd.Context(), args[0])
+			if errors.Is(err, purser.ErrNotFound) {
+				return badInput(fmt.Errorf("no named budget %s; create it with purser budgets create", args[0]))
+			}
+			if err != nil {
+				return err
+			}
+			r := purser.NamedBudgetRaise{Name: old.Name, At: time.Now(), By: whoami(), Source: abs, From: old.Budget, To: cfg}
+			if err := s.RaiseBudget(cmd.Context(), r); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "raised named budget %s: %s → %s per %s\n", old.Name, capsText(old.Caps()), capsText(purser.NamedBudget{Budget: cfg}.Caps()), old.Window)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&db, "db", "", dbFlagHelp)
+	cmd.Flags().StringVar(&file, "file", "", "the new budget file (YAML or JSON)")
+	return cmd
+}
+
+// namedBudgetJSON is a named budget as `budgets show --json` prints it.
+type namedBudgetJSON struct {
+	Name        string                 `json:"name"`
+	Window      purser.BudgetWindow    `json:"window"`
+	Zone        string                 `json:"zone"`
+	WindowStart time.Time              `json:"windowStart"`
+	WindowEnd   time.Time              `json:"windowEnd"`
+	Tier        string                 `json:"tier"`
+	Budget      budget.Config          `json:"budget"`
+	SpentUSD    json.Number            `json:"spentUsd"`
+	SpentTokens int64                  `json:"spentTokens"`
+	HeldUSD     json.Number            `json:"heldUsd"`
+	HeldTokens  int64                  `json:"heldTokens"`
+	Runs        []string               `json:"runs"`
+	Raises      []namedBudgetRaiseJSON `json:"raises"`
+}
+
+type namedBudgetRaiseJSON struct {
+	At     time.Time     `json:"at"`
+	By     string        `json:"by"`
+	Source string        `json:"source"`
+	From   budget.Config `json:"from"`
+	To     budget.Config `json:"to"`
+}
+
+func newBudgetsShowCmd() *cobra.Command {
+	var db string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show [NAME] [--json]",
+		Short: "Show named budgets: spend in the current window, tier, runs drawing from them, raises",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			s, err := openBudgetsStore(ctx, db, false)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			var names []string
+			if len(args) == 1 {
+				names = args
+			} else {
+				list, err := s.NamedBudgetList(ctx)
+				if err != nil {
+					return err
+				}
+				for _, b := range list {
+					names = append(names, b.Name)
+				}
+			}
+			now := time.Now()
+			out := []namedBudgetJSON{}
+			for _, name := range names {
+				st, err := s.NamedBudgetStatus(ctx, name, now)
+				if errors.Is(err, purser.ErrNotFound) {
+					return badInput(fmt.Errorf("no named budget %s", name))
+				}
+				if err != nil {
+					return err
+				}
+				raises, err := s.BudgetRaises(ctx, name)
+				if err != nil {
+					return err
+				}
+				j := namedBudgetJSON{Name: st.Name, Window: st.Window, Zone: st.Zone, WindowStart: st.WindowStart, WindowEnd: st.WindowEnd,
+					Tier: st.Tier().String(), Budget: st.Budget, SpentUSD: json.Number(st.Spent.USD.Decimal()), SpentTokens: st.Spent.Tokens,
+					HeldUSD: json.Number(st.Held.USD.Decimal()), HeldTokens: st.Held.Tokens, Runs: st.Runs, Raises: []namedBudgetRaiseJSON{}}
+				if j.Runs == nil {
+					j.Runs = []string{}
+				}
+				for _, r := range raises {
+					j.Raises = append(j.Raises, namedBudgetRaiseJSON{At: r.At, By: r.By, Source: r.Source, From: r.From, To: r.To})
+				}
+				out = append(out, j)
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
+			}
+			if len(out) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "no named budgets; create one with purser budgets create NAME --file FILE --window month")
+				return nil
+			}
+			for _, j := range out {
+				printNamedBudget(cmd.OutOrStdout(), j)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&db, "db", "", dbFlagHelp)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func printNamedBudget(w io.Writer, j namedBudgetJSON) {
+	b := purser.NamedBudget{Budget: j.Budget}
+	fmt.Fprintf(w, "%s  %s  (per %s%s, %s to %s)\n", j.Name, strings.ToUpper(j.Tier), j.Window, zoneText(j.Zone),
+		j.WindowStart.Format(time.RFC3339), j.WindowEnd.Format(time.RFC3339))
+	fmt.Fprintf(w, "  spent  $%s, %d tokens of %s\n", j.SpentUSD, j.SpentTokens, capsText(b.Caps()))
+	if j.HeldTokens > 0 || j.HeldUSD != "0" {
+		fmt.Fprintf(w, "  held by calls in flight  $%s, %d tokens\n", j.HeldUSD, j.HeldTokens)
+	}
+	runs := "none"
+	if len(j.Runs) > 0 {
+		runs = strings.Join(j.Runs, ", ")
+	}
+	fmt.Fprintf(w, "  runs drawing from it: %s\n", runs)
+	for _, r := range j.Raises {
+		fmt.Fprintf(w, "  raised %s by %s from %s: %s → %s\n", r.At.UTC().Format(time.RFC3339), r.By, r.Source,
+			capsText(purser.NamedBudget{Budget: r.From}.Caps()), capsText(purser.NamedBudget{Budget: r.To}.Caps()))
+	}
+}
+
+// capsText is a budget's hard caps in words.
+func capsText(caps budget.Amount) string {
+	var parts []string
+	if caps.USD != budget.UnlimitedUSD {
+		parts = append(parts, caps.USD.String())
+	}
+	if caps.Tokens != budget.Unlimited.Tokens {
+		parts = append(parts, fmt.Sprintf("%d tokens", caps.Tokens))
+	}
+	return "hard " + strings.Join(parts, ", ")
+}
+
+func zoneText(zone string) string {
+	if zone == "" {
+		return " UTC"
+	}
+	return " " + zone
+}

@@ -1,0 +1,221 @@
+package purser
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/purser-dev/purser/budget"
+)
+
+// BudgetWindow is the calendar window a named budget resets on.
+type BudgetWindow string
+
+// The windows a named budget may reset on. A week starts on Monday.
+const (
+	WindowDay   BudgetWindow = "day"
+	WindowWeek  BudgetWindow = "week"
+	WindowMonth BudgetWindow = "month"
+)
+
+// ParseBudgetWindow reads a window's name, saying what was expected when it
+// is not one.
+func ParseBudgetWindow(s string) (BudgetWindow, error) {
+	switch w := BudgetWindow(s); w {
+	case WindowDay, WindowWeek, WindowMonth:
+		return w, nil
+	}
+	return "", fmt.Errorf("window %q: expected day, week or month", s)
+}
+
+// Bounds is the window holding now, [start, end), in zone (an IANA name
+// such as "Europe/Berlin"; "" is UTC): calendar days, so a day may be 23
+// or 25 hours long across a daylight-saving change.
+func (w BudgetWindow) Bounds(now time.Time, zone string) (start, end time.Time, err error) {
+	if start, err = w.Start(now, zone); err != nil {
+		return start, end, err
+	}
+	switch w {
+	case WindowDay:
+		end = start.AddDate(0, 0, 1)
+	case WindowWeek:
+		end = start.AddDate(0, 0, 7)
+	default:
+		end = start.AddDate(0, 1, 0)
+	}
+	return start, end, nil
+}
+
+// Start is the beginning of the window that holds now, in zone (an IANA
+// name such as "Europe/Berlin"; "" is UTC).
+func (w BudgetWindow) Start(now time.Time, zone string) (time.Time, error) {
+	loc := time.UTC
+	if zone != "" {
+		l, err := time.LoadLocation(zone)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("zone %q: %w", zone, err)
+		}
+		loc = l
+	}
+	t := now.In(loc)
+	day := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, loc)
+	switch w {
+	case WindowDay:
+		return day, nil
+	case WindowWeek:
+		back := (int(t.Weekday()) + 6) % 7 // days since Monday
+		return day.AddDate(0, 0, -back), nil
+	case WindowMonth:
+		return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, loc), nil
+	}
+	return time.Time{}, fmt.Errorf("window %q: expected day, week or month", string(w))
+}
+
+// NamedBudget is a long-lived budget that runs draw from — a team's month,
+// a repository's day: the three tiers over money and tokens, counted over
+// the spend of every run drawing from it inside the current window.
+type NamedBudget struct {
+	Name   string
+	Budget budget.Config
+	Window BudgetWindow
+	// Zone is the IANA time zone the window's boundaries are in; "" is UTC.
+	Zone      string
+	CreatedAt time.Time
+}
+
+// Validate reports what is wrong with a named budget: a bad name, window
+// or zone, a budget that is not valid, or a cap on time or iterations,
+// which a budget shared over days has no meaning for.
+func (b NamedBudget) Validate() error {
+	if b.Name == "" {
+		return errors.New("name: must not be empty")
+	}
+	for _, r := range b.Name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return fmt.Errorf("name %q: only letters, digits, '-', '_' and '.' are allowed", b.Name)
+		}
+	}
+	if _, err := b.Window.Start(time.Now(), b.Zone); err != nil {
+		return err
+	}
+	return ValidateNamedBudgetConfig(b.Budget)
+}
+
+// ValidateNamedBudgetConfig checks a named budget's tiers: a task's rules,
+// bar the cap on iterations a task must have, with money and tokens the
+// only metrics and at least one of them capped. Each problem is a
+// *budget.ValidationError naming its field.
+func ValidateNamedBudgetConfig(cfg budget.Config) error {
+	if cfg.Hard.MaxIterations != nil {
+		return &budget.ValidationError{Field: "hard.maxIterations", Msg: "a named budget caps only usd and tokens (iterations belong to a task)"}
+	}
+	// A task's budget must cap its iterations; a named budget has none to
+	// cap, so the rest of the rules are checked as if it did.
+	one := 1
+	checked := cfg
+	checked.Hard.MaxIterations = &one
+	if err := checked.Validate(); err != nil {
+		return err
+	}
+	for _, l := range []struct {
+		tier string
+		lim  budget.Limits
+	}{{"optimal", cfg.Optimal}, {"warning", cfg.Warning}, {"hard", cfg.Hard.Limits()}} {
+		if l.lim.TimeMinutes != nil {
+			return &budget.ValidationError{Field: l.tier + ".timeMinutes", Msg: "a named budget caps only usd and tokens (its window is its time)"}
+		}
+	}
+	if cfg.Hard.USD == nil && cfg.Hard.Tokens == nil {
+		return &budget.ValidationError{Field: "hard", Msg: "a named budget needs a hard cap on usd or tokens"}
+	}
+	return nil
+}
+
+// Caps is the budget's hard caps as an amount (budget.Unlimited where not
+// capped).
+func (b NamedBudget) Caps() budget.Amount {
+	caps := budget.Unlimited
+	if b.Budget.Hard.USD != nil {
+		caps.USD = *b.Budget.Hard.USD
+	}
+	if b.Budget.Hard.Tokens != nil {
+		caps.Tokens = *b.Budget.Hard.Tokens
+	}
+	return caps
+}
+
+// NamedBudgetRaise is a named budget changed by the user: from what, to
+// what, by whom, when, from which file.
+type NamedBudgetRaise struct {
+	Name   string
+	At     time.Time
+	By     string // user@host
+	Source string
+	From   budget.Config
+	To     budget.Config
+}
+
+// NamedBudgetStatus is a named budget as it stands in its current window.
+type NamedBudgetStatus struct {
+	NamedBudget
+	WindowStart, WindowEnd time.Time
+	// Spent is the ledger of every run drawing from the budget, timed in
+	// [WindowStart, WindowEnd) (USD and Tokens only).
+	Spent budget.Totals
+	// Held is what calls in flight hold on it, unexpired.
+	Held budget.Amount
+	// Runs are the runs drawing from it.
+	Runs []string
+}
+
+// Tier is the budget's tier by its spend in the window: the worse of its
+// money's and its tokens'.
+func (s NamedBudgetStatus) Tier() budget.Tier {
+	return max(s.Budget.MetricTier(budget.Money, int64(s.Spent.USD)), s.Budget.MetricTier(budget.Tokens, s.Spent.Tokens))
+}
+
+// ErrBudgetExists is returned by CreateBudget for a name already taken.
+var ErrBudgetExists = errors.New("a named budget of that name exists")
+
+// NamedBudgets keeps named budgets, which runs draw from them, and admits
+// calls against them across processes. now is the caller's clock (tests
+// inject one): it places the window; holds expire by the store's clock.
+type NamedBudgets interface {
+	// CreateBudget records a new named budget; a taken name is an error
+	// matching ErrBudgetExists.
+	CreateBudget(ctx context.Context, b NamedBudget) error
+	// NamedBudget returns one; a missing one matches ErrNotFound.
+	NamedBudget(ctx context.Context, name string) (NamedBudget, error)
+	// NamedBudgetList returns every named budget, by name.
+	NamedBudgetList(ctx context.Context) ([]NamedBudget, error)
+	// RaiseBudget replaces a named budget's tiers with r.To, recording r.
+	RaiseBudget(ctx context.Context, r NamedBudgetRaise) error
+	// BudgetRaises returns a named budget's raises, oldest first.
+	BudgetRaises(ctx context.Context, name string) ([]NamedBudgetRaise, error)
+	// DrawFrom records that runID draws from the named budgets (added to
+	// any it draws from already); an unknown name matches ErrNotFound.
+	DrawFrom(ctx context.Context, runID string, names []string) error
+	// RunDraws returns the named budgets a run draws from, by name.
+	RunDraws(ctx context.Context, runID string) ([]string, error)
+	// NamedBudgetStatus is the budget's spend and holds in the window
+	// holding now.
+	NamedBudgetStatus(ctx context.Context, name string, now time.Time) (NamedBudgetStatus, error)
+	// ReserveNamed holds want against the named budget's hard caps,
+	// counting the window's spend and every unexpired hold, atomically
+	// across processes. A hold that does not fit is refused with a
+	// *budget.InsufficientBudgetError of scope budget.ScopeNamed.
+	ReserveNamed(ctx context.Context, name string, want budget.Amount, now time.Time, ttl time.Duration) (release func(), err error)
+}
+
+// NamedHeadroom is what fits under caps after spent and held.
+func NamedHeadroom(caps budget.Amount, spent budget.Totals, held budget.Amount) budget.Amount {
+	avail := caps
+	if caps.USD != budget.UnlimitedUSD {
+		avail.USD = max(caps.USD-spent.USD-held.USD, 0)
+	}
+	if caps.Tokens != budget.Unlimited.Tokens {
+		avail.Tokens = max(caps.Tokens-spent.Tokens-held.Tokens, 0)
+	}
+	return avail
+}

@@ -1,0 +1,52 @@
+package purser
+
+import (
+	"testing"
+	"time"
+)
+
+// A window is a calendar day, week (from Monday) or month in its zone: its
+// start is the zone's midnight, and a day across a daylight-saving change
+// is as long as the calendar makes it.
+func TestBudgetWindowBounds(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Skipf("no time zone data: %v", err)
+	}
+	for _, tc := range []struct {
+		name       string
+		window     BudgetWindow
+		zone       string
+		now        time.Time
+		start, end time.Time
+	}{
+		{"a UTC day", WindowDay, "", time.Date(2026, 11, 18, 23, 59, 59, 0, time.UTC),
+			time.Date(2026, 11, 18, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 19, 0, 0, 0, 0, time.UTC)},
+		{"a Sunday belongs to the week from the Monday before", WindowWeek, "", time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC),
+			time.Date(2026, 11, 16, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)},
+		{"a Monday's first instant starts its week", WindowWeek, "", time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC),
+			time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)},
+		{"December's month ends at the new year", WindowMonth, "", time.Date(2026, 12, 31, 23, 0, 0, 0, time.UTC),
+			time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{"Berlin's day is 23:00 UTC to 23:00 UTC in winter", WindowDay, "Europe/Berlin", time.Date(2026, 11, 18, 23, 30, 0, 0, time.UTC),
+			time.Date(2026, 11, 18, 23, 0, 0, 0, time.UTC), time.Date(2026, 11, 19, 23, 0, 0, 0, time.UTC)},
+		{"the day clocks go back in Berlin has 25 hours", WindowDay, "Europe/Berlin", time.Date(2026, 10, 25, 12, 0, 0, 0, berlin),
+			time.Date(2026, 10, 24, 22, 0, 0, 0, time.UTC), time.Date(2026, 10, 25, 23, 0, 0, 0, time.UTC)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start, end, err := tc.window.Bounds(tc.now, tc.zone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !start.Equal(tc.start) || !end.Equal(tc.end) {
+				t.Fatalf("bounds %s – %s, want %s – %s", start.UTC(), end.UTC(), tc.start.UTC(), tc.end.UTC())
+			}
+		})
+	}
+	if _, err := ParseBudgetWindow("year"); err == nil {
+		t.Error("window year accepted")
+	}
+	if _, _, err := WindowDay.Bounds(time.Now(), "Mars/Olympus"); err == nil {
+		t.Error("an unknown zone accepted")
+	}
+}
