@@ -81,7 +81,15 @@ func parse(name string, data []byte) (*document, error) {
 }
 
 // decode decodes the document strictly into v.
-func (d *document) decode(v any) error {
+func (d *document) decode(v any) (err error) {
+	// The YAML library can panic on input it parsed (a custom tag on a
+	// sequence, found by FuzzLoadScript): that is bad input, said as such,
+	// never a crash.
+	defer func() {
+		if r := recover(); r != nil {
+			err = &Error{File: d.name, Msg: fmt.Sprintf("cannot read this YAML (the decoder failed on it: %v); check tags (!…) and structure", r)}
+		}
+	}()
 	if err := yaml.UnmarshalWithOptions(d.data, v, yaml.Strict()); err != nil {
 		return suggestField(yamlError(d.name, err), v)
 	}
