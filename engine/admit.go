@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/purser-dev/purser"
@@ -63,6 +65,8 @@ func (t *taskRun) reserveShared(ctx context.Context, model string, input int64, 
 		if !waited {
 			waited = true
 			t.log.Info("waiting for other calls' holds on the named budgets the run draws from", "run", t.runID, "budgets", names)
+			t.e.emit(t, purser.Event{Type: purser.EventWarning, Message: fmt.Sprintf(
+				"waiting: other calls hold what named budgets %s have left under their caps", strings.Join(names, ", "))})
 		}
 		select {
 		case <-ctx.Done():
@@ -181,6 +185,10 @@ func (t *taskRun) reserveRun(ctx context.Context, model string, input int64, wan
 		if !waited {
 			waited = true
 			t.log.Info("waiting for other calls' holds on the run's budget", "run", t.runID, "available", short.Available)
+			// Said where the user looks: a hold a dead process left lapses
+			// only after its TTL, and the wait must not look like a hang.
+			t.e.emit(t, purser.Event{Type: purser.EventWarning, Message: fmt.Sprintf(
+				"waiting: other calls hold what run %s has left under its cap (their holds end with their calls, or lapse after %s)", t.runID, ttl)})
 		}
 		select {
 		case <-ctx.Done():
