@@ -45,8 +45,9 @@ func (t *taskRun) reserveShared(ctx context.Context, model string, input int64, 
 	if len(names) == 0 {
 		return t.reserveRun(ctx, model, input, want, maxOut)
 	}
-	waited, first, firstOut := false, *want, *maxOut
-	for pause := holdPoll; ; pause = min(2*pause, maxHoldPoll) {
+	first, firstOut := *want, *maxOut
+	w := holdWaiter{t: t}
+	for {
 		*want, *maxOut = first, firstOut
 		err := t.fitNamed(ctx, names, model, input, want, maxOut)
 		if err == nil {
@@ -62,16 +63,8 @@ func (t *taskRun) reserveShared(ctx context.Context, model string, input int64, 
 		if !errors.Is(err, errHeldByOthers) {
 			return func() {}, err
 		}
-		if !waited {
-			waited = true
-			t.log.Info("waiting for other calls' holds on the named budgets the run draws from", "run", t.runID, "budgets", names)
-			t.e.emit(t, purser.Event{Type: purser.EventWarning, Message: fmt.Sprintf(
-				"waiting: other calls hold what named budgets %s have left under their caps", strings.Join(names, ", "))})
-		}
-		select {
-		case <-ctx.Done():
-			return func() {}, interrupted(ctx)
-		case <-time.After(pause):
+		if err := w.wait(ctx, fmt.Sprintf("waiting: other calls hold what named budgets %s have left under their caps", strings.Join(names, ", "))); err != nil {
+			return func() {}, err
 		}
 	}
 }
@@ -102,7 +95,7 @@ func (t *taskRun) fitNamed(ctx context.Context, names []string, model string, in
 			return err
 		}
 		a := purser.NamedHeadroom(st.Caps(), st.Spent, st.Held)
-		avail = budget.Amount{USD: min(avail.USD, a.USD), Tokens: min(avail.Tokens, a.Tokens)}
+		avail = lesser(avail, a)
 	}
 	if want.USD <= avail.USD && want.Tokens <= avail.Tokens {
 		return nil
@@ -168,8 +161,9 @@ func (t *taskRun) reserveRun(ctx context.Context, model string, input int64, wan
 	if t.task.Backend.CallTimeout <= 0 {
 		ttl = sharedTTL
 	}
-	waited, first, firstOut := false, *want, *maxOut
-	for pause := holdPoll; ; pause = min(2*pause, maxHoldPoll) {
+	first, firstOut := *want, *maxOut
+	w := holdWaiter{t: t}
+	for {
 		*want, *maxOut = first, firstOut // each attempt starts from the call's whole worst case
 		release, err := t.holdShared(ctx, model, input, caps, ttl, want, maxOut)
 		var short *budget.InsufficientBudgetError
@@ -182,28 +176,50 @@ func (t *taskRun) reserveRun(ctx context.Context, model string, input int64, wan
 		// What stands in the way is other calls' holds, not spend: they end
 		// soon (or lapse after their TTL), so the call waits for them
 		// rather than stopping a task the run could still afford.
-		if !waited {
-			waited = true
-			t.log.Info("waiting for other calls' holds on the run's budget", "run", t.runID, "available", short.Available)
-			// Said where the user looks: a hold a dead process left lapses
-			// only after its TTL, and the wait must not look like a hang.
-			t.e.emit(t, purser.Event{Type: purser.EventWarning, Message: fmt.Sprintf(
-				"waiting: other calls hold what run %s has left under its cap (their holds end with their calls, or lapse after %s)", t.runID, ttl)})
-		}
-		select {
-		case <-ctx.Done():
-			return func() {}, interrupted(ctx)
-		case <-time.After(pause):
+		if err := w.wait(ctx, fmt.Sprintf("waiting: other calls hold what run %s has left under its cap (their holds end with their calls, or lapse after %s)", t.runID, ttl)); err != nil {
+			return func() {}, err
 		}
 	}
 }
 
 // holdPoll and maxHoldPoll pace the retries of a call waiting for other
-// calls' holds on a shared run to be released.
+// calls' holds on a shared run or a named budget to be released.
 const (
 	holdPoll    = 50 * time.Millisecond
 	maxHoldPoll = time.Second
 )
+
+// holdWaiter paces a call waiting for other calls' holds to end (50 ms,
+// doubling to 1 s), and says once, in the log and the live view, that it
+// waits: a hold a dead process left lapses only after its TTL, and the wait
+// must not look like a hang.
+type holdWaiter struct {
+	t     *taskRun
+	pause time.Duration
+}
+
+// wait says why the call waits (the first time), then sleeps the next
+// pause; it returns the interruption when ctx ends first.
+func (w *holdWaiter) wait(ctx context.Context, why string) error {
+	if w.pause == 0 {
+		w.pause = holdPoll
+		w.t.log.Info(why, "run", w.t.runID)
+		w.t.e.emit(w.t, purser.Event{Type: purser.EventWarning, Message: why})
+	} else {
+		w.pause = min(2*w.pause, maxHoldPoll)
+	}
+	select {
+	case <-ctx.Done():
+		return interrupted(ctx)
+	case <-time.After(w.pause):
+		return nil
+	}
+}
+
+// lesser is what fits in both a and b.
+func lesser(a, b budget.Amount) budget.Amount {
+	return budget.Amount{USD: min(a.USD, b.USD), Tokens: min(a.Tokens, b.Tokens)}
+}
 
 // holdShared makes one attempt at holding the call on the shared run,
 // shrinking it to what the run has left when its worst case does not fit.
@@ -212,7 +228,7 @@ func (t *taskRun) holdShared(ctx context.Context, model string, input int64, cap
 	var short *budget.InsufficientBudgetError
 	if errors.As(err, &short) {
 		local := t.budget.Available()
-		avail := budget.Amount{USD: min(short.Available.USD, local.USD), Tokens: min(short.Available.Tokens, local.Tokens)}
+		avail := lesser(short.Available, local)
 		var w budget.Amount
 		var out int64
 		if w, out, err = t.clampToFit(model, input, avail); err == nil {
@@ -235,7 +251,7 @@ func (t *taskRun) holdShared(ctx context.Context, model string, input int64, cap
 // processes' holds refused it.
 func (t *taskRun) heldByOthers(model string, input int64) bool {
 	run, local := t.budget.Parent().Available(), t.budget.Available()
-	avail := budget.Amount{USD: min(run.USD, local.USD), Tokens: min(run.Tokens, local.Tokens)}
+	avail := lesser(run, local)
 	_, _, err := t.clampToFit(model, input, avail)
 	return err == nil
 }
