@@ -54,6 +54,24 @@ func CallSession(ctx context.Context, file string) {
 	}
 }
 
+type callWireKey struct{}
+
+// WithCallWire returns ctx carrying fn, which a backend calls through
+// CallWire with the journal its metering proxy writes the call's usage to.
+func WithCallWire(ctx context.Context, fn func(journal string)) context.Context {
+	return context.WithValue(ctx, callWireKey{}, fn)
+}
+
+// CallWire tells whoever made the call (WithCallWire) which journal the
+// backend's metering proxy writes the usage of the call's replies to, before
+// the agent sends anything, so that a resume after a crash can read it.
+// Without a listener it does nothing.
+func CallWire(ctx context.Context, journal string) {
+	if fn, ok := ctx.Value(callWireKey{}).(func(string)); ok {
+		fn(journal)
+	}
+}
+
 // SpendQuery asks a SpendRecoverer what a call spent beyond what the
 // ledger holds for it.
 type SpendQuery struct {

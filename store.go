@@ -85,6 +85,11 @@ type CallRecord struct {
 	// gave it to CallSession ("" when none or not known yet): on resume,
 	// what a dead call spent is read from it (SpendRecoverer).
 	Session string
+	// Wire is the journal in which Purser's metering proxy wrote the usage
+	// of every reply the call's provider finished sending, as the backend
+	// gave it to CallWire before the agent started ("" when not metered):
+	// on resume, it covers a reply the CLI died holding (SpendRecoverer).
+	Wire string
 }
 
 // LedgerEntry is one usage event in the append-only usage ledger. Key makes

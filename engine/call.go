@@ -200,6 +200,9 @@ func (t *taskRun) makeCall(ctx context.Context, pc *preparedCall, res *budget.Re
 	callCtx = purser.WithCallSession(callCtx, func(file string) {
 		saveRec("session file", func() { pc.rec.Session = file })
 	})
+	callCtx = purser.WithCallWire(callCtx, func(journal string) {
+		saveRec("wire journal", func() { pc.rec.Wire = journal })
+	})
 	callCtx = purser.WithInnerRetry(callCtx, func() {
 		recMu.Lock()
 		pc.rec.InnerRetries++

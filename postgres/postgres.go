@@ -485,11 +485,11 @@ func (s *Store) Iterations(ctx context.Context, taskID string) ([]purser.Iterati
 
 // SaveCall creates or updates a call.
 func (s *Store) SaveCall(ctx context.Context, c purser.CallRecord) error {
-	if _, err := s.pool.Exec(ctx, `INSERT INTO calls (id, task_id, iteration, kind, attempt, model, started_at, ended_at, outcome, error, context_tokens, reserved_usd, reserved_tokens, max_output_tokens, note, process, inner_retries, session)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
-		ON CONFLICT (id) DO UPDATE SET ended_at = excluded.ended_at, outcome = excluded.outcome, error = excluded.error, note = excluded.note, process = excluded.process, inner_retries = excluded.inner_retries, session = excluded.session`,
+	if _, err := s.pool.Exec(ctx, `INSERT INTO calls (id, task_id, iteration, kind, attempt, model, started_at, ended_at, outcome, error, context_tokens, reserved_usd, reserved_tokens, max_output_tokens, note, process, inner_retries, session, wire)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+		ON CONFLICT (id) DO UPDATE SET ended_at = excluded.ended_at, outcome = excluded.outcome, error = excluded.error, note = excluded.note, process = excluded.process, inner_retries = excluded.inner_retries, session = excluded.session, wire = excluded.wire`,
 		c.ID, c.TaskID, c.Iteration, string(c.Kind), c.Attempt, c.Model, nanos(c.StartedAt), nanos(c.EndedAt), string(c.Outcome), c.Error,
-		c.ContextTokens, int64(c.Reserved.USD), c.Reserved.Tokens, c.MaxOutputTokens, c.Note, c.Process, c.InnerRetries, c.Session); err != nil {
+		c.ContextTokens, int64(c.Reserved.USD), c.Reserved.Tokens, c.MaxOutputTokens, c.Note, c.Process, c.InnerRetries, c.Session, c.Wire); err != nil {
 		return fmt.Errorf("save call %s: %w", c.ID, err)
 	}
 	return nil
@@ -501,13 +501,13 @@ func (s *Store) Calls(ctx context.Context, taskID string) ([]purser.CallRecord, 
 		c := purser.CallRecord{TaskID: taskID}
 		var kind, outcome string
 		var started, ended, rusd int64
-		if err := r.Scan(&c.ID, &c.Iteration, &kind, &c.Attempt, &c.Model, &started, &ended, &outcome, &c.Error, &c.ContextTokens, &rusd, &c.Reserved.Tokens, &c.MaxOutputTokens, &c.Note, &c.Process, &c.InnerRetries, &c.Session); err != nil {
+		if err := r.Scan(&c.ID, &c.Iteration, &kind, &c.Attempt, &c.Model, &started, &ended, &outcome, &c.Error, &c.ContextTokens, &rusd, &c.Reserved.Tokens, &c.MaxOutputTokens, &c.Note, &c.Process, &c.InnerRetries, &c.Session, &c.Wire); err != nil {
 			return c, err
 		}
 		c.Kind, c.Outcome, c.Reserved.USD = purser.CallKind(kind), purser.CallOutcome(outcome), budget.USD(rusd)
 		c.StartedAt, c.EndedAt = fromNanos(started), fromNanos(ended)
 		return c, nil
-	}, `SELECT id, iteration, kind, attempt, model, started_at, ended_at, outcome, error, context_tokens, reserved_usd, reserved_tokens, max_output_tokens, note, process, inner_retries, session
+	}, `SELECT id, iteration, kind, attempt, model, started_at, ended_at, outcome, error, context_tokens, reserved_usd, reserved_tokens, max_output_tokens, note, process, inner_retries, session, wire
 		FROM calls WHERE task_id = $1 ORDER BY started_at, id`, taskID)
 }
 

@@ -501,11 +501,11 @@ func (s *Store) Iterations(ctx context.Context, taskID string) ([]purser.Iterati
 
 // SaveCall creates or updates a call.
 func (s *Store) SaveCall(ctx context.Context, c purser.CallRecord) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO calls (id, task_id, iteration, kind, attempt, model, started_at, ended_at, outcome, error, context_tokens, reserved_usd, reserved_tokens, max_output_tokens, note, process, inner_retries, session)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET ended_at = excluded.ended_at, outcome = excluded.outcome, error = excluded.error, note = excluded.note, process = excluded.process, inner_retries = excluded.inner_retries, session = excluded.session`,
+	_, err := s.db.ExecContext(ctx, `INSERT INTO calls (id, task_id, iteration, kind, attempt, model, started_at, ended_at, outcome, error, context_tokens, reserved_usd, reserved_tokens, max_output_tokens, note, process, inner_retries, session, wire)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET ended_at = excluded.ended_at, outcome = excluded.outcome, error = excluded.error, note = excluded.note, process = excluded.process, inner_retries = excluded.inner_retries, session = excluded.session, wire = excluded.wire`,
 		c.ID, c.TaskID, c.Iteration, string(c.Kind), c.Attempt, c.Model, nanos(c.StartedAt), nanos(c.EndedAt), string(c.Outcome), c.Error,
-		c.ContextTokens, int64(c.Reserved.USD), c.Reserved.Tokens, c.MaxOutputTokens, c.Note, c.Process, c.InnerRetries, c.Session)
+		c.ContextTokens, int64(c.Reserved.USD), c.Reserved.Tokens, c.MaxOutputTokens, c.Note, c.Process, c.InnerRetries, c.Session, c.Wire)
 	if err != nil {
 		return fmt.Errorf("save call %s: %w", c.ID, err)
 	}
@@ -514,7 +514,7 @@ func (s *Store) SaveCall(ctx context.Context, c purser.CallRecord) error {
 
 // Calls returns a task's calls in the order they started.
 func (s *Store) Calls(ctx context.Context, taskID string) ([]purser.CallRecord, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, iteration, kind, attempt, model, started_at, ended_at, outcome, error, context_tokens, reserved_usd, reserved_tokens, max_output_tokens, note, process, inner_retries, session
+	rows, err := s.db.QueryContext(ctx, `SELECT id, iteration, kind, attempt, model, started_at, ended_at, outcome, error, context_tokens, reserved_usd, reserved_tokens, max_output_tokens, note, process, inner_retries, session, wire
 		FROM calls WHERE task_id = ? ORDER BY started_at, id`, taskID)
 	if err != nil {
 		return nil, err
@@ -526,7 +526,7 @@ func (s *Store) Calls(ctx context.Context, taskID string) ([]purser.CallRecord, 
 		var kind, outcome string
 		var started, ended sql.NullInt64
 		var rusd int64
-		if err := rows.Scan(&c.ID, &c.Iteration, &kind, &c.Attempt, &c.Model, &started, &ended, &outcome, &c.Error, &c.ContextTokens, &rusd, &c.Reserved.Tokens, &c.MaxOutputTokens, &c.Note, &c.Process, &c.InnerRetries, &c.Session); err != nil {
+		if err := rows.Scan(&c.ID, &c.Iteration, &kind, &c.Attempt, &c.Model, &started, &ended, &outcome, &c.Error, &c.ContextTokens, &rusd, &c.Reserved.Tokens, &c.MaxOutputTokens, &c.Note, &c.Process, &c.InnerRetries, &c.Session, &c.Wire); err != nil {
 			return nil, err
 		}
 		c.Kind, c.Outcome, c.Reserved.USD = purser.CallKind(kind), purser.CallOutcome(outcome), budget.USD(rusd)

@@ -606,7 +606,7 @@ func testCalls(t *testing.T, open Opener) {
 	start := time.Unix(1_700_000_000, 500)
 	c := purser.CallRecord{ID: "c1", TaskID: "t", Iteration: 1, Kind: purser.CallMain, Attempt: 2, Model: "m", StartedAt: start,
 		ContextTokens: 900, Reserved: budget.Amount{USD: 7_000_000, Tokens: 3000}, MaxOutputTokens: 2000, Process: "4242 9876",
-		Session: "/home/u/.claude/projects/-ws/0b7e.jsonl"}
+		Session: "/home/u/.claude/projects/-ws/0b7e.jsonl", Wire: "/home/u/.local/state/purser/wire/claude-1.jsonl"}
 	if err := s.SaveCall(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -620,7 +620,7 @@ func testCalls(t *testing.T, open Opener) {
 		t.Fatalf("an interrupted call reads back as ended: %+v", got[0])
 	}
 	if g := got[0]; g.Kind != c.Kind || g.Attempt != 2 || g.Model != "m" || !g.StartedAt.Equal(start) || g.ContextTokens != 900 ||
-		g.Reserved != c.Reserved || g.MaxOutputTokens != 2000 || g.Iteration != 1 || g.Process != c.Process || g.Session != c.Session {
+		g.Reserved != c.Reserved || g.MaxOutputTokens != 2000 || g.Iteration != 1 || g.Process != c.Process || g.Session != c.Session || g.Wire != c.Wire {
 		t.Fatalf("call read back as %+v, want %+v", g, c)
 	}
 	// A stalled call, with the retries its agent made by itself, as the

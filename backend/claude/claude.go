@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
-	"github.com/purser-dev/purser/backend/internal/usagedelta"
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
@@ -122,11 +121,35 @@ func (b *Backend) args(req purser.CallRequest) []string {
 
 // env is the child's environment, with the settings that keep retries and
 // side calls Purser's to count.
-func (b *Backend) env() []string {
-	return b.cli.Environ(
+func (b *Backend) env(extra ...string) []string {
+	return b.cli.Environ(append([]string{
 		"CLAUDE_CODE_MAX_RETRIES=0",                  // retries are Purser's: counted and budgeted
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", // no extra billed side calls
-		"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1")
+		"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1"}, extra...)...)
+}
+
+// DefaultBaseURL is where Claude Code sends its requests unless
+// ANTHROPIC_BASE_URL says otherwise.
+const DefaultBaseURL = "https://api.anthropic.com"
+
+// startMeter puts the metering proxy in front of the Anthropic API the CLI
+// would use. Bedrock, Vertex and Foundry are reached by other settings: not
+// metered.
+func (b *Backend) startMeter(ctx context.Context) (*proc.WireMeter, []string, string) {
+	for _, k := range []string{"CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY"} {
+		if v := b.cli.Getenv(k); v != "" && v != "0" && !strings.EqualFold(v, "false") {
+			return nil, nil, ""
+		}
+	}
+	upstream := b.cli.Getenv("ANTHROPIC_BASE_URL")
+	if upstream == "" {
+		upstream = DefaultBaseURL
+	}
+	m, note := b.cli.StartWireMeter(ctx, "claude", upstream)
+	if m == nil {
+		return nil, nil, note
+	}
+	return m, []string{"ANTHROPIC_BASE_URL=" + m.URL()}, note
 }
 
 // Call runs one `claude -p` to completion, or until ctx is done: then it is
@@ -136,7 +159,8 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	p := NewParser()
 	var parseErr error
 	sessionTold := false
-	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: b.args(req), Dir: req.Workspace, Env: b.env(),
+	wire, wireEnv, wireNote := b.startMeter(ctx)
+	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: b.args(req), Dir: req.Workspace, Env: b.env(wireEnv...),
 		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace, Stall: req.StallTimeout}, func(line []byte) {
 		retries := p.Retries()
 		evs, perr := p.Feed(line)
@@ -156,22 +180,23 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			report(ev)
 		}
 	})
+	wireNote = proc.JoinNotes(wireNote, wire.End(ctx))
 	if err != nil {
 		return purser.CallResult{}, fmt.Errorf("claude: %w", err)
 	}
-	res := purser.CallResult{}
+	res := purser.CallResult{Note: wireNote}
 	if p.Result() != nil {
 		adj, note := p.Reconcile(req.Price)
 		for _, ev := range adj {
 			report(ev)
 		}
-		res.Note, res.Text = note, p.Result().Result
+		res.Note, res.Text = proc.JoinNotes(res.Note, note), p.Result().Result
 	} else if p.Session() != "" {
 		// No result line (killed, or SIGTERM): the transcript kept the usage.
 		for _, ev := range b.recover(p) {
 			report(ev)
 		}
-		res.Note = "no result line; usage recovered from the session transcript"
+		res.Note = proc.JoinNotes(res.Note, "no result line; usage recovered from the session transcript")
 	}
 	if p.Retries() > 0 {
 		res.Note = strings.TrimPrefix(res.Note+fmt.Sprintf("; %d API retries inside Claude Code", p.Retries()), "; ")
@@ -281,46 +306,25 @@ func (b *Backend) RecoverSpend(_ context.Context, q purser.SpendQuery) (purser.R
 				file = m[0]
 			} else {
 				// Killed before Claude Code wrote anything of the session.
-				return purser.RecoveredSpend{Note: fmt.Sprintf("transcript %s was never written", file)}, nil
+				note, file = fmt.Sprintf("transcript %s was never written", file), ""
 			}
 		}
 	} else {
 		file, note = proc.LocateSession(q, []string{filepath.Join(projects, "*", "*.jsonl")}, transcriptHead)
-		if file == "" {
-			return purser.RecoveredSpend{Note: "transcript: " + note}, nil
-		}
 		note = "transcript: " + note
 	}
-	p := NewParser()
 	var usage []budget.UsageEvent
-	if err := proc.ReadLines(file, func(l []byte) { usage = append(usage, p.FeedTranscript(l)...) }); err != nil {
-		return purser.RecoveredSpend{Session: file, Note: note}, fmt.Errorf("claude: %w", err)
+	if file != "" {
+		p := NewParser()
+		if err := proc.ReadLines(file, func(l []byte) { usage = append(usage, p.FeedTranscript(l)...) }); err != nil {
+			return purser.RecoveredSpend{Session: file, Note: note}, fmt.Errorf("claude: %w", err)
+		}
 	}
 	// Compared as one sum, not per model: Claude Code's result names a model
 	// as "claude-opus-4-8[1m]" where its stream says "claude-opus-4-8", and
 	// the reconciliation recorded under the former must not be taken for
 	// usage the transcript adds under the latter.
-	inFile := asOne(usage, "")
-	if len(inFile) == 0 {
-		return purser.RecoveredSpend{Session: file, Note: note}, nil
-	}
-	return purser.RecoveredSpend{Session: file, Usage: usagedelta.Beyond(asOne(q.Recorded, inFile[0].Model), inFile), Note: note}, nil
-}
-
-// asOne sums events into one, under model (or the first event's model).
-func asOne(evs []budget.UsageEvent, model string) []budget.UsageEvent {
-	if len(evs) == 0 {
-		return nil
-	}
-	if model == "" {
-		model = evs[0].Model
-	}
-	var sum budget.UsageEvent
-	for _, ev := range evs {
-		sum = usagedelta.Add(sum, ev)
-	}
-	sum.Model = model
-	return []budget.UsageEvent{sum}
+	return proc.Recovered(q, file, note, usage, true)
 }
 
 // transcriptHead reads a transcript's first lines: the first timestamp (the

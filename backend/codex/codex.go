@@ -295,7 +295,8 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	if req.Model != "" {
 		args = append(args, "--model", req.Model)
 	}
-	args = append(append(args, b.retryArgs()...), b.opts.Args...)
+	wire, wireArgs, wireNote := b.startMeter(ctx)
+	args = append(append(append(args, b.retryArgs()...), wireArgs...), b.opts.Args...)
 	args = append(args, "-")
 	// Codex waits for the network without end: Purser gives up on the
 	// call at its first "waiting for network", and retries by its policy.
@@ -354,16 +355,17 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	// The last poll reads what the file holds that was not read yet: a
 	// killed run leaves its usage only there.
 	stopFollowing()
+	wireNote = proc.JoinNotes(wireNote, wire.End(ctx))
 	if err != nil {
 		return purser.CallResult{}, fmt.Errorf("codex: %w", err)
 	}
 	_, failed, text, done, retries := p.state()
-	res := purser.CallResult{Text: text}
+	res := purser.CallResult{Text: text, Note: wireNote}
 	if !done && recovered > 0 {
-		res.Note = "no turn.completed; usage recovered from the rollout file"
+		res.Note = proc.JoinNotes(res.Note, "no turn.completed; usage recovered from the rollout file")
 	}
 	if retries > 0 {
-		res.Note = strings.TrimPrefix(res.Note+fmt.Sprintf("; %d reconnects inside Codex", retries), "; ")
+		res.Note = proc.JoinNotes(res.Note, fmt.Sprintf("%d reconnects inside Codex", retries))
 	}
 	switch {
 	case out.Stopped:
@@ -401,36 +403,55 @@ var bareKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 // config may not override.
 var builtinProviders = []string{"openai", "ollama", "lmstudio", "oss"}
 
-// retryArgs switch off Codex's own retries for the provider it uses, where
-// Codex allows it: -c settings of a provider its config defines.
-func (b *Backend) retryArgs() []string {
-	provider := b.opts.Provider
-	if provider == "" {
-		provider = b.configuredProvider()
+// provider is the model provider Codex uses, when its settings may be
+// overridden with -c (one its config defines, named by a bare key), and the
+// base URL its config gives it ("" for none).
+func (b *Backend) provider() (id, baseURL string) {
+	var cfg struct {
+		ModelProvider  string `toml:"model_provider"`
+		ModelProviders map[string]struct {
+			BaseURL string `toml:"base_url"`
+		} `toml:"model_providers"`
+	}
+	_, err := toml.DecodeFile(filepath.Join(b.codexHome(), "config.toml"), &cfg)
+	id = b.opts.Provider
+	if id == "" && err == nil {
+		if _, ok := cfg.ModelProviders[cfg.ModelProvider]; ok {
+			id = cfg.ModelProvider
+		}
 	}
 	// Codex splits a -c key at its dots and takes no quoting: an id with
 	// other characters cannot be named there.
-	if provider == "" || slices.Contains(builtinProviders, provider) || !bareKey.MatchString(provider) {
+	if id == "" || slices.Contains(builtinProviders, id) || !bareKey.MatchString(id) {
+		return "", ""
+	}
+	return id, cfg.ModelProviders[id].BaseURL
+}
+
+// retryArgs switch off Codex's own retries for the provider it uses, where
+// Codex allows it: -c settings of a provider its config defines.
+func (b *Backend) retryArgs() []string {
+	id, _ := b.provider()
+	if id == "" {
 		return nil
 	}
-	key := "model_providers." + provider
+	key := "model_providers." + id
 	return []string{"-c", key + ".request_max_retries=0", "-c", key + ".stream_max_retries=0"}
 }
 
-// configuredProvider is the model_provider of $CODEX_HOME/config.toml when
-// that config defines it among its model_providers, else "".
-func (b *Backend) configuredProvider() string {
-	var cfg struct {
-		ModelProvider  string                    `toml:"model_provider"`
-		ModelProviders map[string]toml.Primitive `toml:"model_providers"`
+// startMeter puts the metering proxy in front of the provider Codex uses,
+// where Codex lets its base URL be overridden: a provider its config
+// defines with a base_url. Codex's built-in providers are not metered.
+func (b *Backend) startMeter(ctx context.Context) (*proc.WireMeter, []string, string) {
+	id, upstream := b.provider()
+	if id == "" || upstream == "" {
+		return nil, nil, ""
 	}
-	if _, err := toml.DecodeFile(filepath.Join(b.codexHome(), "config.toml"), &cfg); err != nil {
-		return ""
+	m, note := b.cli.StartWireMeter(ctx, "codex", upstream)
+	if m == nil {
+		return nil, nil, note
 	}
-	if _, ok := cfg.ModelProviders[cfg.ModelProvider]; !ok {
-		return ""
-	}
-	return cfg.ModelProvider
+	return m, []string{"-c", fmt.Sprintf("model_providers.%s.base_url=%q", id, m.URL())}, note
 }
 
 var _ purser.SpendRecoverer = (*Backend)(nil)
@@ -446,17 +467,16 @@ func (b *Backend) RecoverSpend(_ context.Context, q purser.SpendQuery) (purser.R
 	file, note := q.Call.Session, ""
 	if file == "" {
 		file, note = proc.LocateSession(q, []string{filepath.Join(b.codexHome(), "sessions", "*", "*", "*", "rollout-*.jsonl")}, rolloutHead)
-		if file == "" {
-			return purser.RecoveredSpend{Note: "rollout file: " + note}, nil
-		}
 		note = "rollout file: " + note
 	}
-	p := NewParser(q.Call.Model)
 	var usage []budget.UsageEvent
-	if err := proc.ReadLines(file, func(l []byte) { usage = append(usage, p.FeedRollout(l)...) }); err != nil {
-		return purser.RecoveredSpend{Session: file, Note: note}, fmt.Errorf("codex: %w", err)
+	if file != "" {
+		p := NewParser(q.Call.Model)
+		if err := proc.ReadLines(file, func(l []byte) { usage = append(usage, p.FeedRollout(l)...) }); err != nil {
+			return purser.RecoveredSpend{Session: file, Note: note}, fmt.Errorf("codex: %w", err)
+		}
 	}
-	return purser.RecoveredSpend{Session: file, Usage: usagedelta.Beyond(q.Recorded, usage), Note: note}, nil
+	return proc.Recovered(q, file, note, usage, false)
 }
 
 // rolloutHead reads a rollout's session_meta line: when the session

@@ -264,9 +264,13 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	// to its chat file (its stdout gone with Purser), so a reply that would
 	// have been cut was delivered and lost instead (docs/reliability.md).
 	env := b.cli.Environ("GEMINI_CLI_NO_RELAUNCH=true", procgroup.GraceEnv+"=KILL")
-	var note string
+	note := ""
+	wire, wireNote := b.startMeter(ctx)
+	if wire != nil {
+		env = append(env, "GOOGLE_GEMINI_BASE_URL="+wire.URL())
+	}
 	if settings, err := b.noRetries(); err != nil {
-		note = "Gemini CLI's own retries stay on: " + err.Error()
+		note = proc.JoinNotes(note, "Gemini CLI's own retries stay on: "+err.Error())
 	} else {
 		env = append(env, systemSettingsEnv+"="+settings)
 	}
@@ -301,6 +305,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	// The last poll reads what the chat file holds that was not read yet:
 	// a killed run leaves its usage only there.
 	stopFollowing()
+	note = proc.JoinNotes(proc.JoinNotes(note, wireNote), wire.End(ctx))
 	if err != nil {
 		return purser.CallResult{}, fmt.Errorf("gemini: %w", err)
 	}
@@ -386,17 +391,33 @@ func (b *Backend) RecoverSpend(_ context.Context, q purser.SpendQuery) (purser.R
 		// The patterns are the workspace's own chat directories.
 		head := func(_ string, lines [][]byte) (time.Time, string) { return chatStart(lines), q.Workspace }
 		file, note = proc.LocateSession(q, b.chatDirs(q.Workspace), head)
-		if file == "" {
-			return purser.RecoveredSpend{Note: "chat file: " + note}, nil
-		}
 		note = "chat file: " + note
 	}
-	p := NewParser()
 	var usage []budget.UsageEvent
-	if err := proc.ReadLines(file, func(l []byte) { usage = append(usage, p.FeedChat(l)...) }); err != nil {
-		return purser.RecoveredSpend{Session: file, Note: note}, fmt.Errorf("gemini: %w", err)
+	if file != "" {
+		p := NewParser()
+		if err := proc.ReadLines(file, func(l []byte) { usage = append(usage, p.FeedChat(l)...) }); err != nil {
+			return purser.RecoveredSpend{Session: file, Note: note}, fmt.Errorf("gemini: %w", err)
+		}
 	}
-	return purser.RecoveredSpend{Session: file, Usage: usagedelta.Beyond(q.Recorded, usage), Note: note}, nil
+	return proc.Recovered(q, file, note, usage, false)
+}
+
+// DefaultBaseURL is where Gemini CLI sends its requests (with an API key)
+// unless GOOGLE_GEMINI_BASE_URL says otherwise.
+const DefaultBaseURL = "https://generativelanguage.googleapis.com"
+
+// startMeter puts the metering proxy in front of the Gemini API the CLI
+// would use. Vertex AI is reached by other settings: not metered.
+func (b *Backend) startMeter(ctx context.Context) (*proc.WireMeter, string) {
+	if v := b.cli.Getenv("GOOGLE_GENAI_USE_VERTEXAI"); v != "" && v != "0" && !strings.EqualFold(v, "false") {
+		return nil, ""
+	}
+	upstream := b.cli.Getenv("GOOGLE_GEMINI_BASE_URL")
+	if upstream == "" {
+		upstream = DefaultBaseURL
+	}
+	return b.cli.StartWireMeter(ctx, "gemini", upstream)
 }
 
 // chatDirs returns the patterns of the chat files of a workspace: under each

@@ -22,6 +22,12 @@ type CLIOptions struct {
 	// Env adds to Purser's environment: settings such as a base URL or HOME.
 	// Secrets come from Purser's own environment, never from files.
 	Env map[string]string `yaml:"env"`
+	// WireMeter puts Purser's metering proxy between the CLI and its
+	// provider (backend/meter), so that a reply the CLI dies holding is
+	// still counted on resume. On unless set to false (a network set-up the
+	// proxy cannot pass, such as a provider reached only through a
+	// client-certificate gateway).
+	WireMeter *bool `yaml:"wireMeter"`
 }
 
 // Validate checks the options' values.

@@ -1,0 +1,149 @@
+package proc
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend/internal/usagedelta"
+	"github.com/purser-dev/purser/backend/meter"
+	"github.com/purser-dev/purser/budget"
+)
+
+// journalAge is how long a wire journal is kept: one left by a call whose
+// owner died is read by the resume; older ones never will be.
+const journalAge = 30 * 24 * time.Hour
+
+var pruneOnce sync.Once
+
+// WireMeter is a call's metering proxy (backend/meter) as a backend uses it:
+// nil when the call is not metered, and every method is then a no-op.
+type WireMeter struct {
+	m *meter.Meter
+}
+
+// StartWireMeter starts the metering proxy of one call of backend to
+// upstream (the provider's base URL as the CLI would have used it) when the
+// options allow it, and records its journal with the call before the agent
+// starts (purser.CallWire). It returns the meter, or nil and why not.
+func (o CLIOptions) StartWireMeter(ctx context.Context, backend, upstream string) (*WireMeter, string) {
+	if o.WireMeter != nil && !*o.WireMeter {
+		return nil, ""
+	}
+	dir := meter.Dir()
+	pruneOnce.Do(func() { meter.Prune(dir, journalAge) })
+	m, err := meter.Start(upstream, meter.NewJournal(dir, backend))
+	if err != nil {
+		return nil, "not metered at the wire: " + err.Error()
+	}
+	purser.CallWire(ctx, m.Journal())
+	return &WireMeter{m: m}, ""
+}
+
+// URL is the base URL to give the CLI ("" for no meter).
+func (w *WireMeter) URL() string {
+	if w == nil {
+		return ""
+	}
+	return w.m.URL()
+}
+
+// End stops the proxy once the call is over. The journal is kept only when
+// the call was stopped from outside (ctx done: the hard cap, a signal),
+// where the engine may reconcile the call from it; a call that ended by
+// itself was counted from the CLI's own report.
+func (w *WireMeter) End(ctx context.Context) string {
+	if w == nil {
+		return ""
+	}
+	err := w.m.Close()
+	if ctx.Err() == nil {
+		_ = os.Remove(w.m.Journal())
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// Getenv is an environment variable as the CLI sees it: the options' env,
+// else Purser's.
+func (o CLIOptions) Getenv(key string) string {
+	if v, ok := o.Env[key]; ok {
+		return v
+	}
+	return os.Getenv(key)
+}
+
+// Recovered is a SpendRecoverer's answer for a call whose session file
+// (file, "" when none was found) held inFile: completed with the call's
+// wire journal, it returns, per model, the larger of what the file and the
+// journal hold — they count the same replies, the journal also one the CLI
+// died holding — beyond what the ledger recorded. With oneSum, or when the
+// journal names a model neither the file nor the ledger does, the call is
+// compared as one sum under its main model (a CLI that names a model
+// otherwise than the provider must not have it counted twice).
+func Recovered(q purser.SpendQuery, file, note string, inFile []budget.UsageEvent, oneSum bool) (purser.RecoveredSpend, error) {
+	out := purser.RecoveredSpend{Session: file, Note: note}
+	var wire []budget.UsageEvent
+	if q.Call.Wire != "" {
+		var err error
+		if wire, err = meter.Read(q.Call.Wire); err != nil {
+			out.Note = JoinNotes(out.Note, "wire journal unreadable: "+err.Error())
+			wire = nil
+		}
+	}
+	known := map[string]bool{}
+	for _, ev := range slices.Concat(inFile, q.Recorded) {
+		known[ev.Model] = true
+	}
+	for _, ev := range wire {
+		if !known[ev.Model] {
+			oneSum = true
+		}
+	}
+	recorded := q.Recorded
+	if oneSum {
+		model := ""
+		for _, evs := range [][]budget.UsageEvent{inFile, wire, q.Recorded} {
+			if len(evs) > 0 && model == "" {
+				model = evs[0].Model
+			}
+		}
+		recorded, inFile, wire = usagedelta.Sum(q.Recorded, model), usagedelta.Sum(inFile, model), usagedelta.Sum(wire, model)
+	}
+	fileTokens, wireTokens := tokensOf(inFile), tokensOf(wire)
+	if wireTokens > fileTokens {
+		src := "the session file"
+		if file == "" {
+			src = "no session file"
+		}
+		out.Note = JoinNotes(out.Note, fmt.Sprintf("the wire journal %s holds %d tokens to %d in %s", q.Call.Wire, wireTokens, fileTokens, src))
+	}
+	out.Usage = usagedelta.Beyond(recorded, usagedelta.Most(inFile, wire))
+	return out, nil
+}
+
+func tokensOf(evs []budget.UsageEvent) int64 {
+	var n int64
+	for _, ev := range evs {
+		n += ev.Tokens()
+	}
+	return n
+}
+
+// JoinNotes joins two parts of a call's note with "; ", either may be empty.
+func JoinNotes(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return strings.TrimSuffix(a, ".") + "; " + b
+}
