@@ -1,0 +1,138 @@
+package proc_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend/claude"
+	"github.com/purser-dev/purser/backend/codex"
+	"github.com/purser-dev/purser/backend/gemini"
+	"github.com/purser-dev/purser/backend/internal/fixturetest"
+	"github.com/purser-dev/purser/budget"
+)
+
+// cliBackend is both halves of a CLI backend the wire test drives.
+type cliBackend interface {
+	purser.Backend
+	purser.SpendRecoverer
+}
+
+// Issue 11, the window a session file cannot close: a CLI that received a
+// whole reply and died before writing its usage anywhere. Each CLI backend
+// points its CLI at Purser's metering proxy, records the proxy's journal with
+// the call before the agent starts, keeps it when the call is stopped from
+// outside, and recovers the reply from it: the mock's tool-call reply, as
+// each CLI counts it. With wireMeter: false the same reply is lost (what
+// the test would see without the meter).
+func TestACLIKilledHoldingAReplyIsRecoveredFromTheWireJournal(t *testing.T) {
+	mock := fixturetest.StartMock(t)
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	script, err := filepath.Abs("testdata/holding-cli.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		tokens int64 // the mock's tool-call reply, as the CLI counts it
+		setup  func(t *testing.T, home string) map[string]any
+		build  func(purser.BackendSpec) (cliBackend, error)
+	}{
+		{"claude", 5560, func(t *testing.T, home string) map[string]any {
+			return map[string]any{"HOLDING_API": "anthropic", "ANTHROPIC_BASE_URL": mock}
+		}, func(s purser.BackendSpec) (cliBackend, error) { return claude.New(s) }},
+		{"codex", 5260, func(t *testing.T, home string) map[string]any {
+			cfg := "model_provider = \"mock\"\nmodel = \"gpt-5.5\"\n[model_providers.mock]\nname = \"mock\"\nbase_url = \"" + mock + "/v1\"\nenv_key = \"MOCK_API_KEY\"\nwire_api = \"responses\"\n"
+			if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return map[string]any{"HOLDING_API": "responses", "CODEX_HOME": home}
+		}, func(s purser.BackendSpec) (cliBackend, error) { return codex.New(s) }},
+		{"gemini", 5280, func(t *testing.T, home string) map[string]any {
+			return map[string]any{"HOLDING_API": "gemini", "GOOGLE_GEMINI_BASE_URL": mock}
+		}, func(s purser.BackendSpec) (cliBackend, error) { return gemini.New(s) }},
+	} {
+		for _, metered := range []bool{true, false} {
+			name := tc.name + "/metered"
+			if !metered {
+				name = tc.name + "/wireMeter false"
+			}
+			t.Run(name, func(t *testing.T) {
+				home, ws := t.TempDir(), t.TempDir()
+				env := tc.setup(t, home)
+				env["HOME"] = home
+				opts := map[string]any{"command": script, "env": env}
+				if !metered {
+					opts["wireMeter"] = false
+				}
+				b, err := tc.build(purser.BackendSpec{Type: tc.name, Dir: ws, Options: opts})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var mu sync.Mutex
+				var journal string
+				ctx, cancel := context.WithCancel(purser.WithCallWire(t.Context(), func(j string) {
+					mu.Lock()
+					journal = j
+					mu.Unlock()
+				}))
+				defer cancel()
+				started := time.Now()
+				done := make(chan error, 1)
+				go func() {
+					_, err := b.Call(ctx, purser.CallRequest{Model: "m", Prompt: "Create mock_out.txt. MOCK_TOOL", Workspace: ws},
+						func(budget.UsageEvent) {})
+					done <- err
+				}()
+				// The CLI has the whole reply; it writes none of it down.
+				deadline := time.Now().Add(60 * time.Second)
+				for {
+					if _, err := os.Stat(filepath.Join(ws, "replied")); err == nil {
+						break
+					}
+					select {
+					case err := <-done:
+						t.Fatalf("the CLI ended before it had its reply: %v", err)
+					default:
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("the CLI had no reply within 60 s")
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				cancel() // as purser's death, or the hard cap, ends the CLI
+				if err := <-done; !errors.Is(err, context.Canceled) {
+					t.Fatalf("call ended with %v, want it cancelled", err)
+				}
+				mu.Lock()
+				j := journal
+				mu.Unlock()
+				got, err := b.RecoverSpend(t.Context(), purser.SpendQuery{Call: purser.CallRecord{ID: "c1", Model: "m", StartedAt: started, Wire: j}, Workspace: ws})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var tokens int64
+				for _, ev := range got.Usage {
+					tokens += ev.Tokens()
+				}
+				if !metered {
+					if j != "" || tokens != 0 {
+						t.Fatalf("wireMeter false: journal %q, %d tokens recovered; want none", j, tokens)
+					}
+					return
+				}
+				if _, err := os.Stat(j); j == "" || err != nil {
+					t.Fatalf("journal %q of a call stopped from outside: %v; want it kept", j, err)
+				}
+				if tokens != tc.tokens {
+					t.Fatalf("recovered %d tokens (%+v, note %q); the mock delivered %d", tokens, got.Usage, got.Note, tc.tokens)
+				}
+			})
+		}
+	}
+}
