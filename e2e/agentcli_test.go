@@ -8,13 +8,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/purser-dev/purser/internal/proctest"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/purser-dev/purser/internal/proctest"
 )
 
 // clis is where `.ci/run` installs the CLIs: PURSER_E2E_CLIS, a directory
@@ -74,6 +76,65 @@ func startMock(t *testing.T) string {
 		t.Fatalf("mock did not start: %q %v", line, err)
 	}
 	return "http://127.0.0.1:" + strings.TrimSpace(strings.TrimPrefix(line, "LISTENING "))
+}
+
+// claudeAgainstMock, codexAgainstMock and geminiAgainstMock set one real
+// CLI (in dir) up to talk to the fake LLM server at url, with its settings
+// and session files under home, and return the backend mapping of a task
+// file and the environment purser needs for it. A fixture that is missing,
+// or a CLI that npm did not install, skips the test.
+func claudeAgainstMock(_ *testing.T, dir, home, url string) (backend string, env []string) {
+	return fmt.Sprintf("  type: claude\n  command: %s\n  models: {standard: claude-sonnet-4-5}\n  env: {HOME: %s, ANTHROPIC_BASE_URL: %q}",
+		filepath.Join(dir, "claude"), home, url), []string{"ANTHROPIC_API_KEY=test"}
+}
+
+func codexAgainstMock(t *testing.T, dir, home, url string) (backend string, env []string) {
+	t.Helper()
+	cfg, err := os.ReadFile("../../shared/fixtures/agent-cli/mock/codex-config.toml")
+	if err != nil {
+		t.Skip("codex config of the fixtures not found:", err)
+	}
+	cfg = []byte(strings.ReplaceAll(string(cfg), "http://127.0.0.1:8788", url))
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("  type: codex\n  command: %s\n  models: {standard: gpt-5.5}\n  env: {CODEX_HOME: %s}",
+		filepath.Join(dir, "codex"), home), []string{"MOCK_API_KEY=test"}
+}
+
+func geminiAgainstMock(t *testing.T, dir, home, url string) (backend string, env []string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(dir, "gemini")); err != nil {
+		t.Skip("gemini not installed:", err)
+	}
+	settings, err := os.ReadFile("../../shared/fixtures/agent-cli/mock/gemini-settings.json")
+	if err != nil {
+		t.Skip("gemini settings of the fixtures not found:", err)
+	}
+	if err := os.MkdirAll(filepath.Join(home, ".gemini"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".gemini", "settings.json"), settings, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("  type: gemini\n  command: %s\n  models: {standard: gemini-2.5-pro}\n  env: {HOME: %s, GOOGLE_GEMINI_BASE_URL: %q}",
+		filepath.Join(dir, "gemini"), home, url), []string{"GEMINI_API_KEY=test"}
+}
+
+// mockLog is the fake LLM server's log of the requests it answered, each
+// entry decoded into an E.
+func mockLog[E any](t *testing.T, url string) []E {
+	t.Helper()
+	resp, err := http.Get(url + "/_mock/log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var log []E
+	if err := json.NewDecoder(resp.Body).Decode(&log); err != nil {
+		t.Fatalf("mock log: %v", err)
+	}
+	return log
 }
 
 type taskStatus struct {
@@ -227,103 +288,83 @@ func processesIn(dir string) []string {
 	return out
 }
 
-func TestClaudeCode(t *testing.T) {
+// cliScenario is one subtest of a CLI's scenarios: the scenario without its
+// backend and environment, which are the CLI's.
+type cliScenario struct {
+	subtest string
+	scenario
+}
+
+// runCLIScenarios sets one real CLI up against a fresh fake LLM server and
+// runs each scenario on it as a subtest.
+func runCLIScenarios(t *testing.T, setup func(t *testing.T, dir, home, url string) (backend string, env []string), scenarios []cliScenario) {
+	t.Helper()
 	dir := clis(t)
 	url := startMock(t)
-	home := t.TempDir()
-	backend := fmt.Sprintf("  type: claude\n  command: %s\n  models: {standard: claude-sonnet-4-5}\n  env: {HOME: %s, ANTHROPIC_BASE_URL: %q}",
-		filepath.Join(dir, "claude"), home, url)
-	env := []string{"ANTHROPIC_API_KEY=test"}
-	t.Run("done", func(t *testing.T) {
+	backend, env := setup(t, dir, t.TempDir(), url)
+	for _, c := range scenarios {
+		t.Run(c.subtest, func(t *testing.T) {
+			sc := c.scenario
+			sc.backend, sc.env = backend, env
+			runScenario(t, sc)
+		})
+	}
+}
+
+// The goals and budgets the CLIs' scenarios share. The agent's first tool
+// call writes mock_out.txt; with MOCK_SLOWAFTER_120 the request after the
+// first reply hangs for 120 s, so only a cap ends the run in time.
+const (
+	goalDone     = "Create mock_out.txt. MOCK_TOOL"
+	goalHangsOn  = "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_120"
+	budgetDone   = "  hard: {usd: 1.0, maxIterations: 3}"
+	budgetTime30 = "  hard: {timeMinutes: 0.5, maxIterations: 3}"
+)
+
+func TestClaudeCode(t *testing.T) {
+	runCLIScenarios(t, claudeAgainstMock, []cliScenario{
 		// A tool call writes mock_out.txt, then "done": 2 API calls, 11,465 tokens, $0.012525 at Sonnet 4.5 prices.
-		runScenario(t, scenario{name: "claude-done", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL", env: env,
-			budget: "  hard: {usd: 1.0, maxIterations: 3}", wantExit: 0, wantState: "DONE", wantTok: 11465, wantUSD: 0.012525})
-	})
-	t.Run("hard cap mid-run", func(t *testing.T) {
+		{"done", scenario{name: "claude-done", goal: goalDone, budget: budgetDone,
+			wantExit: 0, wantState: "DONE", wantTok: 11465, wantUSD: 0.012525}},
 		// The first message streams past $0.006; its second request would hang for 120 s.
-		runScenario(t, scenario{name: "claude-cap", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_120", env: env,
-			budget: "  hard: {usd: 0.006, maxIterations: 3}", wantExit: 3, wantState: "BLOCKED", wantTok: 5560, wantUSD: 0.006825,
-			stopWithin: stopWithin})
+		{"hard cap mid-run", scenario{name: "claude-cap", goal: goalHangsOn, budget: "  hard: {usd: 0.006, maxIterations: 3}",
+			wantExit: 3, wantState: "BLOCKED", wantTok: 5560, wantUSD: 0.006825, stopWithin: stopWithin}},
 	})
 }
 
 func TestCodex(t *testing.T) {
-	dir := clis(t)
-	url := startMock(t)
-	home := t.TempDir()
-	cfg, err := os.ReadFile("../../shared/fixtures/agent-cli/mock/codex-config.toml")
-	if err != nil {
-		t.Skip("codex config of the fixtures not found:", err)
-	}
-	cfg = []byte(strings.ReplaceAll(string(cfg), "http://127.0.0.1:8788", url))
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), cfg, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	backend := fmt.Sprintf("  type: codex\n  command: %s\n  models: {standard: gpt-5.5}\n  env: {CODEX_HOME: %s}", filepath.Join(dir, "codex"), home)
-	env := []string{"MOCK_API_KEY=test"}
-	t.Run("done", func(t *testing.T) {
+	runCLIScenarios(t, codexAgainstMock, []cliScenario{
 		// 11,065 tokens; Codex reports no dollars: $0.0187 estimated at gpt-5.5 prices.
-		runScenario(t, scenario{name: "codex-done", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL", env: env,
-			budget: "  hard: {usd: 1.0, maxIterations: 3}", wantExit: 0, wantState: "DONE", wantTok: 11065, wantUSD: 0.0187})
-	})
-	t.Run("hard cap mid-run", func(t *testing.T) {
+		{"done", scenario{name: "codex-done", goal: goalDone, budget: budgetDone,
+			wantExit: 0, wantState: "DONE", wantTok: 11065, wantUSD: 0.0187}},
 		// Codex prints usage only when a turn completes, but its rollout file
 		// gets a running total after every model call, and Purser follows it:
 		// the first call ($0.0098) crosses the $0.009 cap while the second
 		// request hangs for 120 s.
-		runScenario(t, scenario{name: "codex-cap", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_120", env: env,
-			budget: "  hard: {usd: 0.009, maxIterations: 3}", wantExit: 3, wantState: "BLOCKED", wantTok: 5260, wantUSD: 0.0098,
-			stopWithin: stopWithin})
-	})
-	t.Run("time cap mid-run", func(t *testing.T) {
+		{"hard cap mid-run", scenario{name: "codex-cap", goal: goalHangsOn, budget: "  hard: {usd: 0.009, maxIterations: 3}",
+			wantExit: 3, wantState: "BLOCKED", wantTok: 5260, wantUSD: 0.0098, stopWithin: stopWithin}},
 		// The first call (start-up included) must end inside the cap, on a
 		// slow machine too: 30 s, while the second request hangs for 120 s.
-		runScenario(t, scenario{name: "codex-time", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_120", env: env,
-			budget: "  hard: {timeMinutes: 0.5, maxIterations: 3}", wantExit: 3, wantState: "BLOCKED", wantTok: 5260, wantUSD: 0.0098,
-			stopWithin: stopWithin, timeCap: 30 * time.Second})
+		{"time cap mid-run", scenario{name: "codex-time", goal: goalHangsOn, budget: budgetTime30,
+			wantExit: 3, wantState: "BLOCKED", wantTok: 5260, wantUSD: 0.0098, stopWithin: stopWithin, timeCap: 30 * time.Second}},
 	})
 }
 
 func TestGeminiCLI(t *testing.T) {
-	dir := clis(t)
-	if _, err := os.Stat(filepath.Join(dir, "gemini")); err != nil {
-		t.Skip("gemini not installed:", err)
-	}
-	url := startMock(t)
-	home := t.TempDir()
-	settings, err := os.ReadFile("../../shared/fixtures/agent-cli/mock/gemini-settings.json")
-	if err != nil {
-		t.Skip("gemini settings of the fixtures not found:", err)
-	}
-	if err := os.MkdirAll(filepath.Join(home, ".gemini"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(home, ".gemini", "settings.json"), settings, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	backend := fmt.Sprintf("  type: gemini\n  command: %s\n  models: {standard: gemini-2.5-pro}\n  env: {HOME: %s, GOOGLE_GEMINI_BASE_URL: %q}",
-		filepath.Join(dir, "gemini"), home, url)
-	env := []string{"GEMINI_API_KEY=test"}
-	t.Run("done", func(t *testing.T) {
+	runCLIScenarios(t, geminiAgainstMock, []cliScenario{
 		// 11,085 tokens (with -m the router call is skipped); $0.0050375 estimated at gemini-2.5-pro prices.
-		runScenario(t, scenario{name: "gemini-done", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL", env: env,
-			budget: "  hard: {usd: 1.0, maxIterations: 3}", wantExit: 0, wantState: "DONE", wantTok: 11085, wantUSD: 0.0050375})
-	})
-	t.Run("hard cap mid-run", func(t *testing.T) {
+		{"done", scenario{name: "gemini-done", goal: goalDone, budget: budgetDone,
+			wantExit: 0, wantState: "DONE", wantTok: 11085, wantUSD: 0.0050375}},
 		// Gemini prints usage only in its final result, but its chat file gets
 		// each model message's tokens as it happens, and Purser follows it:
 		// the first message (5,280 tokens) crosses a 3,000-token cap while the
 		// second request hangs for 120 s.
-		runScenario(t, scenario{name: "gemini-cap", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_120", env: env,
-			budget: "  hard: {tokens: 3000, maxIterations: 3}", wantExit: 3, wantState: "BLOCKED", wantTok: 5280, wantUSD: 0.0028,
-			stopWithin: stopWithin})
-	})
-	t.Run("time cap mid-run", func(t *testing.T) {
+		{"hard cap mid-run", scenario{name: "gemini-cap", goal: goalHangsOn, budget: "  hard: {tokens: 3000, maxIterations: 3}",
+			wantExit: 3, wantState: "BLOCKED", wantTok: 5280, wantUSD: 0.0028, stopWithin: stopWithin}},
 		// The first message must be in before the cap, on a slow machine
 		// too (start-up alone takes ~2 s on an idle one): 30 s, while the
 		// second request hangs for 120 s.
-		runScenario(t, scenario{name: "gemini-time", backend: backend, goal: "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_120", env: env,
-			budget: "  hard: {timeMinutes: 0.5, maxIterations: 3}", wantExit: 3, wantState: "BLOCKED", wantTok: 5280, wantUSD: 0.0028,
-			stopWithin: stopWithin, timeCap: 30 * time.Second})
+		{"time cap mid-run", scenario{name: "gemini-time", goal: goalHangsOn, budget: budgetTime30,
+			wantExit: 3, wantState: "BLOCKED", wantTok: 5280, wantUSD: 0.0028, stopWithin: stopWithin, timeCap: 30 * time.Second}},
 	})
 }

@@ -41,45 +41,15 @@ var killCLIs = []killCLI{
 	{name: "claude", backend: func(dir, home string) (purser.SpendRecoverer, error) {
 		return claude.New(cliSpec("claude", dir, "HOME", home))
 	}, tokens: map[string]int64{"tool": 5560, "final": 5905, "side": 53},
-		setup: func(t *testing.T, dir, home, url string) (string, []string) {
-			return fmt.Sprintf("  type: claude\n  command: %s\n  models: {standard: claude-sonnet-4-5}\n  env: {HOME: %s, ANTHROPIC_BASE_URL: %q}",
-				filepath.Join(dir, "claude"), home, url), []string{"ANTHROPIC_API_KEY=test"}
-		}},
+		setup: claudeAgainstMock},
 	{name: "codex", backend: func(dir, home string) (purser.SpendRecoverer, error) {
 		return codex.New(cliSpec("codex", dir, "CODEX_HOME", home))
 	}, tokens: map[string]int64{"tool": 5260, "final": 5805, "side": 53},
-		setup: func(t *testing.T, dir, home, url string) (string, []string) {
-			cfg, err := os.ReadFile("../../shared/fixtures/agent-cli/mock/codex-config.toml")
-			if err != nil {
-				t.Skip("codex config of the fixtures not found:", err)
-			}
-			cfg = []byte(strings.ReplaceAll(string(cfg), "http://127.0.0.1:8788", url))
-			if err := os.WriteFile(filepath.Join(home, "config.toml"), cfg, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return fmt.Sprintf("  type: codex\n  command: %s\n  models: {standard: gpt-5.5}\n  env: {CODEX_HOME: %s}",
-				filepath.Join(dir, "codex"), home), []string{"MOCK_API_KEY=test"}
-		}},
+		setup: codexAgainstMock},
 	{name: "gemini", backend: func(dir, home string) (purser.SpendRecoverer, error) {
 		return gemini.New(cliSpec("gemini", dir, "HOME", home))
 	}, tokens: map[string]int64{"tool": 5280, "final": 5805, "side": 53},
-		setup: func(t *testing.T, dir, home, url string) (string, []string) {
-			if _, err := os.Stat(filepath.Join(dir, "gemini")); err != nil {
-				t.Skip("gemini not installed:", err)
-			}
-			settings, err := os.ReadFile("../../shared/fixtures/agent-cli/mock/gemini-settings.json")
-			if err != nil {
-				t.Skip("gemini settings of the fixtures not found:", err)
-			}
-			if err := os.MkdirAll(filepath.Join(home, ".gemini"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(home, ".gemini", "settings.json"), settings, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return fmt.Sprintf("  type: gemini\n  command: %s\n  models: {standard: gemini-2.5-pro}\n  env: {HOME: %s, GOOGLE_GEMINI_BASE_URL: %q}",
-				filepath.Join(dir, "gemini"), home, url), []string{"GEMINI_API_KEY=test"}
-		}},
+		setup: geminiAgainstMock},
 }
 
 // Issue 11, item 1: `kill -9` of purser while a real CLI is mid-call leaves
@@ -259,18 +229,10 @@ func killTrial(t *testing.T, c killCLI, cliDir, url string, trial int, afterRepl
 // client still there, by reply kind, and lists them.
 func mockDelivered(t *testing.T, url string, tokens map[string]int64) (int64, string) {
 	t.Helper()
-	resp, err := http.Get(url + "/_mock/log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var log []struct {
+	log := mockLog[struct {
 		Did        string `json:"did"`
 		ClientGone string `json:"client_gone"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&log); err != nil {
-		t.Fatalf("mock log: %v", err)
-	}
+	}](t, url)
 	var sum int64
 	var replies []string
 	for _, r := range log {

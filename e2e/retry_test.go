@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -34,39 +33,12 @@ type retryBackend struct {
 func retryBackends(t *testing.T, withOpenAI bool) []retryBackend {
 	dir := clis(t)
 	bs := []retryBackend{
-		{"claude", func(t *testing.T, url string) (string, []string) {
-			return fmt.Sprintf("  type: claude\n  command: %s\n  models: {standard: claude-sonnet-4-5}\n  env: {HOME: %s, ANTHROPIC_BASE_URL: %q}",
-				filepath.Join(dir, "claude"), t.TempDir(), url), []string{"ANTHROPIC_API_KEY=test"}
-		}},
-		{"codex", func(t *testing.T, url string) (string, []string) {
-			home := t.TempDir()
-			cfg, err := os.ReadFile("../../shared/fixtures/agent-cli/mock/codex-config.toml")
-			if err != nil {
-				t.Skip("codex config of the fixtures not found:", err)
-			}
-			cfg = []byte(strings.ReplaceAll(string(cfg), "http://127.0.0.1:8788", url))
-			if err := os.WriteFile(filepath.Join(home, "config.toml"), cfg, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return fmt.Sprintf("  type: codex\n  command: %s\n  models: {standard: gpt-5.5}\n  env: {CODEX_HOME: %s}", filepath.Join(dir, "codex"), home),
-				[]string{"MOCK_API_KEY=test"}
-		}},
+		{"claude", func(t *testing.T, url string) (string, []string) { return claudeAgainstMock(t, dir, t.TempDir(), url) }},
+		{"codex", func(t *testing.T, url string) (string, []string) { return codexAgainstMock(t, dir, t.TempDir(), url) }},
 	}
 	if _, err := os.Stat(filepath.Join(dir, "gemini")); err == nil {
 		bs = append(bs, retryBackend{"gemini", func(t *testing.T, url string) (string, []string) {
-			home := t.TempDir()
-			settings, err := os.ReadFile("../../shared/fixtures/agent-cli/mock/gemini-settings.json")
-			if err != nil {
-				t.Skip("gemini settings of the fixtures not found:", err)
-			}
-			if err := os.MkdirAll(filepath.Join(home, ".gemini"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(home, ".gemini", "settings.json"), settings, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return fmt.Sprintf("  type: gemini\n  command: %s\n  models: {standard: gemini-2.5-pro}\n  env: {HOME: %s, GOOGLE_GEMINI_BASE_URL: %q}",
-				filepath.Join(dir, "gemini"), home, url), []string{"GEMINI_API_KEY=test"}
+			return geminiAgainstMock(t, dir, t.TempDir(), url)
 		}})
 	} else {
 		t.Logf("gemini not installed (%v): its cases are left out", err)
@@ -162,21 +134,13 @@ func innerRetriesShown(t *testing.T, budgetMD string) int {
 // an injected HTTP error.
 func agentRequests(t *testing.T, url string) (requests, failed int) {
 	t.Helper()
-	resp, err := http.Get(url + "/_mock/log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var log []struct {
+	log := mockLog[struct {
 		Path    string `json:"path"`
 		Did     string `json:"did"`
 		Summary struct {
 			Tools []string `json:"tools"`
 		} `json:"summary"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&log); err != nil {
-		t.Fatalf("mock log: %v", err)
-	}
+	}](t, url)
 	for _, r := range log {
 		if strings.HasPrefix(r.Path, "/_mock/") || len(r.Summary.Tools) == 0 {
 			continue

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,17 +16,9 @@ import (
 // answered.
 func mockRequests(t *testing.T, url string) int {
 	t.Helper()
-	resp, err := http.Get(url + "/_mock/log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var log []struct {
+	log := mockLog[struct {
 		Path string `json:"path"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&log); err != nil {
-		t.Fatal(err)
-	}
+	}](t, url)
 	n := 0
 	for _, r := range log {
 		if !strings.HasPrefix(r.Path, "/_mock/") { // the log's own reads

@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -106,38 +105,16 @@ func testNamedBudgetUnderConcurrency(t *testing.T, open Opener) {
 	}
 	const handles, perHandle = 4, 10
 	want := budget.Amount{USD: 30_000_000, Tokens: 700} // 7,000 tokens left: fit 10 times
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var granted, refused int
-	start := make(chan struct{})
-	for range handles {
-		h := open(t)
-		for range perHandle {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				_, err := h.ReserveNamed(ctx, "team", want, now, time.Hour)
-				mu.Lock()
-				defer mu.Unlock()
-				var ibe *budget.InsufficientBudgetError
-				switch {
-				case err == nil:
-					granted++
-				case errors.As(err, &ibe):
-					if ibe.Scope != budget.ScopeNamed || ibe.Name != "team" {
-						t.Errorf("refusal names %s %q, want the named budget team", ibe.Scope, ibe.Name)
-					}
-					refused++
-				default:
-					t.Errorf("reserve: %v", err)
-				}
-			}()
+	granted, refusals := reserveAtOnce(t, open, handles, perHandle, func(h Store) error {
+		_, err := h.ReserveNamed(ctx, "team", want, now, time.Hour)
+		return err
+	})
+	for _, ibe := range refusals {
+		if ibe.Scope != budget.ScopeNamed || ibe.Name != "team" {
+			t.Errorf("refusal names %s %q, want the named budget team", ibe.Scope, ibe.Name)
 		}
 	}
-	close(start)
-	wg.Wait()
-	if granted != 10 || refused != handles*perHandle-10 {
+	if refused := len(refusals); granted != 10 || refused != handles*perHandle-10 {
 		t.Fatalf("granted %d, refused %d; want exactly 10 holds of 700 tokens in the 7,000 left", granted, refused)
 	}
 	st, err := s.NamedBudgetStatus(ctx, "team", now)

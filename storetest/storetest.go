@@ -770,9 +770,26 @@ func testSharedRunUnderConcurrency(t *testing.T, open Opener) {
 	const handles, perHandle = 4, 10
 	caps := budget.Amount{USD: budget.Dollars(1), Tokens: 10_000}
 	want := budget.Amount{USD: 30_000_000, Tokens: 700} // tokens fit 14 times, money 33
+	granted, refusals := reserveAtOnce(t, open, handles, perHandle, func(s Store) error {
+		_, err := s.ReserveRun(ctx, "r", caps, want, time.Hour)
+		return err
+	})
+	if refused := len(refusals); granted != 14 || refused != handles*perHandle-14 {
+		t.Fatalf("%d holds granted, %d refused; want exactly 14 (10000/700) granted", granted, refused)
+	}
+	if got, _ := open(t).RunAvailable(ctx, "r", caps); got.Tokens != 10_000-14*700 {
+		t.Fatalf("headroom %+v after 14 holds of 700 tokens", got)
+	}
+}
+
+// reserveAtOnce opens handles handles on the database, as that many
+// processes would, and from perHandle goroutines on each calls reserve, all
+// released at once. It returns how many holds were granted and the refusals
+// (each an InsufficientBudgetError); any other error fails the test.
+func reserveAtOnce(t *testing.T, open Opener, handles, perHandle int, reserve func(s Store) error) (granted int, refusals []*budget.InsufficientBudgetError) {
+	t.Helper()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var granted, refused int
 	start := make(chan struct{})
 	for range handles {
 		s := open(t)
@@ -781,7 +798,7 @@ func testSharedRunUnderConcurrency(t *testing.T, open Opener) {
 			go func() {
 				defer wg.Done()
 				<-start
-				_, err := s.ReserveRun(ctx, "r", caps, want, time.Hour)
+				err := reserve(s)
 				mu.Lock()
 				defer mu.Unlock()
 				var ibe *budget.InsufficientBudgetError
@@ -789,7 +806,7 @@ func testSharedRunUnderConcurrency(t *testing.T, open Opener) {
 				case err == nil:
 					granted++
 				case errors.As(err, &ibe):
-					refused++
+					refusals = append(refusals, ibe)
 				default:
 					t.Errorf("reserve: %v", err)
 				}
@@ -798,12 +815,7 @@ func testSharedRunUnderConcurrency(t *testing.T, open Opener) {
 	}
 	close(start)
 	wg.Wait()
-	if granted != 14 || refused != handles*perHandle-14 {
-		t.Fatalf("%d holds granted, %d refused; want exactly 14 (10000/700) granted", granted, refused)
-	}
-	if got, _ := open(t).RunAvailable(ctx, "r", caps); got.Tokens != 10_000-14*700 {
-		t.Fatalf("headroom %+v after 14 holds of 700 tokens", got)
-	}
+	return granted, refusals
 }
 
 func testSharedRunHoldExpires(t *testing.T, open Opener) {

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend/backendtest"
 	"github.com/purser-dev/purser/backend/claude"
 	"github.com/purser-dev/purser/budget"
@@ -16,39 +15,22 @@ func TestMain(m *testing.M) { backendtest.Main(m, claudeAgent{}) }
 
 func TestConformance(t *testing.T) {
 	backendtest.Run(t, backendtest.Harness{
-		New: func(t *testing.T, s backendtest.Script) purser.Backend {
-			path, env := backendtest.AgentCommand(t, s)
-			envOpt := map[string]any{"HOME": filepath.Join(s.State, "home")}
-			for k, v := range env {
-				envOpt[k] = v
-			}
-			return buildConformance(t, purser.BackendSpec{Type: "claude", Dir: s.State, Options: map[string]any{"command": path, "env": envOpt}})
-		},
+		New: backendtest.AgentCLI("claude", claude.New, map[string]string{"HOME": "home"}),
 		Replays: []backendtest.Replay{
 			// Two API calls (1200+300+4000 in, 60 out; 1300+100+4500 in, 5 out), $0.020875 reported.
-			{File: testdata(t, "tool.stream-json-partial.stdout.jsonl"), Want: backendtest.Usage{Input: 11_400, CacheRead: 8_500, CacheWrite: 400, Output: 65, USD: 20_875_000}},
+			{File: backendtest.Testdata(t, "tool.stream-json-partial.stdout.jsonl"), Want: backendtest.Usage{Input: 11_400, CacheRead: 8_500, CacheWrite: 400, Output: 65, USD: 20_875_000}},
 			// Without partial messages the stream shows 1 output token per message: the result fills in the rest.
-			{File: testdata(t, "tool.stream-json.stdout.jsonl"), Want: backendtest.Usage{Input: 11_400, CacheRead: 8_500, CacheWrite: 400, Output: 65, USD: 20_875_000}},
+			{File: backendtest.Testdata(t, "tool.stream-json.stdout.jsonl"), Want: backendtest.Usage{Input: 11_400, CacheRead: 8_500, CacheWrite: 400, Output: 65, USD: 20_875_000}},
 			// Stopped by its own --max-budget-usd fence, after overshooting it.
-			{File: testdata(t, "tool.max-budget-usd.stream-json.stdout.jsonl"), Want: backendtest.Usage{Input: 5_500, CacheRead: 4_000, CacheWrite: 300, Output: 60, USD: 11_375_000}, Failed: true},
+			{File: backendtest.Testdata(t, "tool.max-budget-usd.stream-json.stdout.jsonl"), Want: backendtest.Usage{Input: 5_500, CacheRead: 4_000, CacheWrite: 300, Output: 60, USD: 11_375_000}, Failed: true},
 			// 529 twice, then a success: the retries cost nothing.
-			{File: testdata(t, "err.529x2-then-ok.stream-json.stdout.jsonl"), Want: backendtest.Usage{Input: 5_900, CacheRead: 4_500, CacheWrite: 100, Output: 5, USD: 9_500_000}},
+			{File: backendtest.Testdata(t, "err.529x2-then-ok.stream-json.stdout.jsonl"), Want: backendtest.Usage{Input: 5_900, CacheRead: 4_500, CacheWrite: 100, Output: 5, USD: 9_500_000}},
 		},
 		Unsupported: map[backendtest.Capability]string{
 			backendtest.OutputCap: "Claude Code takes no cap on a call's output (CLAUDE_CODE_MAX_OUTPUT_TOKENS caps each API reply, not the call): " +
 				"its --max-budget-usd fence and the engine's hard cap bound it",
 		},
 	})
-}
-
-// buildConformance is the one place the suite builds a claude backend.
-func buildConformance(t *testing.T, spec purser.BackendSpec) purser.Backend {
-	t.Helper()
-	b, err := claude.New(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // claudeAgent writes `claude -p --output-format stream-json --verbose
@@ -136,13 +118,4 @@ func (claudeAgent) Fenced(a *backendtest.Agent, total backendtest.Usage) {
 
 func (claudeAgent) Interrupted(a *backendtest.Agent, total backendtest.Usage) {
 	a.Print(result(a, total, map[string]any{"subtype": "error_during_execution", "is_error": true, "terminal_reason": "aborted_streaming"}), total)
-}
-
-// testdata returns a fixture's absolute path: the agent runs elsewhere.
-func testdata(t *testing.T, name string) string {
-	p, err := filepath.Abs(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

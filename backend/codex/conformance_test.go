@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend/backendtest"
 	"github.com/purser-dev/purser/backend/codex"
 )
@@ -15,17 +14,10 @@ func TestMain(m *testing.M) { backendtest.Main(m, codexAgent{}) }
 
 func TestConformance(t *testing.T) {
 	backendtest.Run(t, backendtest.Harness{
-		New: func(t *testing.T, s backendtest.Script) purser.Backend {
-			path, env := backendtest.AgentCommand(t, s)
-			envOpt := map[string]any{"HOME": filepath.Join(s.State, "home"), "CODEX_HOME": filepath.Join(s.State, "codex-home")}
-			for k, v := range env {
-				envOpt[k] = v
-			}
-			return buildConformance(t, purser.BackendSpec{Type: "codex", Dir: s.State, Options: map[string]any{"command": path, "env": envOpt}})
-		},
+		New: backendtest.AgentCLI("codex", codex.New, map[string]string{"HOME": "home", "CODEX_HOME": "codex-home"}),
 		Replays: []backendtest.Replay{
 			// Two model calls, one turn: 11000 in (8500 cached), 65 out (20 of them reasoning).
-			{File: testdata(t, "tool.workspace-write.jsonl.stdout.jsonl"), Want: backendtest.Usage{Input: 11_000, CacheRead: 8_500, Output: 65}},
+			{File: backendtest.Testdata(t, "tool.workspace-write.jsonl.stdout.jsonl"), Want: backendtest.Usage{Input: 11_000, CacheRead: 8_500, Output: 65}},
 		},
 		Unsupported: map[backendtest.Capability]string{
 			backendtest.OutputCap:  "codex exec takes no cap on a call's output: the engine's hard cap bounds it",
@@ -33,16 +25,6 @@ func TestConformance(t *testing.T) {
 			backendtest.ReportsUSD: "Codex reports tokens, never dollars",
 		},
 	})
-}
-
-// buildConformance is the one place the suite builds a codex backend.
-func buildConformance(t *testing.T, spec purser.BackendSpec) purser.Backend {
-	t.Helper()
-	b, err := codex.New(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // codexAgent writes `codex exec --json` as Codex CLI 0.169 does (see the
@@ -92,13 +74,4 @@ func (codexAgent) Fail(a *backendtest.Agent, msg string, total backendtest.Usage
 	a.Print(backendtest.JSON(map[string]any{"type": "error", "message": msg}), backendtest.Usage{})
 	a.Print(backendtest.JSON(map[string]any{"type": "turn.failed", "error": map[string]any{"message": msg}}), backendtest.Usage{})
 	a.ExitCode = 1
-}
-
-// testdata returns a fixture's absolute path: the agent runs elsewhere.
-func testdata(t *testing.T, name string) string {
-	p, err := filepath.Abs(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

@@ -20,7 +20,7 @@ func TestConformance(t *testing.T) {
 			for k, v := range env {
 				envOpt[k] = v
 			}
-			return buildConformance(t, purser.BackendSpec{Type: "exec", Dir: s.State, Options: map[string]any{"command": []any{path}, "env": envOpt}})
+			return backendtest.Build(t, pexec.New, purser.BackendSpec{Type: "exec", Dir: s.State, Options: map[string]any{"command": []any{path}, "env": envOpt}})
 		},
 		Unsupported: map[backendtest.Capability]string{
 			backendtest.USDFence: "exec passes no spending cap to its command (its protocol has PURSER_MAX_OUTPUT_TOKENS only): the engine's hard cap stops it",
@@ -28,16 +28,6 @@ func TestConformance(t *testing.T) {
 				"and a bad line in PURSER_USAGE_FILE, or no report at all, is said in the note",
 		},
 	})
-}
-
-// buildConformance is the one place the suite builds an exec backend.
-func buildConformance(t *testing.T, spec purser.BackendSpec) purser.Backend {
-	t.Helper()
-	b, err := pexec.New(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // execAgent speaks exec's protocol: usage lines appended to

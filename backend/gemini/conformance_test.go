@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend/backendtest"
 	"github.com/purser-dev/purser/backend/gemini"
 )
@@ -15,17 +14,10 @@ func TestMain(m *testing.M) { backendtest.Main(m, geminiAgent{}) }
 
 func TestConformance(t *testing.T) {
 	backendtest.Run(t, backendtest.Harness{
-		New: func(t *testing.T, s backendtest.Script) purser.Backend {
-			path, env := backendtest.AgentCommand(t, s)
-			envOpt := map[string]any{"HOME": filepath.Join(s.State, "home")}
-			for k, v := range env {
-				envOpt[k] = v
-			}
-			return buildConformance(t, purser.BackendSpec{Type: "gemini", Dir: s.State, Options: map[string]any{"command": path, "env": envOpt}})
-		},
+		New: backendtest.AgentCLI("gemini", gemini.New, map[string]string{"HOME": "home"}),
 		Replays: []backendtest.Replay{
 			// The router (50 in, 3 out) and two agent calls (11000 in, 8500 cached, 65 out, 20 thoughts).
-			{File: testdata(t, "tool.yolo-shell.stream-json.stdout.jsonl"), Want: backendtest.Usage{Input: 11_050, CacheRead: 8_500, Output: 88}},
+			{File: backendtest.Testdata(t, "tool.yolo-shell.stream-json.stdout.jsonl"), Want: backendtest.Usage{Input: 11_050, CacheRead: 8_500, Output: 88}},
 		},
 		Unsupported: map[backendtest.Capability]string{
 			backendtest.OutputCap:  "gemini -p takes no cap on a call's output: the engine's hard cap bounds it",
@@ -33,16 +25,6 @@ func TestConformance(t *testing.T) {
 			backendtest.ReportsUSD: "Gemini CLI reports tokens, never dollars",
 		},
 	})
-}
-
-// buildConformance is the one place the suite builds a gemini backend.
-func buildConformance(t *testing.T, spec purser.BackendSpec) purser.Backend {
-	t.Helper()
-	b, err := gemini.New(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // geminiAgent writes `gemini -p --output-format stream-json` as Gemini CLI
@@ -94,13 +76,4 @@ func (geminiAgent) End(a *backendtest.Agent, total backendtest.Usage) {
 func (geminiAgent) Fail(a *backendtest.Agent, msg string, total backendtest.Usage) {
 	a.Print(geminiResult(a, total, "error", map[string]any{"type": "api", "message": "[API Error: " + msg + "]"}), told(total))
 	a.ExitCode = 1
-}
-
-// testdata returns a fixture's absolute path: the agent runs elsewhere.
-func testdata(t *testing.T, name string) string {
-	p, err := filepath.Abs(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

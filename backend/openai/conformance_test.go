@@ -31,23 +31,13 @@ func TestConformance(t *testing.T) {
 			}))
 			t.Cleanup(srv.Close)
 			t.Setenv("PURSER_CONFORMANCE_OPENAI_KEY", conformanceKey)
-			return buildConformance(t, purser.BackendSpec{Type: "openai", Options: map[string]any{"baseUrl": srv.URL + "/v1", "apiKeyEnv": "PURSER_CONFORMANCE_OPENAI_KEY"}})
+			return backendtest.Build(t, openai.New, purser.BackendSpec{Type: "openai", Options: map[string]any{"baseUrl": srv.URL + "/v1", "apiKeyEnv": "PURSER_CONFORMANCE_OPENAI_KEY"}})
 		},
 		Unsupported: map[backendtest.Capability]string{
 			backendtest.USDFence:     "a Chat Completions request takes no spending cap: max_tokens bounds it, and the engine's hard cap",
 			backendtest.ProcessGroup: "the openai backend is an HTTP client in Purser's process: there is no process to stop",
 		},
 	})
-}
-
-// buildConformance is the one place the suite builds an openai backend.
-func buildConformance(t *testing.T, spec purser.BackendSpec) purser.Backend {
-	t.Helper()
-	b, err := openai.New(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 type chatRequest struct {

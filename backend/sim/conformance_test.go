@@ -25,7 +25,7 @@ func TestConformance(t *testing.T) {
 			// The sim is its own provider: whatever it streamed, it may
 			// have streamed any part of its step.
 			backendtest.RecordTold(t, s, backendtest.Usage{}, s.Usage)
-			return buildConformance(t, purser.BackendSpec{Type: "sim", Dir: s.State, Options: map[string]any{"script": "sim.yaml"}})
+			return backendtest.Build(t, sim.New, purser.BackendSpec{Type: "sim", Dir: s.State, Options: map[string]any{"script": "sim.yaml"}})
 		},
 		Unsupported: map[backendtest.Capability]string{
 			backendtest.USDFence:     "the sim has no spending fence of its own: the engine's hard cap stops it",
@@ -33,16 +33,6 @@ func TestConformance(t *testing.T) {
 			backendtest.ProcessGroup: "the sim runs in-process: there is no process to stop",
 		},
 	})
-}
-
-// buildConformance is the one place the suite builds a sim backend.
-func buildConformance(t *testing.T, spec purser.BackendSpec) purser.Backend {
-	t.Helper()
-	b, err := sim.New(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 func simUsage(u backendtest.Usage) config.Usage {

@@ -39,13 +39,7 @@ func crashFixture(t *testing.T) string {
 		"ws/README": "x\n",
 	}
 	files["sim.yaml"] = "steps:\n" + files["sim.yaml"]
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, dir, files)
 	return dir
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -65,29 +64,11 @@ func writeFleetOf(t *testing.T, dir string, n, delayMs, output int, runTokens in
 	return tasks
 }
 
-// lockedBuffer is a process's output, read while the process writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // workerProc is a purser worker process.
 type workerProc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *syncBuffer
 	done chan struct{}
 	err  error
 }
@@ -103,7 +84,7 @@ func startWorker(t *testing.T, bin, dir, db, name string, host *testHost, args .
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "PURSER_DB=")
-	w := &workerProc{name: name, cmd: cmd, out: &lockedBuffer{}, done: make(chan struct{})}
+	w := &workerProc{name: name, cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = w.out, w.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

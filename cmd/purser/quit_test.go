@@ -26,11 +26,7 @@ func agentFixture(t *testing.T, stubborn bool) string {
 		"agent.sh":  trap + "echo $$ > ../agent.pid\nwhile true; do sleep 0.1; done\n",
 		"ws/README": "x\n",
 	}
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		must(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		must(t, os.WriteFile(p, []byte(body), 0o644))
-	}
+	writeFiles(t, dir, files)
 	return dir
 }
 
@@ -63,14 +59,24 @@ func alive(pid int) bool {
 	return i > 0 && !strings.HasPrefix(strings.TrimSpace(string(b[i+1:])), "Z")
 }
 
+// startAgentRun starts purser on agentFixture(stubborn) and waits for the
+// agent to start; it returns the run's directory, the purser process and
+// the agent's pid. The agent is killed when the test ends, whatever purser
+// did to it.
+func startAgentRun(t *testing.T, bin string, stubborn bool) (dir string, cmd purserProcess, pid int) {
+	t.Helper()
+	dir = agentFixture(t, stubborn)
+	cmd = startPurser(t, bin, dir, "run", "task.yaml")
+	pid = agentPid(t, dir)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	return dir, cmd, pid
+}
+
 // A second signal quits at once, and takes the agent with it: an agent that
 // ignores the graceful signal does not outlive Purser.
 func TestSecondSignalKillsTheAgent(t *testing.T) {
 	bin := buildPurser(t)
-	dir := agentFixture(t, true)
-	cmd := startPurser(t, bin, dir, "run", "task.yaml")
-	pid := agentPid(t, dir)
-	defer syscall.Kill(pid, syscall.SIGKILL)
+	_, cmd, pid := startAgentRun(t, bin, true)
 	// Two different signals: two of one kind sent at once may be merged by
 	// the kernel into one.
 	must(t, cmd.Process.Signal(syscall.SIGINT))
@@ -85,10 +91,7 @@ func TestSecondSignalKillsTheAgent(t *testing.T) {
 // like SIGINT: the agent stopped, the task resumable, exit 130.
 func TestHangupStopsGracefully(t *testing.T) {
 	bin := buildPurser(t)
-	dir := agentFixture(t, false)
-	cmd := startPurser(t, bin, dir, "run", "task.yaml")
-	pid := agentPid(t, dir)
-	defer syscall.Kill(pid, syscall.SIGKILL)
+	dir, cmd, pid := startAgentRun(t, bin, false)
 	must(t, cmd.Process.Signal(syscall.SIGHUP))
 	if code := exitCode(t, cmd.Wait()); code != exitInterrupted {
 		t.Fatalf("exit %d, want %d", code, exitInterrupted)

@@ -25,13 +25,7 @@ func signalFixture(t *testing.T, validator string) string {
 		"sim.yaml":  "steps:\n  - usage: {inputTokens: 50000, costUsd: 5.0}\n    delayMs: 30000\n",
 		"ws/README": "x\n",
 	}
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, dir, files)
 	return dir
 }
 
@@ -137,6 +131,22 @@ func processAlive(pid int) bool {
 // has started by writing its pid.
 const signalValidator = `echo $$ > validator.pid; trap "" TERM; while true; do sleep 0.1; done`
 
+// interruptDuringStubbornValidator starts a run whose one call ends at
+// once and whose validator ignores SIGTERM (signalValidator), waits for the
+// validator to start, and sends purser a first SIGINT. It returns the run's
+// directory, the purser process and the validator's pid.
+func interruptDuringStubbornValidator(t *testing.T, bin string) (dir string, cmd purserProcess, validator int) {
+	t.Helper()
+	dir = signalFixture(t, signalValidator)
+	if err := os.WriteFile(filepath.Join(dir, "sim.yaml"), []byte("steps:\n  - usage: {inputTokens: 10, costUsd: 0.01}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd = startPurser(t, bin, dir, "run", "task.yaml")
+	validator = validatorPID(t, dir)
+	cmd.Process.Signal(syscall.SIGINT)
+	return dir, cmd, validator
+}
+
 func exitCode(t *testing.T, err error) int {
 	t.Helper()
 	if err == nil {
@@ -215,13 +225,7 @@ func TestGracefulStopOnSignal(t *testing.T) {
 func TestSecondSignalExitsAtOnce(t *testing.T) {
 	t.Parallel()
 	bin := buildPurser(t)
-	dir := signalFixture(t, signalValidator)
-	if err := os.WriteFile(filepath.Join(dir, "sim.yaml"), []byte("steps:\n  - usage: {inputTokens: 10, costUsd: 0.01}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := startPurser(t, bin, dir, "run", "task.yaml")
-	validator := validatorPID(t, dir)
-	cmd.Process.Signal(syscall.SIGINT)
+	dir, cmd, validator := interruptDuringStubbornValidator(t, bin)
 	waitFor(t, time.Minute, "purser to report the first signal", func() bool {
 		return strings.Contains(cmd.stderr.String(), "stopping;")
 	})
@@ -245,13 +249,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 func TestFirstSignalAloneWaitsForTheValidator(t *testing.T) {
 	t.Parallel()
 	bin := buildPurser(t)
-	dir := signalFixture(t, signalValidator)
-	if err := os.WriteFile(filepath.Join(dir, "sim.yaml"), []byte("steps:\n  - usage: {inputTokens: 10, costUsd: 0.01}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := startPurser(t, bin, dir, "run", "task.yaml")
-	validator := validatorPID(t, dir)
-	cmd.Process.Signal(syscall.SIGINT)
+	dir, cmd, validator := interruptDuringStubbornValidator(t, bin)
 	if code := exitCode(t, cmd.Wait()); code != exitInterrupted {
 		t.Fatalf("exit %d, want %d\n%s", code, exitInterrupted, cmd.stderr)
 	}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,22 +25,7 @@ import (
 // and on PostgreSQL: no "database is locked", no lost rows, the shared token
 // cap holds across them, and a database password never reaches the output.
 func TestTwoProcessesShareARunBudget(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs two purser processes")
-	}
-	for _, store := range []struct {
-		name string
-		db   func(t *testing.T, dir string) string
-	}{
-		{"sqlite", func(t *testing.T, dir string) string { return filepath.Join(dir, "shared.db") }},
-		{"postgres", func(t *testing.T, _ string) string { return pgtest.NewSchema(t) }},
-	} {
-		t.Run(store.name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			twoProcessesShareARunBudget(t, dir, store.db(t, dir))
-		})
-	}
+	onSQLiteAndPostgres(t, twoProcessesShareARunBudget)
 }
 
 func twoProcessesShareARunBudget(t *testing.T, dir, db string) {
@@ -50,34 +36,9 @@ func twoProcessesShareARunBudget(t *testing.T, dir, db string) {
 		// Each call wants 6,000 output tokens; the sim honours the clamp.
 		"sim.yaml": "steps:\n  - usage: {inputTokens: 10, outputTokens: 6000}\n    delayMs: 60\n",
 	}
-	for _, name := range []string{"a", "b"} {
-		files[name+".yaml"] = "id: " + name + "\ngoal: Keep trying.\nworkspace: ./ws-" + name + "\n" +
-			"backend: {type: sim, script: sim.yaml, transcript: " + name + ".calls.jsonl}\n" +
-			"validators: [{name: never, run: 'exit 1'}]\nbudget: {hard: {maxIterations: 1000}}\n"
-		files["ws-"+name+"/README"] = "x\n"
-	}
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env := append(os.Environ(), "PURSER_DB="+db)
-	var cmds []*exec.Cmd
-	var outs []*bytes.Buffer
-	for _, name := range []string{"a", "b"} {
-		cmd := exec.Command(bin, "run", "--run", "shared", "--run-budget", "run.yaml", name+".yaml")
-		cmd.Dir, cmd.Env = dir, env
-		out := &bytes.Buffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds, outs = append(cmds, cmd), append(outs, out)
-	}
+	addTwoTasks(files, "Keep trying.", "{name: never, run: 'exit 1'}", 1000)
+	writeFiles(t, dir, files)
+	cmds, outs := startTwoRuns(t, bin, dir, db)
 	for i, cmd := range cmds {
 		code := exitCode(t, cmd.Wait())
 		out := outs[i].String()
@@ -88,25 +49,9 @@ func twoProcessesShareARunBudget(t *testing.T, dir, db string) {
 			t.Fatalf("process %d exited %d, want %d (stopped by the shared run budget):\n%s", i, code, exitBudgetStop, out)
 		}
 	}
-	status := exec.Command(bin, "status", "--json", "--db", db)
-	status.Dir = dir
-	st, err := status.Output()
-	if err != nil {
-		t.Fatalf("status: %v", err)
-	}
+	st, got := twoTasksStatus(t, bin, dir, db)
 	if pw := password(t, db); pw != "" && (strings.Contains(string(st), pw) || strings.Contains(outs[0].String()+outs[1].String(), pw)) {
 		t.Fatal("the database password appears in purser's output")
-	}
-	var got struct {
-		Tasks []struct {
-			ID     string
-			Budget struct {
-				UsedTokens int64 `json:"usedTokens"`
-			}
-		}
-	}
-	if err := json.Unmarshal(st, &got); err != nil || len(got.Tasks) != 2 {
-		t.Fatalf("status: %v %s", err, st)
 	}
 	var total int64
 	for _, task := range got.Tasks {
@@ -124,6 +69,90 @@ func twoProcessesShareARunBudget(t *testing.T, dir, db string) {
 	}
 	t.Logf("two processes spent %d of %d tokens of their shared run budget (%s %d, %s %d)", total, runCap,
 		got.Tasks[0].ID, got.Tasks[0].Budget.UsedTokens, got.Tasks[1].ID, got.Tasks[1].Budget.UsedTokens)
+}
+
+// onSQLiteAndPostgres runs a two-process test once on each store, in
+// parallel, each in a directory of its own; db is the database both
+// processes share (a file for SQLite, a fresh schema's URL for PostgreSQL).
+func onSQLiteAndPostgres(t *testing.T, test func(t *testing.T, dir, db string)) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs two purser processes")
+	}
+	for _, store := range []struct {
+		name string
+		db   func(t *testing.T, dir string) string
+	}{
+		{"sqlite", func(t *testing.T, dir string) string { return filepath.Join(dir, "shared.db") }},
+		{"postgres", func(t *testing.T, _ string) string { return pgtest.NewSchema(t) }},
+	} {
+		t.Run(store.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			test(t, dir, store.db(t, dir))
+		})
+	}
+}
+
+// addTwoTasks adds the task files a.yaml and b.yaml to files, each with its
+// own workspace and sim transcript, both playing sim.yaml towards goal
+// under validator (a YAML flow mapping) and at most maxIterations.
+func addTwoTasks(files map[string]string, goal, validator string, maxIterations int) {
+	for _, name := range []string{"a", "b"} {
+		files[name+".yaml"] = "id: " + name + "\ngoal: " + goal + "\nworkspace: ./ws-" + name + "\n" +
+			"backend: {type: sim, script: sim.yaml, transcript: " + name + ".calls.jsonl}\n" +
+			"validators: [" + validator + "]\nbudget: {hard: {maxIterations: " + strconv.Itoa(maxIterations) + "}}\n"
+		files["ws-"+name+"/README"] = "x\n"
+	}
+}
+
+// startTwoRuns starts `purser run` on a.yaml and b.yaml at once, both in
+// the named run "shared" under run.yaml and on db, with flags added to each;
+// it returns the processes and their combined output, in that order.
+func startTwoRuns(t *testing.T, bin, dir, db string, flags ...string) ([]*exec.Cmd, []*bytes.Buffer) {
+	t.Helper()
+	env := append(os.Environ(), "PURSER_DB="+db)
+	var cmds []*exec.Cmd
+	var outs []*bytes.Buffer
+	for _, name := range []string{"a", "b"} {
+		args := append(append([]string{"run"}, flags...), "--run", "shared", "--run-budget", "run.yaml", name+".yaml")
+		cmd := exec.Command(bin, args...)
+		cmd.Dir, cmd.Env = dir, env
+		out := &bytes.Buffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds, outs = append(cmds, cmd), append(outs, out)
+	}
+	return cmds, outs
+}
+
+// sharedTask is one task of `purser status --json`, as the two-process
+// tests read it.
+type sharedTask struct {
+	ID     string
+	Status string
+	Reason string
+	Budget struct {
+		UsedTokens int64 `json:"usedTokens"`
+	}
+}
+
+// twoTasksStatus is `purser status --json` on db, raw and decoded; it fails
+// the test unless the status lists exactly the two tasks.
+func twoTasksStatus(t *testing.T, bin, dir, db string) (raw []byte, got struct{ Tasks []sharedTask }) {
+	t.Helper()
+	status := exec.Command(bin, "status", "--json", "--db", db)
+	status.Dir = dir
+	raw, err := status.Output()
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	if err := json.Unmarshal(raw, &got); err != nil || len(got.Tasks) != 2 {
+		t.Fatalf("status: %v %s", err, raw)
+	}
+	return raw, got
 }
 
 // password is a database URL's password, or "" for a file path.
@@ -186,22 +215,7 @@ func transcriptTokens(t *testing.T, path string, input, output int64) int64 {
 // refresh and cancellation: at most 20,000 tokens past the cap (of the
 // 40,000 the two calls would have gone past it had they finished).
 func TestRunSpendAcrossProcessesDrivesTheRunsHardCap(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs two purser processes")
-	}
-	for _, store := range []struct {
-		name string
-		db   func(t *testing.T, dir string) string
-	}{
-		{"sqlite", func(t *testing.T, dir string) string { return filepath.Join(dir, "shared.db") }},
-		{"postgres", func(t *testing.T, _ string) string { return pgtest.NewSchema(t) }},
-	} {
-		t.Run(store.name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			runSpendAcrossProcesses(t, dir, store.db(t, dir))
-		})
-	}
+	onSQLiteAndPostgres(t, runSpendAcrossProcesses)
 }
 
 func runSpendAcrossProcesses(t *testing.T, dir, db string) {
@@ -220,49 +234,14 @@ func runSpendAcrossProcesses(t *testing.T, dir, db string) {
 		// call completes.
 		"sim.yaml": "steps:\n  - usage: {inputTokens: 60000, outputTokens: 10}\n    delayMs: 6000\n    files: {fixed.txt: fixed}\n",
 	}
-	for _, name := range []string{"a", "b"} {
-		files[name+".yaml"] = "id: " + name + "\ngoal: Fix it.\nworkspace: ./ws-" + name + "\n" +
-			"backend: {type: sim, script: sim.yaml, transcript: " + name + ".calls.jsonl}\n" +
-			"validators: [{name: fixed, run: 'test -f fixed.txt'}]\nbudget: {hard: {maxIterations: 5}}\n"
-		files["ws-"+name+"/README"] = "x\n"
-	}
+	addTwoTasks(files, "Fix it.", "{name: fixed, run: 'test -f fixed.txt'}", 5)
 	writeFiles(t, dir, files)
-	env := append(os.Environ(), "PURSER_DB="+db)
-	var cmds []*exec.Cmd
-	var outs []*bytes.Buffer
-	for _, name := range []string{"a", "b"} {
-		cmd := exec.Command(bin, "run", "--json", "--run", "shared", "--run-budget", "run.yaml", name+".yaml")
-		cmd.Dir, cmd.Env = dir, env
-		out := &bytes.Buffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds, outs = append(cmds, cmd), append(outs, out)
-	}
+	cmds, outs := startTwoRuns(t, bin, dir, db, "--json")
 	codes := make([]int, len(cmds))
 	for i, cmd := range cmds {
 		codes[i] = exitCode(t, cmd.Wait())
 	}
-	status := exec.Command(bin, "status", "--json", "--db", db)
-	status.Dir = dir
-	st, err := status.Output()
-	if err != nil {
-		t.Fatalf("status: %v", err)
-	}
-	var got struct {
-		Tasks []struct {
-			ID     string
-			Status string
-			Reason string
-			Budget struct {
-				UsedTokens int64 `json:"usedTokens"`
-			}
-		}
-	}
-	if err := json.Unmarshal(st, &got); err != nil || len(got.Tasks) != 2 {
-		t.Fatalf("status: %v %s", err, st)
-	}
+	_, got := twoTasksStatus(t, bin, dir, db)
 	var total int64
 	for _, task := range got.Tasks {
 		total += task.Budget.UsedTokens
