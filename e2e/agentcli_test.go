@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purser-dev/purser/backend/backendtest"
 	"github.com/purser-dev/purser/internal/proctest"
 )
 
@@ -51,32 +52,6 @@ func TestMain(m *testing.M) {
 }
 
 func buildPurser(t *testing.T) string { return purserBinary.Path(t) }
-
-// startMock runs the fake LLM server on a free loopback port.
-func startMock(t *testing.T) string {
-	t.Helper()
-	script := "../../shared/fixtures/agent-cli/mock/mock_llm.py"
-	if _, err := os.Stat(script); err != nil {
-		t.Skip("the fake LLM server is not beside the repository:", err)
-	}
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 is needed for the fake LLM server")
-	}
-	cmd := exec.Command("python3", script, "--port", "0", "--log", filepath.Join(t.TempDir(), "mock.jsonl"))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "LISTENING ") {
-		t.Fatalf("mock did not start: %q %v", line, err)
-	}
-	return "http://127.0.0.1:" + strings.TrimSpace(strings.TrimPrefix(line, "LISTENING "))
-}
 
 // claudeAgainstMock, codexAgainstMock and geminiAgainstMock set one real
 // CLI (in dir) up to talk to the fake LLM server at url, with its settings
@@ -300,7 +275,7 @@ type cliScenario struct {
 func runCLIScenarios(t *testing.T, setup func(t *testing.T, dir, home, url string) (backend string, env []string), scenarios []cliScenario) {
 	t.Helper()
 	dir := clis(t)
-	url := startMock(t)
+	url := backendtest.StartMock(t)
 	backend, env := setup(t, dir, t.TempDir(), url)
 	for _, c := range scenarios {
 		t.Run(c.subtest, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend/backendtest"
 	"github.com/purser-dev/purser/backend/claude"
 	"github.com/purser-dev/purser/backend/codex"
 	"github.com/purser-dev/purser/backend/gemini"
@@ -80,7 +81,7 @@ func TestKill9MidCall(t *testing.T) {
 	}
 	t.Logf("seed %d (PURSER_KILL_SEED repeats it)", seed)
 	rng := rand.New(rand.NewPCG(seed, 11))
-	url := startMock(t)
+	url := backendtest.StartMock(t)
 	for _, c := range killCLIs {
 		t.Run(c.name, func(t *testing.T) {
 			var worst time.Duration

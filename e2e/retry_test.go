@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/purser-dev/purser/backend/backendtest"
 )
 
 // Retries are Purser's: each CLI's own retries are switched off where the
@@ -178,7 +180,7 @@ func mainCalls(r retryRun) []budgetCall {
 // those is one BUDGET.md counts as the agent's own retry. Before, Codex made
 // 90 requests and Gemini CLI 30 over eleven minutes.
 func TestServerErrorsAreRetriedByPurserOnly(t *testing.T) {
-	url := startMock(t)
+	url := backendtest.StartMock(t)
 	for _, b := range retryBackends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
 			backend, env := b.setup(t, url)
@@ -299,7 +301,7 @@ func TestClosedPortIsRefusedEverywhere(t *testing.T) {
 // stream reconnects, not the request retries inside each: the count is a
 // lower bound of the extra requests, and says so in the README.
 func TestUncappedRetriesAreCounted(t *testing.T) {
-	url := startMock(t)
+	url := backendtest.StartMock(t)
 	var codex retryBackend
 	for _, b := range retryBackends(t, false) {
 		if b.name == "codex" {

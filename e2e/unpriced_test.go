@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/purser-dev/purser/backend/backendtest"
 )
 
 // mockRequests is how many requests from agents the fake LLM server has
@@ -35,7 +37,7 @@ func mockRequests(t *testing.T, url string) int {
 // and a token cap it runs under that cap.
 func TestClaudeCodeUnknownModel(t *testing.T) {
 	dir := clis(t)
-	url := startMock(t)
+	url := backendtest.StartMock(t)
 	bin := buildPurser(t)
 	const model = "claude-mystery-9" // no price in Purser's catalogue; Claude Code bills it at Opus rates
 	for i, tc := range []struct {

@@ -149,7 +149,7 @@ func (b *Backend) startMeter(ctx context.Context) (*proc.WireMeter, []string, st
 	if m == nil {
 		return nil, nil, note
 	}
-	return m, []string{"ANTHROPIC_BASE_URL=" + m.URL()}, note
+	return m, append(m.Env(), "ANTHROPIC_BASE_URL="+m.URL()), note
 }
 
 // Call runs one `claude -p` to completion, or until ctx is done: then it is

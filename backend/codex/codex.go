@@ -333,7 +333,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	// reply it holds to its rollout, for the resume to recover; a wait
 	// before it lets more replies arrive that it does not write down
 	// (docs/reliability.md).
-	env := b.cli.Environ(procgroup.GraceEnv + "=INT 1000")
+	env := append(b.cli.Environ(procgroup.GraceEnv+"=INT 1000"), wire.Env()...)
 	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: args, Dir: req.Workspace, Env: env,
 		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace,
 		Stall: req.StallTimeout, Progress: follow.Offset}, func(l []byte) {

@@ -267,7 +267,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	note := ""
 	wire, wireNote := b.startMeter(ctx)
 	if wire != nil {
-		env = append(env, "GOOGLE_GEMINI_BASE_URL="+wire.URL())
+		env = append(append(env, wire.Env()...), "GOOGLE_GEMINI_BASE_URL="+wire.URL())
 	}
 	if settings, err := b.noRetries(); err != nil {
 		note = proc.JoinNotes(note, "Gemini CLI's own retries stay on: "+err.Error())

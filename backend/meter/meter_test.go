@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/purser-dev/purser/backend/internal/fixturetest"
+	"github.com/purser-dev/purser/backend/backendtest"
 	"github.com/purser-dev/purser/backend/meter"
 	"github.com/purser-dev/purser/budget"
 )
@@ -49,7 +49,7 @@ func post(t *testing.T, url, body string) string {
 // fixtures/agent-cli/mock), in Purser's shape: input counts the cache
 // tokens, output the thoughts.
 func TestMeterJournalsTheUsageOfEveryAPIsReply(t *testing.T) {
-	mock := fixturetest.StartMock(t)
+	mock := backendtest.StartMock(t)
 	anthropic := budget.UsageEvent{Model: "claude-sonnet-4-5", InputTokens: 5500, CacheReadTokens: 4000, CacheWriteTokens: 300, OutputTokens: 60, ServiceTier: "standard"}
 	anthropicStream := anthropic
 	anthropicStream.ServiceTier = "" // the mock's stream leaves it out
@@ -90,7 +90,7 @@ func TestMeterJournalsTheUsageOfEveryAPIsReply(t *testing.T) {
 // A reply the provider cut mid-way was not delivered whole: nothing is
 // journalled for it (the CLI counts nothing for it either).
 func TestMeterJournalsNothingForACutReply(t *testing.T) {
-	mock := fixturetest.StartMock(t)
+	mock := backendtest.StartMock(t)
 	for _, tc := range []struct{ name, path, body string }{
 		{"anthropic stream", "/v1/messages", `{"model":"claude-sonnet-4-5","stream":true,"messages":[{"role":"user","content":"MOCK_DROP_1"}],"tools":[{"name":"Bash","input_schema":{}}]}`},
 		{"gemini sse", "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"MOCK_DROP_1"}]}],"tools":[{"functionDeclarations":[{"name":"run_shell_command"}]}]}`},
@@ -173,7 +173,7 @@ func TestReadJournalSkipsATornLastLine(t *testing.T) {
 
 // The journal never holds a request's or reply's text, nor its keys.
 func TestMeterJournalHoldsNoSecrets(t *testing.T) {
-	mock := fixturetest.StartMock(t)
+	mock := backendtest.StartMock(t)
 	m, journal := startMeter(t, mock)
 	req, _ := http.NewRequest(http.MethodPost, m.URL()+"/v1/messages", strings.NewReader(`{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"sk-ant-api03-SECRETSECRET"}]}`))
 	req.Header.Set("x-api-key", "sk-ant-api03-KEYKEYKEY")

@@ -24,7 +24,8 @@ var pruneOnce sync.Once
 // WireMeter is a call's metering proxy (backend/meter) as a backend uses it:
 // nil when the call is not metered, and every method is then a no-op.
 type WireMeter struct {
-	m *meter.Meter
+	m   *meter.Meter
+	env []string
 }
 
 // StartWireMeter starts the metering proxy of one call of backend to
@@ -42,7 +43,25 @@ func (o CLIOptions) StartWireMeter(ctx context.Context, backend, upstream string
 		return nil, "not metered at the wire: " + err.Error()
 	}
 	purser.CallWire(ctx, m.Journal())
-	return &WireMeter{m: m}, ""
+	// A CLI told to use an HTTP proxy must reach the meter directly.
+	var env []string
+	for _, k := range []string{"NO_PROXY", "no_proxy"} {
+		v := o.Getenv(k)
+		if v != "" {
+			v += ","
+		}
+		env = append(env, k+"="+v+"127.0.0.1")
+	}
+	return &WireMeter{m: m, env: env}, ""
+}
+
+// Env is what the CLI's environment needs for the meter to be reached (nil
+// for no meter): loopback exempt from any HTTP proxy it is told to use.
+func (w *WireMeter) Env() []string {
+	if w == nil {
+		return nil
+	}
+	return w.env
 }
 
 // URL is the base URL to give the CLI ("" for no meter).

@@ -13,7 +13,7 @@ import (
 	"github.com/purser-dev/purser/backend/claude"
 	"github.com/purser-dev/purser/backend/codex"
 	"github.com/purser-dev/purser/backend/gemini"
-	"github.com/purser-dev/purser/backend/internal/fixturetest"
+	"github.com/purser-dev/purser/backend/backendtest"
 	"github.com/purser-dev/purser/budget"
 )
 
@@ -31,7 +31,7 @@ type cliBackend interface {
 // each CLI counts it. With wireMeter: false the same reply is lost (what
 // the test would see without the meter).
 func TestACLIKilledHoldingAReplyIsRecoveredFromTheWireJournal(t *testing.T) {
-	mock := fixturetest.StartMock(t)
+	mock := backendtest.StartMock(t)
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	script, err := filepath.Abs("testdata/holding-cli.py")
 	if err != nil {

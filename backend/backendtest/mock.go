@@ -1,4 +1,4 @@
-package fixturetest
+package backendtest
 
 import (
 	"bufio"
@@ -16,7 +16,7 @@ import (
 func StartMock(t testing.TB) string {
 	t.Helper()
 	_, here, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(here), "..", "..", "..", "..", "shared", "fixtures", "agent-cli", "mock", "mock_llm.py")
+	script := filepath.Join(filepath.Dir(here), "..", "..", "..", "shared", "fixtures", "agent-cli", "mock", "mock_llm.py")
 	if _, err := os.Stat(script); err != nil {
 		t.Skip("the fake LLM server is not beside the repository:", err)
 	}
