@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend/backendtest"
 	"github.com/purser-dev/purser/backend/claude"
 	"github.com/purser-dev/purser/backend/codex"
 	"github.com/purser-dev/purser/backend/gemini"
-	"github.com/purser-dev/purser/backend/backendtest"
 	"github.com/purser-dev/purser/budget"
 )
 
