@@ -81,9 +81,13 @@ func (t *taskRun) recoverSpend(ctx context.Context, c *purser.CallRecord, calls 
 		for _, e := range entries {
 			t.budget.RecordUsage(e.Event)
 		}
+		from := got.Session
+		if from == "" {
+			from = c.Wire // the CLI wrote nothing down; Purser's wire meter did
+		}
 		note = joinNote(fmt.Sprintf("%s: %d tokens (%s) recovered from %s beyond the %s the ledger had", why, added.Tokens, added.USD,
-			got.Session, tokensText(recorded)), note)
-		t.log.Warn("recovered a call's spend from its session file", "call", c.ID, "tokens", added.Tokens, "usd", added.USD, "file", got.Session)
+			from, tokensText(recorded)), note)
+		t.log.Warn("recovered a call's spend from its session file", "call", c.ID, "tokens", added.Tokens, "usd", added.USD, "file", from)
 	} else if got.Session != "" {
 		note = joinNote(fmt.Sprintf("%s: %s holds nothing beyond the ledger", why, got.Session), note)
 	} else {

@@ -209,27 +209,28 @@ type sessionReportingBackend struct {
 func (b *sessionReportingBackend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
 	purser.CallStarted(ctx, "P 1")
 	purser.CallSession(ctx, "/home/u/.gemini/tmp/x/chats/session-1.jsonl")
+	purser.CallWire(ctx, "/home/u/.local/state/purser/wire/gemini-1.jsonl")
 	calls, err := b.store.Calls(ctx, req.TaskID)
 	if err != nil {
 		return purser.CallResult{}, err
 	}
 	for _, c := range calls {
 		if c.EndedAt.IsZero() {
-			b.seen = c.Session + " " + c.Process
+			b.seen = c.Session + " " + c.Process + " " + c.Wire
 		}
 	}
 	return purser.CallResult{}, nil
 }
 
 // The session file a backend names is on the call record while the call
-// still runs (with its process): a crash at any later moment leaves it for
-// the resume.
+// still runs (with its process and its wire journal): a crash at any later
+// moment leaves them for the resume.
 func TestCallSessionIsRecordedWhileTheCallRuns(t *testing.T) {
 	f := newFixture(t, "steps:\n  - usage: {inputTokens: 100}\n")
 	b := &sessionReportingBackend{store: f.store}
 	f.cfg.Backends = func(purser.BackendSpec) (purser.Backend, error) { return b, nil }
 	_ = f.run()
-	if want := "/home/u/.gemini/tmp/x/chats/session-1.jsonl P 1"; b.seen != want {
+	if want := "/home/u/.gemini/tmp/x/chats/session-1.jsonl P 1 /home/u/.local/state/purser/wire/gemini-1.jsonl"; b.seen != want {
 		t.Fatalf("in flight, the call record held %q, want %q", b.seen, want)
 	}
 }
