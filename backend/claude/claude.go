@@ -161,7 +161,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	sessionTold := false
 	wire, wireEnv, wireNote := b.startMeter(ctx)
 	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: b.args(req), Dir: req.Workspace, Env: b.env(wireEnv...),
-		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace, Stall: req.StallTimeout}, func(line []byte) {
+		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace, Stall: req.StallTimeout, Progress: wire.Progress(nil)}, func(line []byte) {
 		retries := p.Retries()
 		evs, perr := p.Feed(line)
 		if perr != nil && parseErr == nil {

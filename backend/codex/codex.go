@@ -336,7 +336,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	env := append(b.cli.Environ(procgroup.GraceEnv+"=INT 1000"), wire.Env()...)
 	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: args, Dir: req.Workspace, Env: env,
 		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace,
-		Stall: req.StallTimeout, Progress: follow.Offset}, func(l []byte) {
+		Stall: req.StallTimeout, Progress: wire.Progress(follow.Offset)}, func(l []byte) {
 		_, _, _, _, retries := p.state()
 		evs, perr := p.Feed(l)
 		if perr != nil && parseErr == nil {

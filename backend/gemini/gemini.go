@@ -293,7 +293,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	stopFollowing := follow.Every(chatPoll)
 	var parseErr error
 	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: args, Dir: req.Workspace, Env: env,
-		Interrupt: syscall.SIGTERM, Grace: StopGrace, Stall: req.StallTimeout, Progress: follow.Offset}, func(l []byte) {
+		Interrupt: syscall.SIGTERM, Grace: StopGrace, Stall: req.StallTimeout, Progress: wire.Progress(follow.Offset)}, func(l []byte) {
 		evs, perr := p.Feed(l)
 		if perr != nil && parseErr == nil {
 			parseErr = perr

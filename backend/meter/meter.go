@@ -55,6 +55,8 @@ type Meter struct {
 	// replies cut short with the shared mock).
 	transport *http.Transport
 
+	carried atomic.Int64 // bytes of replies passed on
+
 	mu   sync.Mutex
 	file *os.File
 	err  error // the first journal write that failed
@@ -109,6 +111,11 @@ func (m *Meter) URL() string { return "http://" + m.ln.Addr().String() }
 
 // Journal is the file the usage is written to.
 func (m *Meter) Journal() string { return m.journal }
+
+// Carried is how many bytes of replies the meter has passed on so far: the
+// provider's progress, which the stall detector watches besides the CLI's
+// own output (a long reply a CLI prints only at its end is not a stall).
+func (m *Meter) Carried() int64 { return m.carried.Load() }
 
 // Replies is how many replies' usage was journalled so far.
 func (m *Meter) Replies() int {
@@ -184,10 +191,12 @@ func (m *Meter) record(e entry) {
 func (m *Meter) tap(resp *http.Response) error {
 	req := resp.Request
 	if resp.StatusCode/100 != 2 || req == nil || req.Method != http.MethodPost {
+		resp.Body = &counter{body: resp.Body, n: &m.carried}
 		return nil
 	}
 	api, model := route(req)
 	if api == "" {
+		resp.Body = &counter{body: resp.Body, n: &m.carried}
 		return nil
 	}
 	r := &reader{body: resp.Body, m: m, api: api, reqModel: model,
@@ -260,3 +269,17 @@ func Prune(dir string, age time.Duration) {
 		}
 	}
 }
+
+// counter passes a body on, counting its bytes.
+type counter struct {
+	body io.ReadCloser
+	n    *atomic.Int64
+}
+
+func (c *counter) Read(p []byte) (int, error) {
+	n, err := c.body.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (c *counter) Close() error { return c.body.Close() }

@@ -105,6 +105,7 @@ type reader struct {
 func (r *reader) Read(p []byte) (int, error) {
 	n, err := r.body.Read(p)
 	if n > 0 {
+		r.m.carried.Add(int64(n))
 		r.feed(p[:n])
 	}
 	if err == io.EOF && !r.ended {

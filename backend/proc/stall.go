@@ -14,7 +14,7 @@ func (o Outcome) Stall() error {
 	if !o.Stalled {
 		return nil
 	}
-	return &purser.StallError{Window: o.stall, Source: "the agent (its output and session file)"}
+	return &purser.StallError{Window: o.stall, Source: "the agent (its output, its session file, its provider's replies)"}
 }
 
 // Offset is how much of its file the follower has read so far: what a

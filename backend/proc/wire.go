@@ -64,6 +64,22 @@ func (w *WireMeter) Env() []string {
 	return w.env
 }
 
+// Progress adds the bytes the provider sent through the meter to another
+// measure of progress (a session file's size; nil for none), for the stall
+// detector: a reply streaming in is no stall, whatever the CLI prints.
+func (w *WireMeter) Progress(other func() int64) func() int64 {
+	if w == nil {
+		return other
+	}
+	return func() int64 {
+		n := w.m.Carried()
+		if other != nil {
+			n += other()
+		}
+		return n
+	}
+}
+
 // URL is the base URL to give the CLI ("" for no meter).
 func (w *WireMeter) URL() string {
 	if w == nil {

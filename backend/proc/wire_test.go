@@ -3,7 +3,12 @@ package proc_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -134,5 +139,73 @@ func TestACLIKilledHoldingAReplyIsRecoveredFromTheWireJournal(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A reply that streams in slowly is no stall, even from a CLI that prints
+// nothing until it has the whole reply: the bytes the provider sends through
+// the meter count as progress. The provider here sends one part every 100 ms
+// for 4 s; the stall window is 2 s. With wireMeter: false the same call
+// is ended as stalled (what the stall detector did before).
+const stallWindow = 2 * time.Second
+
+func TestAReplyStreamingThroughTheMeterIsNoStall(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is needed for the stand-in CLI")
+	}
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	script, err := filepath.Abs("testdata/holding-cli.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 40 {
+			fmt.Fprintf(w, "event: ping\ndata: {\"type\":\"ping\",\"n\":%d}\n\n", i)
+			w.(http.Flusher).Flush()
+			time.Sleep(100 * time.Millisecond)
+		}
+		fmt.Fprint(w, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	}))
+	defer slow.Close()
+	for _, metered := range []bool{true, false} {
+		t.Run(fmt.Sprintf("metered %v", metered), func(t *testing.T) {
+			ws := t.TempDir()
+			opts := map[string]any{"command": script, "env": map[string]any{"HOME": t.TempDir(), "HOLDING_API": "anthropic", "ANTHROPIC_BASE_URL": slow.URL}}
+			if !metered {
+				opts["wireMeter"] = false
+			}
+			b, err := claude.New(purser.BackendSpec{Type: "claude", Dir: ws, Options: opts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := b.Call(ctx, purser.CallRequest{Model: "m", Prompt: "p", Workspace: ws, StallTimeout: stallWindow}, func(budget.UsageEvent) {})
+				done <- err
+			}()
+			var stall *purser.StallError
+			for {
+				if _, err := os.Stat(filepath.Join(ws, "replied")); err == nil {
+					if !metered {
+						t.Fatal("unmetered, the slow reply was not taken for a stall")
+					}
+					cancel()
+					<-done
+					return
+				}
+				select {
+				case err := <-done:
+					if metered || !errors.As(err, &stall) {
+						t.Fatalf("metered %v: the call ended with %v before the reply was whole", metered, err)
+					}
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		})
 	}
 }

@@ -8,7 +8,12 @@ its reply arrived but before it wrote the reply's usage anywhere.
 HOLDING_API names the dialect: anthropic (ANTHROPIC_BASE_URL), gemini
 (GOOGLE_GEMINI_BASE_URL) or responses (Codex: the -c ...base_url= argument,
 else the base_url of $CODEX_HOME/config.toml)."""
-import json, os, re, sys, time, urllib.request
+import sys
+# Said on stderr at once and again before the request, as a CLI shows it is
+# working: the quiet that follows is the request's.
+sys.stderr.write("starting\n")
+sys.stderr.flush()
+import json, os, re, time, urllib.request
 
 api = os.environ["HOLDING_API"]
 prompt = "Create mock_out.txt. MOCK_TOOL"
@@ -32,6 +37,8 @@ else:
     url = base + "/responses"
     body = {"model": "gpt-5.5", "stream": True, "input": prompt, "tools": [{"type": "function", "name": "shell"}]}
 
+sys.stderr.write("asking the model\n")
+sys.stderr.flush()
 req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
 with urllib.request.urlopen(req) as resp:
     resp.read()
