@@ -207,7 +207,13 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	if out.Stalled {
 		return res, out.Stall()
 	}
-	return res, b.outcome(p, out, parseErr)
+	if err := b.outcome(p, out, parseErr); err != nil {
+		if f := wire.Fault("claude"); f != nil {
+			return res, f
+		}
+		return res, err
+	}
+	return res, nil
 }
 
 // outcome decides how the call ended. The exit code is not trusted alone: the

@@ -372,6 +372,9 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		return res, context.Cause(ctx)
 	case out.Stalled:
 		return res, out.Stall()
+	case wire.Fault("codex") != nil && (failed != "" || !done):
+		// The CLI saw the meter's 502; the provider was not reached.
+		return res, wire.Fault("codex")
 	case failed != "":
 		return res, Classify(failed)
 	case !done:

@@ -322,6 +322,9 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		return res, context.Cause(ctx)
 	case out.Stalled:
 		return res, out.Stall()
+	case wire.Fault("gemini") != nil && (failed != "" || !done):
+		// The CLI saw the meter's 502; the provider was not reached.
+		return res, wire.Fault("gemini")
 	case failed != "":
 		// The exit code is the HTTP status mod 256, and a total failure may
 		// exit 0: the result line is what counts.

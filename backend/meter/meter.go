@@ -57,10 +57,11 @@ type Meter struct {
 
 	carried atomic.Int64 // bytes of replies passed on
 
-	mu   sync.Mutex
-	file *os.File
-	err  error // the first journal write that failed
-	n    int   // replies journalled
+	mu      sync.Mutex
+	file    *os.File
+	err     error // the first journal write that failed
+	n       int   // replies journalled
+	lastErr error // the last request's failure to reach the provider (nil once one got through)
 }
 
 // Start journals to journal (created 0600, appended to) the usage of every
@@ -97,9 +98,8 @@ func Start(upstream, journal string) (*Meter, error) {
 		// Its own connections: they end with the call (Close).
 		Transport:     transport,
 		FlushInterval: -1, // streamed replies reach the CLI as they come
-		// A refused or broken upstream is the CLI's to see (a 502) and
-		// report; the proxy's own words would only repeat it.
-		ErrorLog: log.New(io.Discard, "", 0),
+		ErrorHandler:  m.unreachable,
+		ErrorLog:      log.New(io.Discard, "", 0),
 	}
 	m.srv = &http.Server{Handler: m, ReadHeaderTimeout: time.Minute, ErrorLog: log.New(io.Discard, "", 0)}
 	go func() { _ = m.srv.Serve(ln) }()
@@ -122,6 +122,28 @@ func (m *Meter) Replies() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.n
+}
+
+// unreachable answers a request the provider could not be reached for with
+// a 502 that says why, and keeps the error: the CLI sees a 502 where it
+// would have seen the refused connection itself, so its backend asks
+// LastError what really happened.
+func (m *Meter) unreachable(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() == nil { // not the CLI hanging up
+		m.mu.Lock()
+		m.lastErr = err
+		m.mu.Unlock()
+	}
+	w.WriteHeader(http.StatusBadGateway)
+	_, _ = io.WriteString(w, "purser wire meter: the provider could not be reached: "+err.Error())
+}
+
+// LastError is why the last request could not reach the provider, or nil
+// when it did (whatever the provider answered).
+func (m *Meter) LastError() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lastErr
 }
 
 // Close stops the proxy, ending any request still in flight, and closes the
@@ -189,6 +211,9 @@ func (m *Meter) record(e entry) {
 
 // tap puts a usage reader on the body of a reply whose API it knows.
 func (m *Meter) tap(resp *http.Response) error {
+	m.mu.Lock()
+	m.lastErr = nil
+	m.mu.Unlock()
 	req := resp.Request
 	if resp.StatusCode/100 != 2 || req == nil || req.Method != http.MethodPost {
 		resp.Body = &counter{body: resp.Body, n: &m.carried}

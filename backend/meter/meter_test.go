@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -193,5 +194,45 @@ func TestMeterJournalHoldsNoSecrets(t *testing.T) {
 	}
 	if fi, err := os.Stat(journal); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("journal mode: %v %v", fi.Mode(), err)
+	}
+}
+
+// A provider that cannot be reached is answered with a 502 that says why,
+// and LastError keeps the cause for the backend (the CLI would otherwise
+// report a server error where the connection was refused); a request that
+// reaches the provider clears it.
+func TestMeterTellsAnUnreachableProviderFromAServerError(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	l.Close()
+	m, _ := startMeter(t, closed)
+	resp, err := http.Post(m.URL()+"/v1/messages", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "connection refused") {
+		t.Fatalf("unreachable provider: %s %q", resp.Status, body)
+	}
+	if err := m.LastError(); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("LastError = %v, want the refused connection", err)
+	}
+
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "overloaded", http.StatusInternalServerError)
+	}))
+	defer failing.Close()
+	m, _ = startMeter(t, failing.URL)
+	resp, err = http.Post(m.URL()+"/v1/messages", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError || m.LastError() != nil {
+		t.Fatalf("a provider's own 500: %s, LastError %v; want the 500 passed on and no transport error", resp.Status, m.LastError())
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/purser-dev/purser/backend/internal/usagedelta"
 	"github.com/purser-dev/purser/backend/meter"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/redact"
 )
 
 // journalAge is how long a wire journal is kept: one left by a call whose
@@ -78,6 +79,24 @@ func (w *WireMeter) Progress(other func() int64) func() int64 {
 		}
 		return n
 	}
+}
+
+// Fault is the call's failure as the meter saw it at the wire: when the last
+// request could not reach the provider, a refused connection (or a timeout)
+// whatever the CLI made of the 502 the meter answered it with; else nil.
+func (w *WireMeter) Fault(backend string) error {
+	if w == nil {
+		return nil
+	}
+	err := w.m.LastError()
+	if err == nil {
+		return nil
+	}
+	f := TextFault(err.Error())
+	if f != FaultTimeout {
+		f = FaultRefused // no answer from the provider: nothing listens, or the network is down
+	}
+	return &FaultError{Backend: backend, Fault: f, Detail: "the provider could not be reached: " + redact.String(err.Error())}
 }
 
 // URL is the base URL to give the CLI ("" for no meter).
