@@ -53,3 +53,13 @@ type HoldDropper interface {
 	// lets the cap be overrun by its call.
 	DropHolds(ctx context.Context, owner, taskID string) ([]DroppedHolds, error)
 }
+
+// ProcessOwners is implemented by Owners that can tell an owner whose
+// process is known to have died — every hold it placed is orphaned — from
+// one only given up on for a task: a worker whose lease on the task ran
+// out may still run other tasks, on another host, so only the task's holds
+// are its to lose.
+type ProcessOwners interface {
+	// ProcessGone reports whether the owner's process is known to be gone.
+	ProcessGone(owner string) bool
+}
