@@ -20,7 +20,7 @@ import (
 // owner dead, drops the hold, says how much it released, and the resumed
 // task's call is admitted: the task ends DONE well inside the test's own
 // bound (90 s), which a resume waiting for the hold to lapse could not.
-func TestResumeAfterKill9DropsTheDeadProcesssHold(t *testing.T) {
+func TestResumeAfterKill9DropsTheDeadProcessHold(t *testing.T) {
 	bin := buildPurser(t)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "p.db")
