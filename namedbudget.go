@@ -88,18 +88,27 @@ type NamedBudget struct {
 // or zone, a budget that is not valid, or a cap on time or iterations,
 // which a budget shared over days has no meaning for.
 func (b NamedBudget) Validate() error {
-	if b.Name == "" {
-		return errors.New("name: must not be empty")
-	}
-	for _, r := range b.Name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return fmt.Errorf("name %q: only letters, digits, '-', '_' and '.' are allowed", b.Name)
-		}
+	if err := ValidateBudgetName(b.Name); err != nil {
+		return err
 	}
 	if _, err := b.Window.Start(time.Now(), b.Zone); err != nil {
 		return err
 	}
 	return ValidateNamedBudgetConfig(b.Budget)
+}
+
+// ValidateBudgetName reports what is wrong with a named budget's name: it
+// is empty, or holds more than letters, digits, '-', '_' and '.'.
+func ValidateBudgetName(name string) error {
+	if name == "" {
+		return errors.New("name: must not be empty")
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return fmt.Errorf("name %q: only letters, digits, '-', '_' and '.' are allowed", name)
+		}
+	}
+	return nil
 }
 
 // ValidateNamedBudgetConfig checks a named budget's tiers: a task's rules,

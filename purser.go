@@ -124,6 +124,11 @@ type Task struct {
 	Degrade    DegradePolicy
 	SelfReview bool
 	Planning   bool
+	// DrawFrom are the named budgets (NamedBudgets) the task's run draws
+	// from, by name, sorted: the task file's drawFrom: and purser.yaml's.
+	// Draws are the run's, since a named budget counts a run's spend:
+	// every task of the run then draws from them.
+	DrawFrom []string
 }
 
 // BackendSpec names a backend and its model tiers.

@@ -48,6 +48,7 @@ type taskFile struct {
 	Validators []validatorFile `yaml:"validators"`
 	Budget     *budget.Config  `yaml:"budget"`
 	Degrade    *degradeFile    `yaml:"degrade"`
+	DrawFrom   []string        `yaml:"drawFrom"`
 }
 
 // priceFile is one model's prices in purser.yaml, dollars per million
@@ -74,6 +75,8 @@ type projectFile struct {
 	Prices     map[string]priceFile `yaml:"prices"`
 	// Alerts are webhooks told when a budget needs someone.
 	Alerts *alertsFile `yaml:"alerts"`
+	// DrawFrom are named budgets every task of the project draws from.
+	DrawFrom []string `yaml:"drawFrom"`
 }
 
 // Project is what purser.yaml holds: project-level defaults.
@@ -92,6 +95,9 @@ type Project struct {
 	Prices     *pricing.Catalogue
 	// Alerts is the alerts: section; nil when there is none.
 	Alerts *Alerts
+	// DrawFrom are the named budgets every task of the project draws from
+	// (drawFrom:), by name.
+	DrawFrom []string
 
 	doc *document // the file, to locate problems with its backends found later
 }
@@ -202,6 +208,10 @@ func (l Loader) LoadProject(path string) (*Project, error) {
 		}
 		p.Alerts = a
 	}
+	if err := d.drawFrom(pf.DrawFrom); err != nil {
+		return nil, err
+	}
+	p.DrawFrom = pf.DrawFrom
 	if pf.Pricing != "" {
 		c, err := pricing.LoadLiteLLM(resolvePath(dir, pf.Pricing))
 		if err != nil {
@@ -405,10 +415,37 @@ func (l Loader) ParseTask(path string, proj *Project) (purser.Task, error) {
 		}
 		t.Degrade = pol
 	}
+	if err := d.drawFrom(tf.DrawFrom); err != nil {
+		errs = append(errs, err)
+	}
+	// The project's budgets and the task's: a task cannot opt out of the
+	// budgets its project draws from.
+	t.DrawFrom = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(proj.DrawFrom), tf.DrawFrom...))))
+	if len(t.DrawFrom) == 0 {
+		t.DrawFrom = nil
+	}
 	if len(errs) > 0 {
 		return purser.Task{}, errors.Join(sortErrors(errs)...)
 	}
 	return t, nil
+}
+
+// drawFrom checks a drawFrom: list of named budgets: each a valid budget
+// name, none twice. Whether each exists is the store's to say, when the
+// task is run or submitted.
+func (d *document) drawFrom(names []string) error {
+	seen := map[string]bool{}
+	for i, n := range names {
+		field := fmt.Sprintf("drawFrom[%d]", i)
+		if err := purser.ValidateBudgetName(n); err != nil {
+			return d.at(field, "want the name of a named budget (purser budgets create): "+err.Error(), nil)
+		}
+		if seen[n] {
+			return d.at(field, fmt.Sprintf("%q is listed twice", n), nil)
+		}
+		seen[n] = true
+	}
+	return nil
 }
 
 // subscriptionBudget refuses a task on a subscription backend whose budget

@@ -35,6 +35,9 @@ const sharedTTL = purser.DefaultCallTimeout + time.Minute
 // other calls' holds stand in the way. It returns the function that
 // releases every hold.
 func (t *taskRun) reserveShared(ctx context.Context, model string, input int64, want *budget.Amount, maxOut *int64) (func(), error) {
+	// Every hold is recorded as this process's, for this task: if the
+	// process dies, whoever resumes the task can drop them.
+	ctx = purser.WithHolder(ctx, purser.Holder{Owner: t.e.owner, TaskID: t.task.ID})
 	var names []string
 	if t.e.cfg.Named != nil && t.runID != "" {
 		var err error

@@ -167,6 +167,9 @@ type Engine struct {
 	watcher purser.RunUsageWatcher
 	// runs are the shared runs this engine's tasks are running in.
 	runs *runSyncs
+	// holds drops the holds a dead owner of a resumed task left (nil: the
+	// store cannot; they lapse after their TTL).
+	holds purser.HoldDropper
 }
 
 // New returns an Engine configured by cfg, with defaults filled in. It
@@ -178,6 +181,11 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, owner: cfg.Owners.Self(), runs: newRunSyncs()}
 	e.watcher, _ = cfg.Store.(purser.RunUsageWatcher)
+	for _, s := range []any{cfg.Shared, cfg.Named} {
+		if d, ok := s.(purser.HoldDropper); ok && e.holds == nil {
+			e.holds = d
+		}
+	}
 	// Every ledger append and every shared admission passes the run sync,
 	// so that a run is judged on the spend of every process sharing it.
 	e.cfg.Store = &ledgerTap{Store: cfg.Store, runs: e.runs}

@@ -147,3 +147,43 @@ func joinNote(a, b string) string {
 	}
 	return strings.TrimSuffix(a, ".") + "; " + b
 }
+
+// dropDeadOwnersHolds drops the holds on shared runs and named budgets that
+// the task's previous owner left when it died (kill -9, a lost host, a
+// worker whose lease ran out), instead of letting the resumed task wait
+// out their TTL for holds nobody will release; it says how much it let go.
+// The owner is the one recorded RUNNING on the task before this process
+// claimed it, and only an owner Owners reports gone loses its holds: the
+// claim succeeded, so it was. An owner whose process is known dead loses
+// every hold it placed; one only given up on for this task (a lease ran
+// out: it may run other tasks) loses this task's.
+func (t *taskRun) dropDeadOwnersHolds(ctx context.Context, prior purser.TaskRecord) {
+	owners := t.e.cfg.Owners
+	if t.e.holds == nil || prior.State != purser.StateRunning || prior.Owner == "" || prior.Owner == t.e.owner || !owners.Gone(prior.Owner) {
+		return
+	}
+	taskID, whose := t.task.ID, "for this task"
+	if p, ok := owners.(purser.ProcessOwners); ok && p.ProcessGone(prior.Owner) {
+		taskID, whose = "", "for every task (its process is gone)"
+	}
+	dropped, err := t.e.holds.DropHolds(ctx, prior.Owner, taskID)
+	if err != nil {
+		// Not a reason to fail the task: the holds still lapse after their TTL.
+		t.log.Warn("dropping the holds the task's dead owner left; they lapse after their TTL", "owner", prior.Owner, "error", err)
+		return
+	}
+	for _, d := range dropped {
+		where := fmt.Sprintf("run %s", d.Name)
+		if d.Scope == budget.ScopeNamed {
+			where = fmt.Sprintf("named budget %s", d.Name)
+		}
+		amount := fmt.Sprintf("%d tokens", d.Held.Tokens)
+		if d.Held.USD > 0 {
+			amount += fmt.Sprintf(" and %s", d.Held.USD)
+		}
+		msg := fmt.Sprintf("released %d hold(s) of %s on %s that the task's previous owner (%s, gone) placed %s and never released",
+			d.Holds, amount, where, prior.Owner, whose)
+		t.log.Warn(msg, "owner", prior.Owner, "holds", d.Holds, "tokens", d.Held.Tokens, "usd", d.Held.USD)
+		t.e.emit(t, purser.Event{Type: purser.EventWarning, Message: msg})
+	}
+}

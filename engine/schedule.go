@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,12 +107,19 @@ func (e *Engine) RunBatch(ctx context.Context, b Batch) ([]TaskOutcome, error) {
 	if len(pending) == 0 {
 		return outcomes, nil
 	}
+	draws, err := e.taskDraws(ctx, b.Tasks, pending)
+	if err != nil {
+		return nil, err
+	}
 	// Only once the whole batch is accepted.
 	if err := e.recordBudgetChanges(ctx, changes); err != nil {
 		return nil, err
 	}
 	run, err := e.openRun(ctx, b)
 	if err != nil {
+		return nil, err
+	}
+	if err := e.recordDraws(ctx, run.ID, draws); err != nil {
 		return nil, err
 	}
 	rs, err := e.runBudget(ctx, run)
@@ -243,10 +252,20 @@ func (e *Engine) Resume(ctx context.Context, task purser.Task, raise *BudgetRais
 	if err != nil {
 		return TaskOutcome{}, err
 	}
+	draws, err := e.taskDraws(ctx, []purser.Task{task}, []int{0})
+	if err != nil {
+		return TaskOutcome{}, err
+	}
+	if len(draws) > 0 && rec.RunID == "" {
+		return TaskOutcome{}, refused("task %s draws from named budgets (%s) but was recorded in no run, which a named budget counts the spend of; run it anew with purser run", task.ID, strings.Join(draws, ", "))
+	}
 	if change != nil {
 		if err := e.recordBudgetChanges(ctx, []*purser.BudgetChange{change}); err != nil {
 			return TaskOutcome{}, err
 		}
+	}
+	if err := e.recordDraws(ctx, rec.RunID, draws); err != nil {
+		return TaskOutcome{}, err
 	}
 	var rs *runSync
 	if rec.RunID != "" {
@@ -339,3 +358,47 @@ func ValidRunName(name string) bool { return validRunName.MatchString(name) }
 
 // SameBudget says whether two budgets are the same (nil: none).
 func SameBudget(a, b *budget.Config) bool { return sameBudget(a, b) }
+
+// taskDraws is the named budgets the tasks at the indexes pending draw
+// from (their task files' drawFrom:), each once, sorted. A name the store
+// does not know, or a store that keeps no named budgets, refuses the
+// request before anything is recorded.
+func (e *Engine) taskDraws(ctx context.Context, tasks []purser.Task, pending []int) ([]string, error) {
+	var names []string
+	for _, i := range pending {
+		t := tasks[i]
+		for _, n := range t.DrawFrom {
+			if slices.Contains(names, n) {
+				continue
+			}
+			if e.cfg.Named == nil {
+				return nil, refused("task %s draws from named budget %s, but this store keeps no named budgets", t.ID, n)
+			}
+			if _, err := e.cfg.Named.NamedBudget(ctx, n); errors.Is(err, purser.ErrNotFound) {
+				return nil, refused("task %s: drawFrom: no named budget %q (create it with purser budgets create %s --file FILE --window month)", t.ID, n, n)
+			} else if err != nil {
+				return nil, err
+			}
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// recordDraws records that the run draws from the named budgets: a named
+// budget counts the spend of the runs drawing from it, and admits their
+// calls. Draws are only ever added, so a task file rewritten without its
+// drawFrom: does not take the run out of a budget.
+func (e *Engine) recordDraws(ctx context.Context, runID string, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	if err := e.cfg.Named.DrawFrom(ctx, runID, names); err != nil {
+		if errors.Is(err, purser.ErrNotFound) {
+			return &RequestError{Err: err}
+		}
+		return err
+	}
+	return nil
+}

@@ -128,7 +128,13 @@ func (t *taskRun) start(ctx context.Context, run *budget.Manager) error {
 	// The backend before the interrupted calls: it is what reads their
 	// session files.
 	t.backend, t.backendErr = e.cfg.Backends(t.task.Backend)
-	return t.markInterruptedCalls(ctx)
+	if err := t.markInterruptedCalls(ctx); err != nil {
+		return err
+	}
+	// After the dead owner's calls are settled, so that what they spent is
+	// in the ledger before what they held is let go.
+	t.dropDeadOwnersHolds(ctx, prior)
+	return nil
 }
 
 // heartbeat saves the task's wall time every Config.Heartbeat while it runs,

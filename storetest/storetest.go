@@ -68,6 +68,7 @@ func Run(t *testing.T, newDatabase func(t *testing.T) Opener) {
 		{"NamedBudgetCountsOnlyItsRunsInsideTheWindow", testNamedBudgetWindows},
 		{"NamedBudgetHoldsNeverJointlyExceedTheCaps", testNamedBudgetUnderConcurrency},
 		{"NamedBudgetCreateRaiseAndDraw", testNamedBudgetLifecycle},
+		{"DeadOwnersHoldsAreDropped", testDeadOwnersHoldsAreDropped},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

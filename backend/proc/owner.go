@@ -18,6 +18,7 @@ type Owners struct{}
 var (
 	_ purser.Owners         = Owners{}
 	_ purser.LeftoverKiller = Owners{}
+	_ purser.ProcessOwners  = Owners{}
 )
 
 // KillLeftovers kills what a call's process (as proc.Run gave it to
@@ -48,6 +49,11 @@ func (Owners) Gone(owner string) bool {
 	}
 	return liveStart(pid) != f[2]
 }
+
+// ProcessGone is Gone: an owner is gone only when its process is. A type
+// embedding Owners that widens Gone (a worker whose lease ran out) keeps
+// this, the process check.
+func (o Owners) ProcessGone(owner string) bool { return o.Gone(owner) }
 
 // liveStart is a process's start time, or "" when it is gone or a zombie.
 func liveStart(pid int) string {

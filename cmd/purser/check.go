@@ -93,6 +93,10 @@ func describeTask(w io.Writer, path string, t purser.Task) {
 		actions = []string{"none"}
 	}
 	fmt.Fprintf(w, "  degrade     %s\n", strings.Join(actions, ", "))
+	if len(t.DrawFrom) > 0 {
+		// check opens no database: whether each exists is said at run time.
+		fmt.Fprintf(w, "  draws from  %s (named budgets, checked when it runs)\n", strings.Join(t.DrawFrom, ", "))
+	}
 }
 
 // modelsLine says the model of each tier and the one the task starts on.

@@ -265,12 +265,7 @@ tasks that had not started are left untouched).`,
 // (comma-separated) and returns the run's name: a run that has none is
 // given one, since draws are recorded against the run before it starts.
 func drawFromNamed(ctx context.Context, s store, runName, list string) (string, error) {
-	var names []string
-	for n := range strings.SplitSeq(list, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			names = append(names, n)
-		}
-	}
+	names := splitNames(list)
 	if len(names) == 0 {
 		return runName, badInput(fmt.Errorf("--draw-from %q: want named budgets, comma-separated", list))
 	}
@@ -284,6 +279,18 @@ func drawFromNamed(ctx context.Context, s store, runName, list string) (string, 
 		return runName, err
 	}
 	return runName, nil
+}
+
+// splitNames is a comma-separated list's names, trimmed, empty ones left
+// out.
+func splitNames(list string) []string {
+	var names []string
+	for n := range strings.SplitSeq(list, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 // shownRunBudget is the run budget the live view shows: the one given, else

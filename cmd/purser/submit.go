@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -38,9 +40,9 @@ func openJobStore(cmd *cobra.Command, where database) (jobStore, error) {
 }
 
 func newSubmitCmd() *cobra.Command {
-	var db, runBudget, runName string
+	var db, runBudget, runName, drawFrom string
 	cmd := &cobra.Command{
-		Use:   "submit TASKFILE... --run NAME [--run-budget FILE] [--db URL]",
+		Use:   "submit TASKFILE... --run NAME [--run-budget FILE] [--draw-from BUDGET,...] [--db URL]",
 		Short: "Queue tasks for the workers (purser worker) on every host",
 		Long: `Queues each task for the workers that take tasks from the same PostgreSQL
 database (purser worker), in the named run, whose budget they all share.
@@ -48,7 +50,11 @@ The task files are checked first; nothing is queued if one is wrong.
 
 Workers find a task by its file's absolute path: every worker host must see
 the task files, and their workspaces, at the same paths (a shared mount).
-A task already submitted is left as it is.`,
+A task already submitted is left as it is.
+
+--draw-from (and a task file's drawFrom:) records that the run draws from
+those named budgets (purser budgets): every worker then admits each call of
+the run's tasks against them, as purser run --draw-from does.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return fmt.Errorf("submit needs at least one task file\n\nUsage:\n  purser %s", cmd.Use)
@@ -77,12 +83,22 @@ A task already submitted is left as it is.`,
 			}
 			defer q.Close()
 			ctx := cmd.Context()
+			draws, err := submitDraws(ctx, q, drawFrom, args, tasks)
+			if err != nil {
+				return err
+			}
 			run, err := q.JoinRun(ctx, purser.Run{ID: runName, Budget: runCfg})
 			if err != nil {
 				return err
 			}
 			if runCfg != nil && !engine.SameBudget(run.Budget, runCfg) {
 				return badInput(fmt.Errorf("run %s already has another budget; submit to it without --run-budget to share its budget, or name a new run", runName))
+			}
+			// Before any job is queued: a worker may take one at once.
+			if len(draws) > 0 {
+				if err := q.DrawFrom(ctx, runName, draws); err != nil {
+					return err
+				}
 			}
 			for i, t := range tasks {
 				file, err := filepath.Abs(args[i])
@@ -114,6 +130,48 @@ A task already submitted is left as it is.`,
 	cmd.Flags().StringVar(&db, "db", "", "the PostgreSQL database the workers share (default: $PURSER_DB, else purser.yaml's database:)")
 	cmd.Flags().StringVar(&runName, "run", "", "the run the tasks join; its budget is shared by every worker (required)")
 	cmd.Flags().StringVar(&runBudget, "run-budget", "", "the run's budget file (YAML or JSON), for a new run")
+	cmd.Flags().StringVar(&drawFrom, "draw-from", "", "named budgets (comma-separated) the run draws from: each call of its tasks must fit in every one (see purser budgets)")
 	_ = cmd.MarkFlagRequired("run")
 	return cmd
+}
+
+// submitDraws is the named budgets the submitted run draws from: those of
+// --draw-from (comma-separated) and of the task files' drawFrom:, each
+// checked to exist, so that a name the database does not know is bad input
+// naming it and where it came from (submit checks before it queues
+// anything).
+func submitDraws(ctx context.Context, s store, flag string, files []string, tasks []purser.Task) ([]string, error) {
+	type draw struct{ name, from string }
+	var draws []draw
+	if flag != "" {
+		names := splitNames(flag)
+		if len(names) == 0 {
+			return nil, badInput(fmt.Errorf("--draw-from %q: want named budgets, comma-separated", flag))
+		}
+		for _, n := range names {
+			if err := purser.ValidateBudgetName(n); err != nil {
+				return nil, badInput(fmt.Errorf("--draw-from: %w", err))
+			}
+			draws = append(draws, draw{n, "--draw-from"})
+		}
+	}
+	for i, t := range tasks {
+		for _, n := range t.DrawFrom {
+			draws = append(draws, draw{n, files[i] + " (drawFrom:)"})
+		}
+	}
+	var names []string
+	for _, d := range draws {
+		if slices.Contains(names, d.name) {
+			continue
+		}
+		if _, err := s.NamedBudget(ctx, d.name); errors.Is(err, purser.ErrNotFound) {
+			return nil, badInput(fmt.Errorf("%s: no named budget %q (create it with purser budgets create %s --file FILE --window month)", d.from, d.name, d.name))
+		} else if err != nil {
+			return nil, err
+		}
+		names = append(names, d.name)
+	}
+	slices.Sort(names)
+	return names, nil
 }

@@ -73,7 +73,8 @@ func newWorkerCmd() *cobra.Command {
 		Short: "Take tasks from the queue (purser submit) and run them, on this host",
 		Long: `Takes tasks from the queue in the PostgreSQL database and runs them, at most
 --concurrency at once, each in its run and under its run's budget, shared by
-every worker on every host. A job is leased: the worker renews the lease
+every worker on every host, and under the named budgets its run draws from
+(purser submit --draw-from, drawFrom: in the task file). A job is leased: the worker renews the lease
 while the task runs. A worker that dies (killed, host lost, network cut)
 stops renewing; once its lease runs out another worker takes the task and
 resumes it, with what it spent counted once. A worker that loses a lease
@@ -280,8 +281,14 @@ func (w *worker) runTask(ctx context.Context, job purser.Job) (purser.TaskState,
 	if task.ID != job.TaskID {
 		return purser.StateFailed, fmt.Sprintf("%s now has id %q, not %q", job.TaskFile, task.ID, job.TaskID)
 	}
+	// A drawFrom: added to the file since it was submitted, naming a budget
+	// the database does not know, fails the task here rather than have the
+	// engine refuse it, and the job go round the queue, again and again.
+	if _, err := submitDraws(ctx, w.q, "", []string{job.TaskFile}, []purser.Task{task}); err != nil {
+		return purser.StateFailed, redact.String(err.Error())
+	}
 	e, err := engine.New(engine.Config{Store: w.q, Backends: backends(), Validators: validate.Runner{}, Context: w.context,
-		Prices: proj.Prices, Owners: w.owners, Shared: w.q, Logger: w.log.With("task", task.ID)})
+		Prices: proj.Prices, Owners: w.owners, Shared: w.q, Named: w.q, Logger: w.log.With("task", task.ID)})
 	if err != nil {
 		return purser.StateFailed, err.Error()
 	}

@@ -1,0 +1,65 @@
+package purser
+
+import (
+	"context"
+
+	"github.com/purser-dev/purser/budget"
+)
+
+// Holder is who placed a hold on a shared run or a named budget: the owner
+// ID of the process (Owners.Self) and the task whose call it admits. A hold
+// whose holder is known lets a resume drop what a dead process left,
+// instead of waiting out the hold's TTL.
+type Holder struct {
+	Owner  string
+	TaskID string
+}
+
+type holderKey struct{}
+
+// WithHolder returns ctx carrying h: a hold placed by
+// SharedRunBudget.ReserveRun or NamedBudgets.ReserveNamed under it is
+// recorded as h's. The holder rides on the context (as CallStarted's
+// listener does) so that every reserving method says who holds without a
+// parameter each.
+func WithHolder(ctx context.Context, h Holder) context.Context {
+	return context.WithValue(ctx, holderKey{}, h)
+}
+
+// HolderFrom is the holder ctx carries; the zero Holder (whose holds only
+// lapse by their TTL) when none.
+func HolderFrom(ctx context.Context) Holder {
+	h, _ := ctx.Value(holderKey{}).(Holder)
+	return h
+}
+
+// DroppedHolds is what the holds dropped on one run or named budget held.
+type DroppedHolds struct {
+	Scope budget.Scope // budget.ScopeRun or budget.ScopeNamed
+	Name  string       // the run's ID or the named budget's name
+	Holds int
+	Held  budget.Amount
+}
+
+// HoldDropper drops the holds a dead process left on shared runs and named
+// budgets, so that nobody waits for their TTL to lapse.
+type HoldDropper interface {
+	// DropHolds deletes the holds owner placed for task taskID — for every
+	// task of owner's when taskID is "" — on runs and named budgets, and
+	// returns what the unexpired ones held, per run and budget (none: an
+	// empty slice). An empty owner drops nothing: holds placed without a
+	// Holder only lapse. The caller must have established that owner is
+	// gone (as far as the task is concerned): a live owner's hold dropped
+	// lets the cap be overrun by its call.
+	DropHolds(ctx context.Context, owner, taskID string) ([]DroppedHolds, error)
+}
+
+// ProcessOwners is implemented by Owners that can tell an owner whose
+// process is known to have died — every hold it placed is orphaned — from
+// one only given up on for a task: a worker whose lease on the task ran
+// out may still run other tasks, on another host, so only the task's holds
+// are its to lose.
+type ProcessOwners interface {
+	// ProcessGone reports whether the owner's process is known to be gone.
+	ProcessGone(owner string) bool
+}

@@ -1,0 +1,56 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+)
+
+var _ purser.HoldDropper = (*Store)(nil)
+
+// DropHolds deletes the holds owner placed for taskID (every task of
+// owner's when taskID is ""), on runs and named budgets, in one
+// transaction, and returns what the unexpired ones held, by the server's
+// clock.
+func (s *Store) DropHolds(ctx context.Context, owner, taskID string) ([]purser.DroppedHolds, error) {
+	out := []purser.DroppedHolds{}
+	if owner == "" {
+		return out, nil
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		out = out[:0]
+		for _, t := range []struct {
+			table, key string
+			scope      budget.Scope
+		}{{"run_reservations", "run_id", budget.ScopeRun}, {"named_reservations", "name", budget.ScopeNamed}} {
+			rows, err := tx.Query(ctx, `WITH dropped AS (
+					DELETE FROM `+t.table+` WHERE owner = $1 AND ($2 = '' OR task_id = $2)
+					RETURNING `+t.key+` AS k, usd_nanos, tokens, expires_at)
+				SELECT k, COUNT(*), SUM(usd_nanos)::bigint, SUM(tokens)::bigint FROM dropped
+				WHERE expires_at > `+serverNanos+` GROUP BY k ORDER BY k`, owner, taskID)
+			if err != nil {
+				return err
+			}
+			got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (purser.DroppedHolds, error) {
+				d := purser.DroppedHolds{Scope: t.scope}
+				var usd int64
+				err := r.Scan(&d.Name, &d.Holds, &usd, &d.Held.Tokens)
+				d.Held.USD = budget.USD(usd)
+				return d, err
+			})
+			if err != nil {
+				return err
+			}
+			out = append(out, got...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("drop the holds of %s: %w", owner, err)
+	}
+	return out, nil
+}
