@@ -221,9 +221,16 @@ func (w *worker) run(ctx context.Context, job purser.Job) {
 		}
 	}
 	switch {
-	case ctx.Err() != nil || state == purser.StatePending || state == purser.StateRunning:
+	case ctx.Err() != nil:
 		err = w.q.ReleaseJob(settle, job.TaskID, w.self, 0)
 		w.say("%s: given back to the queue (%s)", job.TaskID, why)
+	case state == purser.StatePending || state == purser.StateRunning:
+		// Refused before it ran (another process runs it, or the engine
+		// would not take it): given back, to come round later and later
+		// rather than at once, again and again.
+		after := refusalBackoff(job.Attempts)
+		err = w.q.ReleaseJob(settle, job.TaskID, w.self, after)
+		w.say("%s: given back to the queue, to be tried again in %s (%s)", job.TaskID, after, why)
 	default:
 		err = w.q.FinishJob(settle, job.TaskID, w.self, string(state))
 		w.say("%s: %s (%s)", job.TaskID, state, why)
@@ -231,6 +238,14 @@ func (w *worker) run(ctx context.Context, job purser.Job) {
 	if err != nil {
 		w.log.Warn("settling a job", "task", job.TaskID, "error", redact.String(err.Error()))
 	}
+}
+
+// refusalBackoff is how long a job the engine refused waits before it can be
+// claimed again: 1 s after its first lease, doubling with each, at most 5
+// minutes (a task another process runs may take hours; one that can never
+// run is said each time it comes round).
+func refusalBackoff(attempts int) time.Duration {
+	return min(time.Second<<min(max(attempts-1, 0), 9), 5*time.Minute)
 }
 
 // renew renews the job's lease every third of it; a lease lost, or not
