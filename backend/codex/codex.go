@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -471,6 +472,13 @@ func (b *Backend) RecoverSpend(_ context.Context, q purser.SpendQuery) (purser.R
 	if file == "" {
 		file, note = proc.LocateSession(q, []string{filepath.Join(b.codexHome(), "sessions", "*", "*", "*", "rollout-*.jsonl")}, rolloutHead)
 		note = "rollout file: " + note
+	}
+	if file != "" && q.Call.Session == file {
+		if _, err := os.Lstat(file); errors.Is(err, fs.ErrNotExist) {
+			// Gone since the call recorded it (the CLI removes a session
+			// it deems empty): the wire journal may still hold the call.
+			note, file = fmt.Sprintf("rollout file %s is gone", file), ""
+		}
 	}
 	var usage []budget.UsageEvent
 	if file != "" {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -395,6 +396,13 @@ func (b *Backend) RecoverSpend(_ context.Context, q purser.SpendQuery) (purser.R
 		head := func(_ string, lines [][]byte) (time.Time, string) { return chatStart(lines), q.Workspace }
 		file, note = proc.LocateSession(q, b.chatDirs(q.Workspace), head)
 		note = "chat file: " + note
+	}
+	if file != "" && q.Call.Session == file {
+		if _, err := os.Lstat(file); errors.Is(err, fs.ErrNotExist) {
+			// Gone since the call recorded it (the CLI removes a session
+			// it deems empty): the wire journal may still hold the call.
+			note, file = fmt.Sprintf("chat file %s is gone", file), ""
+		}
 	}
 	var usage []budget.UsageEvent
 	if file != "" {

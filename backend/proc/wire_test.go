@@ -137,6 +137,18 @@ func TestACLIKilledHoldingAReplyIsRecoveredFromTheWireJournal(t *testing.T) {
 				if tokens != tc.tokens {
 					t.Fatalf("recovered %d tokens (%+v, note %q); the mock delivered %d", tokens, got.Usage, got.Note, tc.tokens)
 				}
+				// A session file the call recorded and the CLI then removed
+				// (Gemini CLI drops a session it deems empty) is no error:
+				// the journal still holds the reply.
+				gone := filepath.Join(home, "session-gone.jsonl")
+				got, err = b.RecoverSpend(t.Context(), purser.SpendQuery{Call: purser.CallRecord{ID: "c1", Model: "m", StartedAt: started, Session: gone, Wire: j}, Workspace: ws})
+				tokens = 0
+				for _, ev := range got.Usage {
+					tokens += ev.Tokens()
+				}
+				if err != nil || tokens != tc.tokens {
+					t.Fatalf("with its recorded session file gone: %d tokens, %v (note %q); want %d from the journal", tokens, err, got.Note, tc.tokens)
+				}
 			})
 		}
 	}
