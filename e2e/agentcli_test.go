@@ -304,6 +304,13 @@ func TestClaudeCode(t *testing.T) {
 		// The first message streams past $0.006; its second request would hang for 120 s.
 		{"hard cap mid-run", scenario{name: "claude-cap", goal: goalHangsOn, budget: "  hard: {usd: 0.006, maxIterations: 3}",
 			wantExit: 3, wantState: "BLOCKED", wantTok: 5560, wantUSD: 0.006825, stopWithin: stopWithin}},
+		// Issue 11, item 4: the cap crossed at the first bytes of the reply
+		// (message_start alone is $0.00594 of a $0.005 cap). Claude is
+		// stopped mid-reply, and the reply is still recorded whole: what the
+		// provider delivered (its tail from Claude's result, or from
+		// Purser's wire journal by the cap-cut reconciliation).
+		{"hard cap at the first bytes of a reply", scenario{name: "claude-cap-early", goal: goalHangsOn, budget: "  hard: {usd: 0.005, maxIterations: 3}",
+			wantExit: 3, wantState: "BLOCKED", wantTok: 5560, wantUSD: 0.006825, stopWithin: stopWithin}},
 	})
 }
 
