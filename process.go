@@ -107,3 +107,12 @@ type RecoveredSpend struct {
 type SpendRecoverer interface {
 	RecoverSpend(ctx context.Context, q SpendQuery) (RecoveredSpend, error)
 }
+
+// Metered is implemented by backends that can say whether Purser meters
+// their agent's traffic at the wire, and where it goes (purser check prints
+// it: a user sees what the proxy stands in front of before anything runs).
+type Metered interface {
+	// Metering says it in one line, e.g. "wire meter in front of
+	// https://api.anthropic.com", or why not.
+	Metering() string
+}

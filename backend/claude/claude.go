@@ -132,18 +132,29 @@ func (b *Backend) env(extra ...string) []string {
 // ANTHROPIC_BASE_URL says otherwise.
 const DefaultBaseURL = "https://api.anthropic.com"
 
-// startMeter puts the metering proxy in front of the Anthropic API the CLI
-// would use. Bedrock, Vertex and Foundry are reached by other settings: not
-// metered.
-func (b *Backend) startMeter(ctx context.Context) (*proc.WireMeter, []string, string) {
+// upstream is the Anthropic API the CLI would use, or "" and why when it
+// reaches its model otherwise (Bedrock, Vertex and Foundry: not metered).
+func (b *Backend) upstream() (string, string) {
 	for _, k := range []string{"CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY"} {
 		if v := b.cli.Getenv(k); v != "" && v != "0" && !strings.EqualFold(v, "false") {
-			return nil, nil, ""
+			return "", k + " is set: Claude Code reaches its model by another base URL"
 		}
 	}
-	upstream := b.cli.Getenv("ANTHROPIC_BASE_URL")
+	if u := b.cli.Getenv("ANTHROPIC_BASE_URL"); u != "" {
+		return u, ""
+	}
+	return DefaultBaseURL, ""
+}
+
+// Metering says whether the calls are metered at the wire, and where to.
+func (b *Backend) Metering() string { return b.cli.Metering(b.upstream()) }
+
+// startMeter puts the metering proxy in front of the Anthropic API the CLI
+// would use.
+func (b *Backend) startMeter(ctx context.Context) (*proc.WireMeter, []string, string) {
+	upstream, _ := b.upstream()
 	if upstream == "" {
-		upstream = DefaultBaseURL
+		return nil, nil, ""
 	}
 	m, note := b.cli.StartWireMeter(ctx, "claude", upstream)
 	if m == nil {

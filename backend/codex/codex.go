@@ -443,6 +443,19 @@ func (b *Backend) retryArgs() []string {
 	return []string{"-c", key + ".request_max_retries=0", "-c", key + ".stream_max_retries=0"}
 }
 
+// Metering says whether the calls are metered at the wire, and where to.
+func (b *Backend) Metering() string {
+	id, upstream := b.provider()
+	why := ""
+	switch {
+	case id == "":
+		why = "Codex uses a built-in provider (openai, ollama, …), whose base URL it lets no -c setting change"
+	case upstream == "":
+		why = fmt.Sprintf("model provider %q has no base_url in %s", id, filepath.Join(b.codexHome(), "config.toml"))
+	}
+	return b.cli.Metering(upstream, why)
+}
+
 // startMeter puts the metering proxy in front of the provider Codex uses,
 // where Codex lets its base URL be overridden: a provider its config
 // defines with a base_url. Codex's built-in providers are not metered.

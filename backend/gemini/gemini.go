@@ -418,15 +418,27 @@ func (b *Backend) RecoverSpend(_ context.Context, q purser.SpendQuery) (purser.R
 // unless GOOGLE_GEMINI_BASE_URL says otherwise.
 const DefaultBaseURL = "https://generativelanguage.googleapis.com"
 
-// startMeter puts the metering proxy in front of the Gemini API the CLI
-// would use. Vertex AI is reached by other settings: not metered.
-func (b *Backend) startMeter(ctx context.Context) (*proc.WireMeter, string) {
+// upstream is the Gemini API the CLI would use, or "" and why when it
+// reaches its model otherwise (Vertex AI: not metered).
+func (b *Backend) upstream() (string, string) {
 	if v := b.cli.Getenv("GOOGLE_GENAI_USE_VERTEXAI"); v != "" && v != "0" && !strings.EqualFold(v, "false") {
-		return nil, ""
+		return "", "GOOGLE_GENAI_USE_VERTEXAI is set: Gemini CLI reaches Vertex AI by another base URL"
 	}
-	upstream := b.cli.Getenv("GOOGLE_GEMINI_BASE_URL")
+	if u := b.cli.Getenv("GOOGLE_GEMINI_BASE_URL"); u != "" {
+		return u, ""
+	}
+	return DefaultBaseURL, ""
+}
+
+// Metering says whether the calls are metered at the wire, and where to.
+func (b *Backend) Metering() string { return b.cli.Metering(b.upstream()) }
+
+// startMeter puts the metering proxy in front of the Gemini API the CLI
+// would use.
+func (b *Backend) startMeter(ctx context.Context) (*proc.WireMeter, string) {
+	upstream, _ := b.upstream()
 	if upstream == "" {
-		upstream = DefaultBaseURL
+		return nil, ""
 	}
 	return b.cli.StartWireMeter(ctx, "gemini", upstream)
 }

@@ -99,6 +99,18 @@ func (w *WireMeter) Fault(backend string) error {
 	return &FaultError{Backend: backend, Fault: f, Detail: "the provider could not be reached: " + redact.String(err.Error())}
 }
 
+// Metering says in one line what StartWireMeter would do for a call to
+// upstream ("" when the backend cannot redirect its CLI, with why).
+func (o CLIOptions) Metering(upstream, why string) string {
+	switch {
+	case o.WireMeter != nil && !*o.WireMeter:
+		return "off (wireMeter: false): a reply the CLI dies holding is not recovered"
+	case upstream == "":
+		return "not metered: " + why
+	}
+	return "wire meter on 127.0.0.1 in front of " + redact.String(upstream)
+}
+
 // URL is the base URL to give the CLI ("" for no meter).
 func (w *WireMeter) URL() string {
 	if w == nil {

@@ -47,6 +47,11 @@ with its file, line and field).`,
 				}
 				ids[t.ID] = path
 				describeTask(cmd.OutOrStdout(), path, t)
+				if b, err := backends()(t.Backend); err == nil {
+					if m, ok := b.(purser.Metered); ok {
+						fmt.Fprintf(cmd.OutOrStdout(), "  metering    %s\n", m.Metering())
+					}
+				}
 				if err := checkUnpriced(cmd.ErrOrStderr(), []purser.Task{t}, nil, proj.Prices); err != nil {
 					errs = append(errs, fmt.Errorf("%s: %w", path, err))
 				}
