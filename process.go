@@ -2,6 +2,7 @@ package purser
 
 import (
 	"context"
+	"strings"
 
 	"github.com/purser-dev/purser/budget"
 )
@@ -115,4 +116,16 @@ type Metered interface {
 	// Metering says it in one line, e.g. "wire meter in front of
 	// https://api.anthropic.com", or why not.
 	Metering() string
+}
+
+// JoinNotes joins two parts of a call's note with "; " (a trailing period of
+// the first dropped); either may be empty.
+func JoinNotes(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return strings.TrimSuffix(a, ".") + "; " + b
 }

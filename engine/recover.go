@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
@@ -45,7 +44,7 @@ func (t *taskRun) recoverSpend(ctx context.Context, c *purser.CallRecord, calls 
 		Claimed: func(file string) bool { return claimed[file] }})
 	if err != nil {
 		t.log.Warn("recovering a call's spend from its session file", "call", c.ID, "error", err)
-		c.Note = joinNote(c.Note, redact.String(fmt.Sprintf("%s: its session file could not be read: %v", why, err)))
+		c.Note = purser.JoinNotes(c.Note, redact.String(fmt.Sprintf("%s: its session file could not be read: %v", why, err)))
 		return
 	}
 	if got.Session != "" && c.Session == "" {
@@ -75,7 +74,7 @@ func (t *taskRun) recoverSpend(ctx context.Context, c *purser.CallRecord, calls 
 	if len(entries) > 0 {
 		if err := t.e.cfg.Store.AppendUsage(ctx, entries...); err != nil {
 			t.log.Warn("recording a call's recovered spend", "call", c.ID, "error", err)
-			c.Note = joinNote(c.Note, redact.String(fmt.Sprintf("%s: recovering its spend failed: %v", why, err)))
+			c.Note = purser.JoinNotes(c.Note, redact.String(fmt.Sprintf("%s: recovering its spend failed: %v", why, err)))
 			return
 		}
 		for _, e := range entries {
@@ -85,15 +84,15 @@ func (t *taskRun) recoverSpend(ctx context.Context, c *purser.CallRecord, calls 
 		if from == "" {
 			from = c.Wire // the CLI wrote nothing down; Purser's wire meter did
 		}
-		note = joinNote(fmt.Sprintf("%s: %d tokens (%s) recovered from %s beyond the %s the ledger had", why, added.Tokens, added.USD,
+		note = purser.JoinNotes(fmt.Sprintf("%s: %d tokens (%s) recovered from %s beyond the %s the ledger had", why, added.Tokens, added.USD,
 			from, tokensText(recorded)), note)
 		t.log.Warn("recovered a call's spend from its session file", "call", c.ID, "tokens", added.Tokens, "usd", added.USD, "file", from)
 	} else if got.Session != "" {
-		note = joinNote(fmt.Sprintf("%s: %s holds nothing beyond the ledger", why, got.Session), note)
+		note = purser.JoinNotes(fmt.Sprintf("%s: %s holds nothing beyond the ledger", why, got.Session), note)
 	} else {
-		note = joinNote(fmt.Sprintf("%s: no session file found", why), note)
+		note = purser.JoinNotes(fmt.Sprintf("%s: no session file found", why), note)
 	}
-	c.Note = joinNote(c.Note, redact.String(note))
+	c.Note = purser.JoinNotes(c.Note, redact.String(note))
 }
 
 // recordedByModel sums the ledger's events of a call per model, tokens only.
@@ -136,16 +135,6 @@ func tokensText(recorded []budget.UsageEvent) string {
 		n += r.Tokens()
 	}
 	return fmt.Sprintf("%d tokens", n)
-}
-
-func joinNote(a, b string) string {
-	switch {
-	case a == "":
-		return b
-	case b == "":
-		return a
-	}
-	return strings.TrimSuffix(a, ".") + "; " + b
 }
 
 // dropDeadOwnersHolds drops the holds on shared runs and named budgets that

@@ -191,7 +191,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			report(ev)
 		}
 	})
-	wireNote = proc.JoinNotes(wireNote, wire.End(ctx))
+	wireNote = purser.JoinNotes(wireNote, wire.End(ctx))
 	if err != nil {
 		return purser.CallResult{}, fmt.Errorf("claude: %w", err)
 	}
@@ -201,13 +201,13 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		for _, ev := range adj {
 			report(ev)
 		}
-		res.Note, res.Text = proc.JoinNotes(res.Note, note), p.Result().Result
+		res.Note, res.Text = purser.JoinNotes(res.Note, note), p.Result().Result
 	} else if p.Session() != "" {
 		// No result line (killed, or SIGTERM): the transcript kept the usage.
 		for _, ev := range b.recover(p) {
 			report(ev)
 		}
-		res.Note = proc.JoinNotes(res.Note, "no result line; usage recovered from the session transcript")
+		res.Note = purser.JoinNotes(res.Note, "no result line; usage recovered from the session transcript")
 	}
 	if p.Retries() > 0 {
 		res.Note = strings.TrimPrefix(res.Note+fmt.Sprintf("; %d API retries inside Claude Code", p.Retries()), "; ")

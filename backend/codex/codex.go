@@ -356,17 +356,17 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	// The last poll reads what the file holds that was not read yet: a
 	// killed run leaves its usage only there.
 	stopFollowing()
-	wireNote = proc.JoinNotes(wireNote, wire.End(ctx))
+	wireNote = purser.JoinNotes(wireNote, wire.End(ctx))
 	if err != nil {
 		return purser.CallResult{}, fmt.Errorf("codex: %w", err)
 	}
 	_, failed, text, done, retries := p.state()
 	res := purser.CallResult{Text: text, Note: wireNote}
 	if !done && recovered > 0 {
-		res.Note = proc.JoinNotes(res.Note, "no turn.completed; usage recovered from the rollout file")
+		res.Note = purser.JoinNotes(res.Note, "no turn.completed; usage recovered from the rollout file")
 	}
 	if retries > 0 {
-		res.Note = proc.JoinNotes(res.Note, fmt.Sprintf("%d reconnects inside Codex", retries))
+		res.Note = purser.JoinNotes(res.Note, fmt.Sprintf("%d reconnects inside Codex", retries))
 	}
 	switch {
 	case out.Stopped:

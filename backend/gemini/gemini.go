@@ -271,7 +271,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		env = append(append(env, wire.Env()...), "GOOGLE_GEMINI_BASE_URL="+wire.URL())
 	}
 	if settings, err := b.noRetries(); err != nil {
-		note = proc.JoinNotes(note, "Gemini CLI's own retries stay on: "+err.Error())
+		note = purser.JoinNotes(note, "Gemini CLI's own retries stay on: "+err.Error())
 	} else {
 		env = append(env, systemSettingsEnv+"="+settings)
 	}
@@ -306,7 +306,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	// The last poll reads what the chat file holds that was not read yet:
 	// a killed run leaves its usage only there.
 	stopFollowing()
-	note = proc.JoinNotes(proc.JoinNotes(note, wireNote), wire.End(ctx))
+	note = purser.JoinNotes(purser.JoinNotes(note, wireNote), wire.End(ctx))
 	if err != nil {
 		return purser.CallResult{}, fmt.Errorf("gemini: %w", err)
 	}

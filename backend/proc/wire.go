@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -160,7 +159,7 @@ func Recovered(q purser.SpendQuery, file, note string, inFile []budget.UsageEven
 	if q.Call.Wire != "" {
 		var err error
 		if wire, err = meter.Read(q.Call.Wire); err != nil {
-			out.Note = JoinNotes(out.Note, "wire journal unreadable: "+err.Error())
+			out.Note = purser.JoinNotes(out.Note, "wire journal unreadable: "+err.Error())
 			wire = nil
 		}
 	}
@@ -189,7 +188,7 @@ func Recovered(q purser.SpendQuery, file, note string, inFile []budget.UsageEven
 		if file == "" {
 			src = "no session file"
 		}
-		out.Note = JoinNotes(out.Note, fmt.Sprintf("the wire journal %s holds %d tokens to %d in %s", q.Call.Wire, wireTokens, fileTokens, src))
+		out.Note = purser.JoinNotes(out.Note, fmt.Sprintf("the wire journal %s holds %d tokens to %d in %s", q.Call.Wire, wireTokens, fileTokens, src))
 	}
 	out.Usage = usagedelta.Beyond(recorded, usagedelta.Most(inFile, wire))
 	return out, nil
@@ -201,15 +200,4 @@ func tokensOf(evs []budget.UsageEvent) int64 {
 		n += ev.Tokens()
 	}
 	return n
-}
-
-// JoinNotes joins two parts of a call's note with "; ", either may be empty.
-func JoinNotes(a, b string) string {
-	switch {
-	case a == "":
-		return b
-	case b == "":
-		return a
-	}
-	return strings.TrimSuffix(a, ".") + "; " + b
 }
