@@ -190,8 +190,12 @@ func (r *reader) end() {
 	r.json(r.data)
 }
 
-// event reads one SSE event's data.
+// event reads one SSE event's data. Most events of a stream are content
+// deltas: only one that names usage (or starts a message) is decoded.
 func (r *reader) event(data []byte) {
+	if !bytes.Contains(data, []byte("sage")) && !bytes.Contains(data, []byte("message_start")) {
+		return // neither "usage" nor "usageMetadata"
+	}
 	switch r.api {
 	case apiAnthropic:
 		var ev struct {
