@@ -45,11 +45,10 @@ const maxEvent = 64 << 20
 // carries. It is safe for concurrent use (a CLI may make several requests at
 // once).
 type Meter struct {
-	upstream *url.URL
-	journal  string
-	ln       net.Listener
-	srv      *http.Server
-	proxy    *httputil.ReverseProxy
+	journal string
+	ln      net.Listener
+	srv     *http.Server
+	proxy   *httputil.ReverseProxy
 	// transport is the meter's own: sharing a pool of connections with
 	// other code reused connections under the proxy's reads (seen as
 	// replies cut short with the shared mock).
@@ -86,7 +85,7 @@ func Start(upstream, journal string) (*Meter, error) {
 		return nil, fmt.Errorf("meter: listen: %w", err)
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	m := &Meter{upstream: u, journal: journal, ln: ln, file: f, transport: transport}
+	m := &Meter{journal: journal, ln: ln, file: f, transport: transport}
 	m.proxy = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(u)
