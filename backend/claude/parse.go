@@ -3,6 +3,7 @@ package claude
 import (
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"sort"
 	"strings"
 
@@ -290,7 +291,9 @@ func (p *Parser) observe(id, model string, u anthropicUsage) []budget.UsageEvent
 // non-negative events cannot express. A streamed event with no price keeps
 // its unknown label in the ledger, the reported dollars land in the
 // adjustment, and the adjustment settles those unknowns (SettlesUnknown):
-// the report is the whole call's cost, so the call ends reported.
+// the report is the whole call's cost, so the call ends reported. The
+// adjustment is one event per agent that has a part of it (splitByAgent),
+// so what a sub-agent spent is booked to it, not to the main agent.
 func (p *Parser) Reconcile(price func(budget.UsageEvent) budget.UsageEvent) (events []budget.UsageEvent, note string) {
 	r := p.result
 	if r == nil {
@@ -317,6 +320,7 @@ func (p *Parser) Reconcile(price func(budget.UsageEvent) budget.UsageEvent) (eve
 	adj, _ := usagedelta.Grow(sum, reported.event(model))
 	if r.TotalCostUSD == nil {
 		if adj.Tokens() > 0 {
+			adj.Agent = p.agentShares(r).largest()
 			events = append(events, adj) // priced where it is recorded, like the stream
 		}
 		return events, ""
@@ -351,12 +355,198 @@ func (p *Parser) Reconcile(price func(budget.UsageEvent) budget.UsageEvent) (eve
 	// The report is the call's full cost: it settles every streamed event
 	// that had no price, so a model the catalogue lacks ends reported, not
 	// partial.
-	settles := streamed.UnknownEvents
-	if diff > 0 || adj.Tokens() > 0 || settles > 0 {
-		adj.USD, adj.CostSource, adj.SettlesUnknown = diff, budget.CostReported, settles
-		events = append(events, adj)
+	if diff > 0 || adj.Tokens() > 0 || streamed.UnknownEvents > 0 {
+		events = append(events, p.splitByAgent(adj, total, diff, price)...)
 	}
 	return events, note
+}
+
+// agentShares is how a call's reported cost divides among the agents that
+// streamed it: the agents in a fixed order (the main agent first, then by
+// name) and each one's weight.
+type agentShares struct {
+	agents  []string
+	weights []*big.Rat
+}
+
+// largest is the agent with the largest weight; the first such in order.
+func (s agentShares) largest() string {
+	best := 0
+	for i, w := range s.weights {
+		if w.Cmp(s.weights[best]) > 0 {
+			best = i
+		}
+	}
+	return s.agents[best]
+}
+
+// baseModel is a model's name without the context-window tag Claude Code's
+// result adds ("claude-opus-4-8[1m]"), as the stream names it.
+func baseModel(name string) string {
+	if i := strings.IndexByte(name, '['); i > 0 {
+		return name[:i]
+	}
+	return name
+}
+
+// agentShares weighs each agent by the part of the reported cost that is
+// its own, as far as the result lets tell: the result's modelUsage gives a
+// cost per model, not per agent, so each model's cost is shared among the
+// agents that streamed that model in proportion to their streamed tokens
+// of it. A model the result gives no cost for weighs nothing; when no model
+// weighs anything, the agents weigh their streamed tokens; with no streamed
+// tokens at all, everything is the main agent's.
+func (p *Parser) agentShares(r *Result) agentShares {
+	tokens := map[string]map[string]int64{} // per model, per agent
+	perModel := map[string]int64{}
+	perAgent := map[string]int64{"": 0}
+	for _, ev := range p.events {
+		m := baseModel(ev.Model)
+		if tokens[m] == nil {
+			tokens[m] = map[string]int64{}
+		}
+		tokens[m][ev.Agent] += ev.Tokens()
+		perModel[m] += ev.Tokens()
+		perAgent[ev.Agent] += ev.Tokens()
+	}
+	s := agentShares{agents: make([]string, 0, len(perAgent))}
+	for a := range perAgent {
+		s.agents = append(s.agents, a)
+	}
+	sort.Strings(s.agents) // "" sorts first: the main agent
+	byCost := map[string]*big.Rat{}
+	total := new(big.Rat)
+	for name, u := range r.ModelUsage {
+		cost, err := budget.USDFromFloat(u.CostUSD)
+		m := baseModel(name)
+		if err != nil || cost <= 0 || perModel[m] == 0 {
+			continue
+		}
+		for a, n := range tokens[m] {
+			w := new(big.Rat).SetFrac(new(big.Int).Mul(big.NewInt(int64(cost)), big.NewInt(n)), big.NewInt(perModel[m]))
+			if byCost[a] == nil {
+				byCost[a] = new(big.Rat)
+			}
+			byCost[a].Add(byCost[a], w)
+			total.Add(total, w)
+		}
+	}
+	for _, a := range s.agents {
+		w := new(big.Rat)
+		switch {
+		case total.Sign() > 0:
+			if byCost[a] != nil {
+				w.Set(byCost[a])
+			}
+		default:
+			w.SetInt64(perAgent[a])
+		}
+		s.weights = append(s.weights, w)
+	}
+	if len(s.agents) == 1 {
+		s.weights[0].SetInt64(1) // the main agent alone, streamed tokens or not
+	}
+	return s
+}
+
+// apportion divides total (≥ 0) in proportion to weights, in whole units,
+// the parts summing to total exactly: each part is its proportional share
+// rounded down, and the units left go one each to the largest remainders
+// (the first in order on a tie). All weights zero gives all to the first.
+func apportion(total int64, weights []*big.Rat) []int64 {
+	parts := make([]int64, len(weights))
+	sum := new(big.Rat)
+	for _, w := range weights {
+		sum.Add(sum, w)
+	}
+	if sum.Sign() == 0 {
+		parts[0] = total
+		return parts
+	}
+	rems := make([]*big.Rat, len(weights))
+	left := total
+	for i, w := range weights {
+		share := new(big.Rat).Mul(big.NewRat(total, 1), w)
+		share.Quo(share, sum)
+		q := new(big.Int).Quo(share.Num(), share.Denom()) // shares are ≥ 0: Quo floors
+		parts[i] = q.Int64()
+		left -= parts[i]
+		rems[i] = share.Sub(share, new(big.Rat).SetInt(q))
+	}
+	order := make([]int, len(weights))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return rems[order[a]].Cmp(rems[order[b]]) > 0 })
+	for i := 0; left > 0; i = (i + 1) % len(order) {
+		parts[order[i]]++
+		left--
+	}
+	return parts
+}
+
+// splitByAgent turns the reconciliation into one reported adjustment per
+// agent, so that a sub-agent's share is booked to it, not to the main
+// agent:
+//   - the reported total is apportioned by agentShares (each agent's share
+//     of the report), and each agent's shortfall is its share less what its
+//     streamed events were priced at. The dollars of the adjustment (diff,
+//     the report less the whole streamed estimate) go by those shortfalls:
+//     exactly each one's when none is negative (every agent then lands on
+//     its share to the nano-dollar), else in proportion to the positive
+//     ones — in whole nano-dollars summing exactly to diff either way;
+//   - each agent's adjustment settles exactly its own streamed events that
+//     had no price;
+//   - the tokens the stream missed (adj's) are not split — the result does
+//     not say whose they are, and splitting each kind of token apart could
+//     leave a part with more cache reads than input — and go to the agent
+//     with the largest share.
+func (p *Parser) splitByAgent(adj budget.UsageEvent, total, diff budget.USD, price func(budget.UsageEvent) budget.UsageEvent) []budget.UsageEvent {
+	shares := p.agentShares(p.result)
+	unknown := map[string]int64{}
+	known := map[string]budget.USD{}
+	for _, ev := range p.events {
+		if price != nil {
+			ev = price(ev)
+		}
+		known[ev.Agent] += ev.USD
+		if ev.CostSource == budget.CostUnknown {
+			unknown[ev.Agent]++
+		}
+	}
+	targets := apportion(int64(total), shares.weights)
+	shortfalls := make([]*big.Rat, len(targets))
+	var sum int64
+	for i, agent := range shares.agents {
+		short := max(targets[i]-int64(known[agent]), 0)
+		shortfalls[i] = big.NewRat(short, 1)
+		sum += short
+	}
+	var dollars []int64
+	switch {
+	case sum == int64(diff):
+		dollars = make([]int64, len(targets))
+		for i, r := range shortfalls {
+			dollars[i] = r.Num().Int64()
+		}
+	case sum > 0:
+		dollars = apportion(int64(diff), shortfalls)
+	default:
+		dollars = apportion(int64(diff), shares.weights)
+	}
+	tokensTo := shares.largest()
+	var out []budget.UsageEvent
+	for i, agent := range shares.agents {
+		ev := budget.UsageEvent{Model: adj.Model, ServiceTier: adj.ServiceTier}
+		if agent == tokensTo {
+			ev = adj
+		}
+		ev.Agent, ev.USD, ev.CostSource, ev.SettlesUnknown = agent, budget.USD(dollars[i]), budget.CostReported, unknown[agent]
+		if ev.USD > 0 || ev.Tokens() > 0 || ev.SettlesUnknown > 0 {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
 
 // transcriptLine is one line of a Claude Code session transcript.

@@ -2,8 +2,13 @@ package claude
 
 import (
 	"bytes"
+	"fmt"
+	"maps"
+	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -141,5 +146,125 @@ func TestASecretInTheDescriptionNeverNamesTheSubAgent(t *testing.T) {
 	got := evs[len(evs)-1].Agent
 	if strings.Contains(got, secret) || !strings.HasPrefix(got, "general-purpose: try key") {
 		t.Errorf("agent = %q: the secret must be masked, the rest kept", got)
+	}
+}
+
+// resultLine is a final result whose modelUsage gives opusCost to the main
+// agent's model (named as the result names it, with its context tag) and
+// haikuCost to the sub-agent's; opusIn is the main model's reported input.
+func resultLine(opusIn int64, opusCost, haikuCost string) string {
+	return fmt.Sprintf(`{"type":"result","subtype":"success","is_error":false,"total_cost_usd":%s,"session_id":"s","modelUsage":{`+
+		`"claude-opus-4-8[1m]":{"inputTokens":%d,"outputTokens":29,"cacheReadInputTokens":0,"cacheCreationInputTokens":0,"costUSD":%s},`+
+		`"claude-haiku-4-5":{"inputTokens":300,"outputTokens":55,"cacheReadInputTokens":0,"cacheCreationInputTokens":0,"costUSD":%s}}}`,
+		addDecimal(opusCost, haikuCost), opusIn, opusCost, haikuCost)
+}
+
+func addDecimal(a, b string) string {
+	x, _ := budget.ParseUSD(a)
+	y, _ := budget.ParseUSD(b)
+	return strconv.FormatFloat((x + y).Float(), 'f', -1, 64)
+}
+
+// perToken prices every token at a microdollar, except the models in
+// unpriced, which the catalogue lacks.
+func perToken(unpriced ...string) func(budget.UsageEvent) budget.UsageEvent {
+	return func(ev budget.UsageEvent) budget.UsageEvent {
+		if slices.Contains(unpriced, ev.Model) {
+			ev.USD, ev.CostSource = 0, budget.CostUnknown
+			return ev
+		}
+		ev.USD, ev.CostSource = budget.USD(ev.Tokens()*1000), budget.CostEstimated
+		return ev
+	}
+}
+
+// The main agent streams 629 opus tokens (629,000 nano-USD at the test's
+// price) and the sub-agent 355 haiku tokens (355,000).
+func TestReconcileBooksEachAgentItsShare(t *testing.T) {
+	const sub = "general-purpose: Find the flaky test"
+	type booked struct {
+		usd     budget.USD
+		tokens  int64
+		settles int64
+	}
+	tests := []struct {
+		name    string
+		lines   []string
+		price   func(budget.UsageEvent) budget.UsageEvent
+		want    map[string]booked
+		wantSum budget.USD // the adjustment's dollars: the report less the estimate
+	}{
+		{"each agent lands on its model's reported cost",
+			[]string{mainStartsTask, subAgentFinal, mainAgain, resultLine(600, "0.001", "0.0005")}, perToken(),
+			map[string]booked{"": {usd: 1_000_000 - 629_000}, sub: {usd: 500_000 - 355_000}}, 516_000},
+		{"a sub-agent on a model without a price gets its whole share and settles its own unknowns",
+			[]string{mainStartsTask, subAgentFinal, mainAgain, resultLine(600, "0.001", "0.0005")}, perToken("claude-haiku-4-5"),
+			map[string]booked{"": {usd: 1_000_000 - 629_000}, sub: {usd: 500_000, settles: 1}}, 871_000},
+		{"an agent estimated above its share gives up nothing; the rest goes by the others' shortfall",
+			[]string{mainStartsTask, subAgentFinal, mainAgain, resultLine(600, "0.0005", "0.001")}, perToken(),
+			map[string]booked{sub: {usd: 1_500_000 - 984_000}}, 516_000},
+		{"tokens the stream missed go to the agent with the largest share",
+			[]string{mainStartsTask, subAgentFinal, mainAgain, resultLine(610, "0.001", "0.0005")}, perToken(),
+			map[string]booked{"": {usd: 1_000_000 - 629_000, tokens: 10}, sub: {usd: 500_000 - 355_000}}, 516_000},
+		{"the main agent alone gets the one adjustment",
+			[]string{mainAgain, `{"type":"result","subtype":"success","total_cost_usd":0.001,"modelUsage":{"claude-opus-4-8":{"inputTokens":500,"outputTokens":9,"costUSD":0.001}}}`},
+			perToken(), map[string]booked{"": {usd: 1_000_000 - 509_000}}, 491_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := NewParser()
+			for i, l := range tt.lines {
+				if _, err := p.Feed([]byte(l)); err != nil {
+					t.Fatalf("line %d: %v", i+1, err)
+				}
+			}
+			adj, note := p.Reconcile(tt.price)
+			got := map[string]booked{}
+			var sum budget.USD
+			for _, ev := range adj {
+				if err := ev.Validate(); err != nil {
+					t.Fatalf("invalid adjustment %+v: %v", ev, err)
+				}
+				if ev.CostSource != budget.CostReported {
+					t.Errorf("adjustment of %q is %v, want reported", ev.Agent, ev.CostSource)
+				}
+				if _, twice := got[ev.Agent]; twice {
+					t.Errorf("two adjustments for agent %q", ev.Agent)
+				}
+				got[ev.Agent] = booked{usd: ev.USD, tokens: ev.Tokens(), settles: ev.SettlesUnknown}
+				sum += ev.USD
+			}
+			if sum != tt.wantSum {
+				t.Errorf("adjustments sum to %s, want exactly %s (note %q)", sum, tt.wantSum, note)
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Errorf("booked %+v, want %+v (note %q)", got, tt.want, note)
+			}
+		})
+	}
+}
+
+// apportion's parts always sum to the whole, whatever the weights.
+func TestApportionIsExact(t *testing.T) {
+	tests := []struct {
+		total   int64
+		weights []int64
+		want    []int64
+	}{
+		{10, []int64{1, 1, 1}, []int64{4, 3, 3}},
+		{1, []int64{1, 3}, []int64{0, 1}},
+		{7, []int64{0, 0}, []int64{7, 0}},
+		{1_000_000_007, []int64{3, 5, 7}, []int64{200_000_001, 333_333_336, 466_666_670}},
+		{0, []int64{2, 1}, []int64{0, 0}},
+	}
+	for _, tt := range tests {
+		ws := make([]*big.Rat, len(tt.weights))
+		for i, w := range tt.weights {
+			ws[i] = big.NewRat(w, 1)
+		}
+		got := apportion(tt.total, ws)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("apportion(%d, %v) = %v, want %v", tt.total, tt.weights, got, tt.want)
+		}
 	}
 }
