@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -112,10 +114,13 @@ type Parser struct {
 	emitted map[string]budget.UsageEvent // per message id: what was emitted
 	agentOf map[string]string            // per message id: the sub-agent that sent it ("" for the main agent)
 	agents  map[string]string            // per sub-agent tool_use id: its name
-	order   []string
-	events  []budget.UsageEvent // every event emitted, as emitted
-	current string              // the message being streamed
-	model   string
+	// agentTools links a sub-agent's agentId (its transcript's) to the id
+	// of the tool_use that started it (the stream's parent_tool_use_id).
+	agentTools map[string]string
+	order      []string
+	events     []budget.UsageEvent // every event emitted, as emitted
+	current    string              // the message being streamed
+	model      string
 	// open is the streamed message whose end (message_delta, message_stop)
 	// has not come yet: if another message starts instead, its stream was
 	// dropped and the new one is Claude Code's retry of the same request.
@@ -130,7 +135,8 @@ type Parser struct {
 
 // NewParser returns a parser.
 func NewParser() *Parser {
-	return &Parser{emitted: map[string]budget.UsageEvent{}, agentOf: map[string]string{}, agents: map[string]string{}}
+	return &Parser{emitted: map[string]budget.UsageEvent{}, agentOf: map[string]string{}, agents: map[string]string{},
+		agentTools: map[string]string{}}
 }
 
 // Session returns the session id, once the init line was read.
@@ -549,19 +555,135 @@ func (p *Parser) splitByAgent(adj budget.UsageEvent, total, diff budget.USD, pri
 	return out
 }
 
-// transcriptLine is one line of a Claude Code session transcript.
+// transcriptLine is one line of a Claude Code session transcript. A
+// sub-agent's lines are sidechain lines: Claude Code 2.1 writes them to a
+// transcript of their own (<session>/subagents/agent-<agentId>.jsonl beside
+// the session's), each carrying isSidechain and the sub-agent's agentId;
+// earlier versions wrote them into the session's transcript, marked
+// isSidechain only. The main transcript links an agentId to the Task
+// tool_use that started it in the tool_result that ends it.
 type transcriptLine struct {
-	Type    string      `json:"type"`
-	Message *apiMessage `json:"message"`
+	Type        string          `json:"type"`
+	IsSidechain bool            `json:"isSidechain"`
+	AgentID     string          `json:"agentId"`
+	Message     json.RawMessage `json:"message"`
+	// ToolUseResult is, on a Task's tool_result line, an object naming the
+	// sub-agent's agentId (a string on a failed tool).
+	ToolUseResult json.RawMessage `json:"toolUseResult"`
 }
 
-// FeedTranscript reads one line of the session transcript, which keeps each
-// message's final usage even when the CLI was killed, and returns what the
-// stream had not reported.
+// toolResults is a user message's content as far as it ends tool uses.
+type toolResults struct {
+	Content []struct {
+		Type      string          `json:"type"`
+		ToolUseID string          `json:"tool_use_id"`
+		Content   json.RawMessage `json:"content"`
+	} `json:"content"`
+}
+
+// agentIDInText finds the agentId a Task's result text states ("agentId:
+// a1b2c3d", or a team agent's "agent_id: name@team"), for a line whose
+// toolUseResult does not give it.
+var agentIDInText = regexp.MustCompile(`\bagent(?:Id|_id): ?([A-Za-z0-9_@.-]+)`)
+
+// sidechainAgent names sub-agent work in a transcript that does not say
+// which sub-agent did it (a sidechain line without an agentId).
+const sidechainAgent = "sidechain"
+
+// FeedTranscript reads one line of the session transcript, or of one of
+// its sub-agents' transcripts, which keep each message's final usage even
+// when the CLI was killed, and returns what the stream had not reported.
+// A sub-agent's messages are booked to it: by the name of the Task that
+// started it when the session's transcript (read first) linked its agentId
+// to that Task, else as "agent-<agentId>", else (an older transcript's
+// sidechain line without an agentId) as "sidechain".
 func (p *Parser) FeedTranscript(b []byte) []budget.UsageEvent {
 	var l transcriptLine
-	if json.Unmarshal(b, &l) != nil || l.Type != "assistant" || l.Message == nil || l.Message.Usage == nil || l.Message.ID == "" {
+	if json.Unmarshal(b, &l) != nil || len(l.Message) == 0 {
 		return nil
 	}
-	return p.observe(l.Message.ID, l.Message.Model, *l.Message.Usage)
+	switch l.Type {
+	case "user":
+		p.linkAgentIDs(l)
+		return nil
+	case "assistant":
+	default:
+		return nil
+	}
+	var m apiMessage
+	if json.Unmarshal(l.Message, &m) != nil {
+		return nil
+	}
+	p.nameSubAgents(m.Content)
+	if m.Usage == nil || m.ID == "" {
+		return nil
+	}
+	if l.IsSidechain && p.agentOf[m.ID] == "" {
+		switch tool := p.agentTools[l.AgentID]; {
+		case tool != "":
+			p.attribute(m.ID, tool)
+		case l.AgentID != "":
+			p.agentOf[m.ID] = "agent-" + l.AgentID
+		default:
+			p.agentOf[m.ID] = sidechainAgent
+		}
+	}
+	return p.observe(m.ID, m.Model, *m.Usage)
+}
+
+// linkAgentIDs remembers, from a Task's tool_result, which tool_use started
+// the sub-agent with which agentId.
+func (p *Parser) linkAgentIDs(l transcriptLine) {
+	var tr toolResults
+	if json.Unmarshal(l.Message, &tr) != nil {
+		return // a prompt: its content is a string
+	}
+	var res struct {
+		AgentID string `json:"agentId"`
+	}
+	_ = json.Unmarshal(l.ToolUseResult, &res) // a string on a failed tool
+	for _, c := range tr.Content {
+		if c.Type != "tool_result" || c.ToolUseID == "" {
+			continue
+		}
+		id := res.AgentID
+		if id == "" {
+			if m := agentIDInText.FindStringSubmatch(resultText(c.Content)); m != nil {
+				id = m[1]
+			}
+		}
+		if id != "" {
+			p.agentTools[id] = c.ToolUseID
+		}
+	}
+}
+
+// resultText is a tool_result's content as text: a string, or the text
+// blocks of a list.
+func resultText(content json.RawMessage) string {
+	var text string
+	if json.Unmarshal(content, &text) == nil {
+		return text
+	}
+	var blocks []struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(content, &blocks) // neither: no text to read
+	var b strings.Builder
+	for _, bl := range blocks {
+		b.WriteString(bl.Text)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// subAgentTranscripts lists the transcripts of a session's sub-agents,
+// beside its transcript file (Claude Code 2.1's layout), in name order.
+func subAgentTranscripts(sessions []string) []string {
+	var out []string
+	for _, s := range sessions {
+		m, _ := filepath.Glob(filepath.Join(strings.TrimSuffix(s, ".jsonl"), "subagents", "agent-*.jsonl"))
+		out = append(out, m...)
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package claude
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math/big"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 )
 
@@ -266,5 +268,124 @@ func TestApportionIsExact(t *testing.T) {
 		if !slices.Equal(got, tt.want) {
 			t.Errorf("apportion(%d, %v) = %v, want %v", tt.total, tt.weights, got, tt.want)
 		}
+	}
+}
+
+// Transcript lines in the shape of the captured Claude Code 2.1.197
+// transcript (testdata/sigterm.after-tool-turn.transcript.jsonl). No
+// captured transcript has a sub-agent: its lines follow the layout Claude
+// Code 2.1 writes, <session>/subagents/agent-<agentId>.jsonl, whose lines
+// carry isSidechain and agentId, with the session's Task tool_result naming
+// the agentId; the messages are those of the stream lines above.
+func transcriptAssistant(sidechain bool, agentID, message string) string {
+	return fmt.Sprintf(`{"parentUuid":"u0","isSidechain":%t,%s"message":%s,"type":"assistant","uuid":"u1",`+
+		`"timestamp":"2026-11-22T02:38:20.317Z","userType":"external","entrypoint":"sdk-cli","cwd":"/ws","sessionId":"s","version":"2.1.197"}`,
+		sidechain, agentField(agentID), message)
+}
+
+func agentField(agentID string) string {
+	if agentID == "" {
+		return ""
+	}
+	return fmt.Sprintf(`"agentId":%q,`, agentID)
+}
+
+// messageOf is the "message" of a stream line above.
+func messageOf(t *testing.T, streamLine string) string {
+	t.Helper()
+	var l struct {
+		Message json.RawMessage `json:"message"`
+	}
+	if err := json.Unmarshal([]byte(streamLine), &l); err != nil || len(l.Message) == 0 {
+		t.Fatalf("no message in %s: %v", streamLine, err)
+	}
+	return string(l.Message)
+}
+
+const (
+	// The Task's tool_result in the session's transcript, naming the
+	// sub-agent's agentId in toolUseResult, or only in its text.
+	taskResultLine = `{"parentUuid":"u1","isSidechain":false,"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_01A","type":"tool_result",` +
+		`"content":[{"type":"text","text":"found it"}]}]},"uuid":"u2","timestamp":"2026-11-22T02:38:21.000Z",` +
+		`"toolUseResult":{"status":"completed","agentId":"a1b2c3d","totalTokens":355},"sessionId":"s","version":"2.1.197"}`
+	taskResultTextOnly = `{"parentUuid":"u1","isSidechain":false,"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_01A","type":"tool_result",` +
+		`"content":[{"type":"text","text":"found it\nagentId: a1b2c3d (for resuming)"}]}]},"uuid":"u2","sessionId":"s","version":"2.1.197"}`
+	promptLine = `{"parentUuid":null,"isSidechain":false,"type":"user","message":{"role":"user","content":"Find the flaky test."},"uuid":"u0","sessionId":"s"}`
+)
+
+func TestTranscriptBooksSubAgentsToThem(t *testing.T) {
+	const named = "general-purpose: Find the flaky test"
+	mainTask := transcriptAssistant(false, "", messageOf(t, mainStartsTask))
+	mainDone := transcriptAssistant(false, "", messageOf(t, mainAgain))
+	subFile := transcriptAssistant(true, "a1b2c3d", messageOf(t, subAgentFinal))
+	tests := []struct {
+		name   string
+		stream []string // what the stream reported before the transcript was read
+		lines  []string
+		want   map[string]int64 // tokens recovered, per agent
+	}{
+		{"the session alone is the main agent's", nil, []string{promptLine, mainTask, mainDone}, map[string]int64{"": 120 + 509}},
+		{"a sub-agent's transcript is named by the Task its agentId is linked to",
+			nil, []string{promptLine, mainTask, taskResultLine, mainDone, subFile}, map[string]int64{"": 120 + 509, named: 355}},
+		{"the link may be only in the Task's result text",
+			nil, []string{mainTask, taskResultTextOnly, subFile}, map[string]int64{"": 120, named: 355}},
+		{"a sub-agent whose link was not seen is named by its agentId",
+			nil, []string{subFile}, map[string]int64{"agent-a1b2c3d": 355}},
+		{"a sidechain line without an agentId is still not the main agent's",
+			nil, []string{transcriptAssistant(true, "", messageOf(t, subAgentFinal))}, map[string]int64{"sidechain": 355}},
+		{"what the stream reported of a sub-agent is not recovered again, the rest is the sub-agent's",
+			[]string{mainStartsTask, subAgentStream}, []string{mainTask, taskResultLine, subFile}, map[string]int64{named: 355 - 301}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := NewParser()
+			for _, l := range tt.stream {
+				if _, err := p.Feed([]byte(l)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := map[string]int64{}
+			for _, l := range tt.lines {
+				for _, ev := range p.FeedTranscript([]byte(l)) {
+					got[ev.Agent] += ev.Tokens()
+				}
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Errorf("recovered tokens per agent %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// recover reads the sub-agents' transcripts beside the session's, after it.
+func TestRecoverReadsTheSubAgentsTranscripts(t *testing.T) {
+	home := t.TempDir()
+	dir := filepath.Join(home, ".claude", "projects", "-ws")
+	write := func(name string, lines ...string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dir, "s.jsonl"), promptLine, transcriptAssistant(false, "", messageOf(t, mainStartsTask)), taskResultLine)
+	write(filepath.Join(dir, "s", "subagents", "agent-a1b2c3d.jsonl"), transcriptAssistant(true, "a1b2c3d", messageOf(t, subAgentFinal)))
+	write(filepath.Join(dir, "s", "subagents", "agent-a1b2c3d.meta.json"), `{"agentType":"general-purpose"}`)
+	b, err := New(purser.BackendSpec{Type: "claude", Options: map[string]any{"command": "/bin/sh", "env": map[string]any{"HOME": home}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewParser()
+	if _, err := p.Feed([]byte(`{"type":"system","subtype":"init","session_id":"s"}`)); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, ev := range b.recover(p) {
+		got[ev.Agent] += ev.Tokens()
+	}
+	if want := map[string]int64{"": 120, "general-purpose: Find the flaky test": 355}; !maps.Equal(got, want) {
+		t.Errorf("recovered tokens per agent %v, want %v", got, want)
 	}
 }
