@@ -188,8 +188,8 @@ type blockedTask struct {
 	iterations []purser.IterationRecord
 }
 
-// crossing is a moment a hard cap was crossed, and the task's call that
-// crossed it ("" when none of the task's calls did).
+// crossing is a moment a hard cap was crossed, with the task and call of
+// the ledger entry that crossed it (empty for a wall-time crossing).
 type crossing struct {
 	at     time.Time
 	taskID string
@@ -205,7 +205,9 @@ type crossing struct {
 //   - its own wall-time cap: the budget counts time carried over from
 //     earlier sessions (the task record's Elapsed) plus the last session's
 //     clock, which stops as the last iteration is recorded ended, so the
-//     crossing is that end minus how far Elapsed went past the cap;
+//     crossing is that end minus how far Elapsed went past the cap (the
+//     clock stops just after that record, once the heartbeat is stopped:
+//     the crossing is placed that much early, never late);
 //   - runCrossing, the entry (of any task of the run) that put the run's
 //     budget at HARD, when it came while the task's last iteration ran.
 //
