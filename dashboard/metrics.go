@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -39,9 +40,10 @@ var (
 	degradesDesc = prometheus.NewDesc("purser_degrade_actions_total",
 		"Degrade actions taken, by action and by the tier they were taken at.", []string{"action", "tier"}, nil)
 	timeToStopDesc = prometheus.NewDesc("purser_time_to_stop_seconds",
-		"Time from a BLOCKED task's crossing of its hard cap to its stop: from the ledger entry that put the task's own budget at HARD "+
-			"to the end of the call that entry belongs to (the call cut), or to the task's BLOCKED record when no call was running. "+
-			"A crossing no ledger entry marks (wall time, a run budget's cap) is not observed.",
+		"Time from a BLOCKED task's crossing of a hard cap to its stop, from the first crossing of: the ledger entry that put the task's own budget at HARD; "+
+			"its wall-time cap (the moment its clock, time carried over resumes included, reached the cap); the ledger entry, of any task of its run, "+
+			"that put the run's budget at HARD while the task ran. To the end of the task's call the crossing cut, or to the task's BLOCKED record "+
+			"when no call was running. A run's wall-time cap is not observed.",
 		nil, nil)
 	scrapeErrorDesc = prometheus.NewDesc("purser_store_read_errors",
 		"1 when this scrape could not read the store (the other metrics are then missing; purser serve logs why), else 0.", nil, nil)
@@ -104,7 +106,7 @@ type tally struct {
 	runs     map[string]int64
 	blocked  int64
 	degrades map[[2]string]int64
-	stops    []time.Duration // time to stop, per BLOCKED task whose crossing the ledger marks
+	stops    []time.Duration // time to stop, per BLOCKED task whose crossing the store shows
 }
 
 // timeToStopBuckets are the histogram's upper bounds, in seconds: a cut
@@ -178,41 +180,121 @@ func timeToStopHistogram(stops []time.Duration) prometheus.Metric {
 	return prometheus.MustNewConstHistogram(timeToStopDesc, uint64(len(stops)), sum, buckets)
 }
 
-// timeToStop finds, in a BLOCKED task's ledger, the entry that put its own
-// budget at HARD (replayed through a budget.Manager, whose clock is never
-// started: only what the ledger holds counts), and measures from that
-// entry's time to the task's stop: the end of the entry's call when it has
-// one that ended, else the task's BLOCKED record. ok is false when no entry
-// crossed (the cap crossed was wall time, or the run's) or a time is
-// missing.
-func timeToStop(rec purser.TaskRecord, usage []purser.LedgerEntry, calls []purser.CallRecord) (time.Duration, bool) {
-	m, err := budget.NewManager(rec.Budget, budget.Options{})
-	if err != nil {
+// blockedTask is what the time to stop of a BLOCKED task is measured from.
+type blockedTask struct {
+	rec        purser.TaskRecord
+	usage      []purser.LedgerEntry
+	calls      []purser.CallRecord
+	iterations []purser.IterationRecord
+}
+
+// crossing is a moment a hard cap was crossed, with the task and call of
+// the ledger entry that crossed it (empty for a wall-time crossing).
+type crossing struct {
+	at     time.Time
+	taskID string
+	callID string
+}
+
+// timeToStop measures, for a BLOCKED task, from the first crossing of a
+// hard cap that stopped it to its stop: the end of its call the crossing
+// cut (the call whose ledger entry crossed, else the call of the task
+// running at that moment), or the task's BLOCKED record when no call was
+// running. The crossings considered, the earliest of which stopped it:
+//   - the ledger entry that put the task's own budget at HARD;
+//   - its own wall-time cap: the budget counts time carried over from
+//     earlier sessions (the task record's Elapsed) plus the last session's
+//     clock, which stops as the last iteration is recorded ended, so the
+//     crossing is that end minus how far Elapsed went past the cap (the
+//     clock stops just after that record, once the heartbeat is stopped:
+//     the crossing is placed that much early, never late);
+//   - runCrossing, the entry (of any task of the run) that put the run's
+//     budget at HARD, when it came while the task's last iteration ran.
+//
+// ok is false when none of these crossed, or a time is missing.
+func timeToStop(b blockedTask, runCrossing *crossing) (time.Duration, bool) {
+	var found []crossing
+	if c, ok := ledgerCrossing(b.rec.Budget, b.usage); ok {
+		found = append(found, c)
+	}
+	last, ran := lastIteration(b.iterations)
+	if hard := b.rec.Budget.Hard.TimeMinutes; hard != nil && ran && b.rec.Elapsed >= hard.Duration() {
+		found = append(found, crossing{at: last.EndedAt.Add(-(b.rec.Elapsed - hard.Duration()))})
+	}
+	if runCrossing != nil && ran && !runCrossing.at.Before(last.StartedAt) && !runCrossing.at.After(last.EndedAt) {
+		c := *runCrossing
+		if c.taskID != b.rec.ID {
+			c.callID = "" // another task's call: this task's own is found by time
+		}
+		found = append(found, c)
+	}
+	if len(found) == 0 {
 		return 0, false
+	}
+	first := slices.MinFunc(found, func(a, b crossing) int { return a.at.Compare(b.at) })
+	stop := b.rec.UpdatedAt
+	for _, call := range b.calls {
+		if call.EndedAt.IsZero() {
+			continue
+		}
+		if call.ID == first.callID || (first.callID == "" && !call.StartedAt.After(first.at) && !call.EndedAt.Before(first.at)) {
+			stop = call.EndedAt
+			break
+		}
+	}
+	if stop.IsZero() {
+		return 0, false
+	}
+	// The stop is recorded after the crossing; clocks of two processes
+	// sharing a store may disagree by a little, which is not negative time.
+	return max(stop.Sub(first.at), 0), true
+}
+
+// ledgerCrossing finds, in a ledger in order, the entry that put a budget
+// of cfg at HARD, replayed through a budget.Manager whose clock is never
+// started: only what the ledger holds counts, wall time does not.
+func ledgerCrossing(cfg budget.Config, usage []purser.LedgerEntry) (crossing, bool) {
+	m, err := budget.NewManager(cfg, budget.Options{})
+	if err != nil {
+		return crossing{}, false
 	}
 	for _, e := range usage {
 		if m.RecordUsage(e.Event) != budget.Hard {
 			continue
 		}
 		if e.At.IsZero() {
-			return 0, false
+			return crossing{}, false
 		}
-		stop := rec.UpdatedAt
-		if e.CallID != "" {
-			for _, c := range calls {
-				if c.ID == e.CallID && !c.EndedAt.IsZero() {
-					stop = c.EndedAt
-				}
-			}
-		}
-		if stop.IsZero() {
-			return 0, false
-		}
-		// The stop is recorded after the crossing; clocks of two processes
-		// sharing a store may disagree by a little, which is not negative time.
-		return max(stop.Sub(e.At), 0), true
+		return crossing{at: e.At, taskID: e.TaskID, callID: e.CallID}, true
 	}
-	return 0, false
+	return crossing{}, false
+}
+
+// lastIteration is the task's last iteration that has ended: the one its
+// last session stopped in.
+func lastIteration(its []purser.IterationRecord) (purser.IterationRecord, bool) {
+	var last purser.IterationRecord
+	for _, it := range its {
+		if !it.EndedAt.IsZero() && !it.StartedAt.IsZero() && it.N >= last.N {
+			last = it
+		}
+	}
+	return last, last.N > 0
+}
+
+// runCrossings finds, for each run with a budget, the ledger entry that put
+// the run at HARD: every task's entries of the run, in the order they were
+// recorded, replayed through the run's budget.
+func runCrossings(ledgers map[string][]purser.LedgerEntry, budgets map[string]budget.Config) map[string]*crossing {
+	out := map[string]*crossing{}
+	for runID, cfg := range budgets {
+		entries := ledgers[runID]
+		slices.SortStableFunc(entries, func(a, b purser.LedgerEntry) int { return a.At.Compare(b.At) })
+		if c, ok := ledgerCrossing(cfg, entries); ok {
+			out[runID] = &c
+		}
+	}
+	return out
 }
 
 func (c *Collector) read(ctx context.Context) (tally, error) {
@@ -223,6 +305,14 @@ func (c *Collector) read(ctx context.Context) (tally, error) {
 		return t, fmt.Errorf("read tasks: %w", err)
 	}
 	runs := map[string]bool{}
+	// The run ledgers are kept only for runs a BLOCKED task belongs to.
+	runLedgers := map[string][]purser.LedgerEntry{}
+	for _, rec := range recs {
+		if rec.State == purser.StateBlocked {
+			runLedgers[rec.RunID] = nil
+		}
+	}
+	var blocked []blockedTask
 	for _, rec := range recs {
 		if !runs[rec.RunID] {
 			runs[rec.RunID] = true
@@ -271,10 +361,15 @@ func (c *Collector) read(ctx context.Context) (tally, error) {
 		if err != nil {
 			return t, fmt.Errorf("read calls of task %s: %w", rec.ID, err)
 		}
+		if entries, ok := runLedgers[rec.RunID]; ok {
+			runLedgers[rec.RunID] = append(entries, usage...)
+		}
 		if rec.State == purser.StateBlocked {
-			if d, ok := timeToStop(rec, usage, calls); ok {
-				t.stops = append(t.stops, d)
+			its, err := c.store.Iterations(ctx, rec.ID)
+			if err != nil {
+				return t, fmt.Errorf("read iterations of task %s: %w", rec.ID, err)
 			}
+			blocked = append(blocked, blockedTask{rec: rec, usage: usage, calls: calls, iterations: its})
 		}
 		for _, call := range calls {
 			if call.Outcome == "" {
@@ -291,6 +386,25 @@ func (c *Collector) read(ctx context.Context) (tally, error) {
 		}
 		for _, d := range degrades {
 			t.degrades[[2]string{bounded(string(d.Action), degradeNames), d.Tier.String()}]++
+		}
+	}
+	runCaps := map[string]budget.Config{}
+	for runID := range runLedgers {
+		run, err := c.store.Run(ctx, runID)
+		if errors.Is(err, purser.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return t, fmt.Errorf("read run %s: %w", runID, err)
+		}
+		if run.Budget != nil {
+			runCaps[runID] = *run.Budget
+		}
+	}
+	crossed := runCrossings(runLedgers, runCaps)
+	for _, b := range blocked {
+		if d, ok := timeToStop(b, crossed[b.rec.RunID]); ok {
+			t.stops = append(t.stops, d)
 		}
 	}
 	return t, nil

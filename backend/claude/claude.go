@@ -265,6 +265,7 @@ func Classify(status *int, text string) error {
 // usage the stream did not report.
 func (b *Backend) recover(p *Parser) []budget.UsageEvent {
 	matches, _ := filepath.Glob(filepath.Join(b.cli.Home(), ".claude", "projects", "*", p.Session()+".jsonl"))
+	matches = append(matches, subAgentTranscripts(matches)...) // after the session's, which names the sub-agents
 	var out []budget.UsageEvent
 	for _, m := range matches {
 		f, err := os.Open(m)

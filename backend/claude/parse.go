@@ -3,6 +3,9 @@ package claude
 import (
 	"encoding/json"
 	"fmt"
+	"math/big"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -111,10 +114,13 @@ type Parser struct {
 	emitted map[string]budget.UsageEvent // per message id: what was emitted
 	agentOf map[string]string            // per message id: the sub-agent that sent it ("" for the main agent)
 	agents  map[string]string            // per sub-agent tool_use id: its name
-	order   []string
-	events  []budget.UsageEvent // every event emitted, as emitted
-	current string              // the message being streamed
-	model   string
+	// agentTools links a sub-agent's agentId (its transcript's) to the id
+	// of the tool_use that started it (the stream's parent_tool_use_id).
+	agentTools map[string]string
+	order      []string
+	events     []budget.UsageEvent // every event emitted, as emitted
+	current    string              // the message being streamed
+	model      string
 	// open is the streamed message whose end (message_delta, message_stop)
 	// has not come yet: if another message starts instead, its stream was
 	// dropped and the new one is Claude Code's retry of the same request.
@@ -129,7 +135,8 @@ type Parser struct {
 
 // NewParser returns a parser.
 func NewParser() *Parser {
-	return &Parser{emitted: map[string]budget.UsageEvent{}, agentOf: map[string]string{}, agents: map[string]string{}}
+	return &Parser{emitted: map[string]budget.UsageEvent{}, agentOf: map[string]string{}, agents: map[string]string{},
+		agentTools: map[string]string{}}
 }
 
 // Session returns the session id, once the init line was read.
@@ -290,7 +297,9 @@ func (p *Parser) observe(id, model string, u anthropicUsage) []budget.UsageEvent
 // non-negative events cannot express. A streamed event with no price keeps
 // its unknown label in the ledger, the reported dollars land in the
 // adjustment, and the adjustment settles those unknowns (SettlesUnknown):
-// the report is the whole call's cost, so the call ends reported.
+// the report is the whole call's cost, so the call ends reported. The
+// adjustment is one event per agent that has a part of it (splitByAgent),
+// so what a sub-agent spent is booked to it, not to the main agent.
 func (p *Parser) Reconcile(price func(budget.UsageEvent) budget.UsageEvent) (events []budget.UsageEvent, note string) {
 	r := p.result
 	if r == nil {
@@ -317,6 +326,7 @@ func (p *Parser) Reconcile(price func(budget.UsageEvent) budget.UsageEvent) (eve
 	adj, _ := usagedelta.Grow(sum, reported.event(model))
 	if r.TotalCostUSD == nil {
 		if adj.Tokens() > 0 {
+			adj.Agent = p.agentShares(r).largest()
 			events = append(events, adj) // priced where it is recorded, like the stream
 		}
 		return events, ""
@@ -351,27 +361,329 @@ func (p *Parser) Reconcile(price func(budget.UsageEvent) budget.UsageEvent) (eve
 	// The report is the call's full cost: it settles every streamed event
 	// that had no price, so a model the catalogue lacks ends reported, not
 	// partial.
-	settles := streamed.UnknownEvents
-	if diff > 0 || adj.Tokens() > 0 || settles > 0 {
-		adj.USD, adj.CostSource, adj.SettlesUnknown = diff, budget.CostReported, settles
-		events = append(events, adj)
+	if diff > 0 || adj.Tokens() > 0 || streamed.UnknownEvents > 0 {
+		events = append(events, p.splitByAgent(adj, total, diff, price)...)
 	}
 	return events, note
 }
 
-// transcriptLine is one line of a Claude Code session transcript.
-type transcriptLine struct {
-	Type    string      `json:"type"`
-	Message *apiMessage `json:"message"`
+// agentShares is how a call's reported cost divides among the agents that
+// streamed it: the agents in a fixed order (the main agent first, then by
+// name) and each one's weight.
+type agentShares struct {
+	agents  []string
+	weights []*big.Rat
 }
 
-// FeedTranscript reads one line of the session transcript, which keeps each
-// message's final usage even when the CLI was killed, and returns what the
-// stream had not reported.
+// largest is the agent with the largest weight; the first such in order.
+func (s agentShares) largest() string {
+	best := 0
+	for i, w := range s.weights {
+		if w.Cmp(s.weights[best]) > 0 {
+			best = i
+		}
+	}
+	return s.agents[best]
+}
+
+// baseModel is a model's name without the context-window tag Claude Code's
+// result adds ("claude-opus-4-8[1m]"), as the stream names it.
+func baseModel(name string) string {
+	if i := strings.IndexByte(name, '['); i > 0 {
+		return name[:i]
+	}
+	return name
+}
+
+// agentShares weighs each agent by the part of the reported cost that is
+// its own, as far as the result lets tell: the result's modelUsage gives a
+// cost per model, not per agent, so each model's cost is shared among the
+// agents that streamed that model in proportion to their streamed tokens
+// of it. A model the result gives no cost for weighs nothing; when no model
+// weighs anything, the agents weigh their streamed tokens; with no streamed
+// tokens at all, everything is the main agent's.
+func (p *Parser) agentShares(r *Result) agentShares {
+	tokens := map[string]map[string]int64{} // per model, per agent
+	perModel := map[string]int64{}
+	perAgent := map[string]int64{"": 0}
+	for _, ev := range p.events {
+		m := baseModel(ev.Model)
+		if tokens[m] == nil {
+			tokens[m] = map[string]int64{}
+		}
+		tokens[m][ev.Agent] += ev.Tokens()
+		perModel[m] += ev.Tokens()
+		perAgent[ev.Agent] += ev.Tokens()
+	}
+	s := agentShares{agents: make([]string, 0, len(perAgent))}
+	for a := range perAgent {
+		s.agents = append(s.agents, a)
+	}
+	sort.Strings(s.agents) // "" sorts first: the main agent
+	byCost := map[string]*big.Rat{}
+	total := new(big.Rat)
+	for name, u := range r.ModelUsage {
+		cost, err := budget.USDFromFloat(u.CostUSD)
+		m := baseModel(name)
+		if err != nil || cost <= 0 || perModel[m] == 0 {
+			continue
+		}
+		for a, n := range tokens[m] {
+			w := new(big.Rat).SetFrac(new(big.Int).Mul(big.NewInt(int64(cost)), big.NewInt(n)), big.NewInt(perModel[m]))
+			if byCost[a] == nil {
+				byCost[a] = new(big.Rat)
+			}
+			byCost[a].Add(byCost[a], w)
+			total.Add(total, w)
+		}
+	}
+	for _, a := range s.agents {
+		w := new(big.Rat)
+		switch {
+		case total.Sign() > 0:
+			if byCost[a] != nil {
+				w.Set(byCost[a])
+			}
+		default:
+			w.SetInt64(perAgent[a])
+		}
+		s.weights = append(s.weights, w)
+	}
+	if len(s.agents) == 1 {
+		s.weights[0].SetInt64(1) // the main agent alone, streamed tokens or not
+	}
+	return s
+}
+
+// apportion divides total (≥ 0) in proportion to weights, in whole units,
+// the parts summing to total exactly: each part is its proportional share
+// rounded down, and the units left go one each to the largest remainders
+// (the first in order on a tie). All weights zero gives all to the first.
+func apportion(total int64, weights []*big.Rat) []int64 {
+	parts := make([]int64, len(weights))
+	sum := new(big.Rat)
+	for _, w := range weights {
+		sum.Add(sum, w)
+	}
+	if sum.Sign() == 0 {
+		parts[0] = total
+		return parts
+	}
+	rems := make([]*big.Rat, len(weights))
+	left := total
+	for i, w := range weights {
+		share := new(big.Rat).Mul(big.NewRat(total, 1), w)
+		share.Quo(share, sum)
+		q := new(big.Int).Quo(share.Num(), share.Denom()) // shares are ≥ 0: Quo floors
+		parts[i] = q.Int64()
+		left -= parts[i]
+		rems[i] = share.Sub(share, new(big.Rat).SetInt(q))
+	}
+	order := make([]int, len(weights))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return rems[order[a]].Cmp(rems[order[b]]) > 0 })
+	for i := 0; left > 0; i = (i + 1) % len(order) {
+		parts[order[i]]++
+		left--
+	}
+	return parts
+}
+
+// splitByAgent turns the reconciliation into one reported adjustment per
+// agent, so that a sub-agent's share is booked to it, not to the main
+// agent:
+//   - the reported total is apportioned by agentShares (each agent's share
+//     of the report), and each agent's shortfall is its share less what its
+//     streamed events were priced at. The dollars of the adjustment (diff,
+//     the report less the whole streamed estimate) go by those shortfalls:
+//     exactly each one's when none is negative (every agent then lands on
+//     its share to the nano-dollar), else in proportion to the positive
+//     ones — in whole nano-dollars summing exactly to diff either way;
+//   - each agent's adjustment settles exactly its own streamed events that
+//     had no price;
+//   - the tokens the stream missed (adj's) are not split — the result does
+//     not say whose they are, and splitting each kind of token apart could
+//     leave a part with more cache reads than input — and go to the agent
+//     with the largest share.
+func (p *Parser) splitByAgent(adj budget.UsageEvent, total, diff budget.USD, price func(budget.UsageEvent) budget.UsageEvent) []budget.UsageEvent {
+	shares := p.agentShares(p.result)
+	unknown := map[string]int64{}
+	known := map[string]budget.USD{}
+	for _, ev := range p.events {
+		if price != nil {
+			ev = price(ev)
+		}
+		known[ev.Agent] += ev.USD
+		if ev.CostSource == budget.CostUnknown {
+			unknown[ev.Agent]++
+		}
+	}
+	targets := apportion(int64(total), shares.weights)
+	shortfalls := make([]*big.Rat, len(targets))
+	var sum int64
+	for i, agent := range shares.agents {
+		short := max(targets[i]-int64(known[agent]), 0)
+		shortfalls[i] = big.NewRat(short, 1)
+		sum += short
+	}
+	var dollars []int64
+	switch {
+	case sum == int64(diff):
+		dollars = make([]int64, len(targets))
+		for i, r := range shortfalls {
+			dollars[i] = r.Num().Int64()
+		}
+	case sum > 0:
+		dollars = apportion(int64(diff), shortfalls)
+	default:
+		dollars = apportion(int64(diff), shares.weights)
+	}
+	tokensTo := shares.largest()
+	var out []budget.UsageEvent
+	for i, agent := range shares.agents {
+		ev := budget.UsageEvent{Model: adj.Model, ServiceTier: adj.ServiceTier}
+		if agent == tokensTo {
+			ev = adj
+		}
+		ev.Agent, ev.USD, ev.CostSource, ev.SettlesUnknown = agent, budget.USD(dollars[i]), budget.CostReported, unknown[agent]
+		if ev.USD > 0 || ev.Tokens() > 0 || ev.SettlesUnknown > 0 {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// transcriptLine is one line of a Claude Code session transcript. A
+// sub-agent's lines are sidechain lines: Claude Code 2.1 writes them to a
+// transcript of their own (<session>/subagents/agent-<agentId>.jsonl beside
+// the session's), each carrying isSidechain and the sub-agent's agentId;
+// earlier versions wrote them into the session's transcript, marked
+// isSidechain only. The main transcript links an agentId to the Task
+// tool_use that started it in the tool_result that ends it.
+type transcriptLine struct {
+	Type        string          `json:"type"`
+	IsSidechain bool            `json:"isSidechain"`
+	AgentID     string          `json:"agentId"`
+	Message     json.RawMessage `json:"message"`
+	// ToolUseResult is, on a Task's tool_result line, an object naming the
+	// sub-agent's agentId (a string on a failed tool).
+	ToolUseResult json.RawMessage `json:"toolUseResult"`
+}
+
+// toolResults is a user message's content as far as it ends tool uses.
+type toolResults struct {
+	Content []struct {
+		Type      string          `json:"type"`
+		ToolUseID string          `json:"tool_use_id"`
+		Content   json.RawMessage `json:"content"`
+	} `json:"content"`
+}
+
+// agentIDInText finds the agentId a Task's result text states ("agentId:
+// a1b2c3d", or a team agent's "agent_id: name@team"), for a line whose
+// toolUseResult does not give it.
+var agentIDInText = regexp.MustCompile(`\bagent(?:Id|_id): ?([A-Za-z0-9_@.-]+)`)
+
+// sidechainAgent names sub-agent work in a transcript that does not say
+// which sub-agent did it (a sidechain line without an agentId).
+const sidechainAgent = "sidechain"
+
+// FeedTranscript reads one line of the session transcript, or of one of
+// its sub-agents' transcripts, which keep each message's final usage even
+// when the CLI was killed, and returns what the stream had not reported.
+// A sub-agent's messages are booked to it: by the name of the Task that
+// started it when the session's transcript (read first) linked its agentId
+// to that Task, else as "agent-<agentId>", else (an older transcript's
+// sidechain line without an agentId) as "sidechain".
 func (p *Parser) FeedTranscript(b []byte) []budget.UsageEvent {
 	var l transcriptLine
-	if json.Unmarshal(b, &l) != nil || l.Type != "assistant" || l.Message == nil || l.Message.Usage == nil || l.Message.ID == "" {
+	if json.Unmarshal(b, &l) != nil || len(l.Message) == 0 {
 		return nil
 	}
-	return p.observe(l.Message.ID, l.Message.Model, *l.Message.Usage)
+	switch l.Type {
+	case "user":
+		p.linkAgentIDs(l)
+		return nil
+	case "assistant":
+	default:
+		return nil
+	}
+	var m apiMessage
+	if json.Unmarshal(l.Message, &m) != nil {
+		return nil
+	}
+	p.nameSubAgents(m.Content)
+	if m.Usage == nil || m.ID == "" {
+		return nil
+	}
+	if l.IsSidechain && p.agentOf[m.ID] == "" {
+		switch tool := p.agentTools[l.AgentID]; {
+		case tool != "":
+			p.attribute(m.ID, tool)
+		case l.AgentID != "":
+			p.agentOf[m.ID] = "agent-" + l.AgentID
+		default:
+			p.agentOf[m.ID] = sidechainAgent
+		}
+	}
+	return p.observe(m.ID, m.Model, *m.Usage)
+}
+
+// linkAgentIDs remembers, from a Task's tool_result, which tool_use started
+// the sub-agent with which agentId.
+func (p *Parser) linkAgentIDs(l transcriptLine) {
+	var tr toolResults
+	if json.Unmarshal(l.Message, &tr) != nil {
+		return // a prompt: its content is a string
+	}
+	var res struct {
+		AgentID string `json:"agentId"`
+	}
+	_ = json.Unmarshal(l.ToolUseResult, &res) // a string on a failed tool
+	for _, c := range tr.Content {
+		if c.Type != "tool_result" || c.ToolUseID == "" {
+			continue
+		}
+		id := res.AgentID
+		if id == "" {
+			if m := agentIDInText.FindStringSubmatch(resultText(c.Content)); m != nil {
+				id = m[1]
+			}
+		}
+		if id != "" {
+			p.agentTools[id] = c.ToolUseID
+		}
+	}
+}
+
+// resultText is a tool_result's content as text: a string, or the text
+// blocks of a list.
+func resultText(content json.RawMessage) string {
+	var text string
+	if json.Unmarshal(content, &text) == nil {
+		return text
+	}
+	var blocks []struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(content, &blocks) // neither: no text to read
+	var b strings.Builder
+	for _, bl := range blocks {
+		b.WriteString(bl.Text)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// subAgentTranscripts lists the transcripts of a session's sub-agents,
+// beside its transcript file (Claude Code 2.1's layout), in name order.
+func subAgentTranscripts(sessions []string) []string {
+	var out []string
+	for _, s := range sessions {
+		m, _ := filepath.Glob(filepath.Join(strings.TrimSuffix(s, ".jsonl"), "subagents", "agent-*.jsonl"))
+		out = append(out, m...)
+	}
+	return out
 }

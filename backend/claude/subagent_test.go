@@ -2,11 +2,18 @@ package claude
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 )
 
@@ -141,5 +148,244 @@ func TestASecretInTheDescriptionNeverNamesTheSubAgent(t *testing.T) {
 	got := evs[len(evs)-1].Agent
 	if strings.Contains(got, secret) || !strings.HasPrefix(got, "general-purpose: try key") {
 		t.Errorf("agent = %q: the secret must be masked, the rest kept", got)
+	}
+}
+
+// resultLine is a final result whose modelUsage gives opusCost to the main
+// agent's model (named as the result names it, with its context tag) and
+// haikuCost to the sub-agent's; opusIn is the main model's reported input.
+func resultLine(opusIn int64, opusCost, haikuCost string) string {
+	return fmt.Sprintf(`{"type":"result","subtype":"success","is_error":false,"total_cost_usd":%s,"session_id":"s","modelUsage":{`+
+		`"claude-opus-4-8[1m]":{"inputTokens":%d,"outputTokens":29,"cacheReadInputTokens":0,"cacheCreationInputTokens":0,"costUSD":%s},`+
+		`"claude-haiku-4-5":{"inputTokens":300,"outputTokens":55,"cacheReadInputTokens":0,"cacheCreationInputTokens":0,"costUSD":%s}}}`,
+		addDecimal(opusCost, haikuCost), opusIn, opusCost, haikuCost)
+}
+
+func addDecimal(a, b string) string {
+	x, _ := budget.ParseUSD(a)
+	y, _ := budget.ParseUSD(b)
+	return strconv.FormatFloat((x + y).Float(), 'f', -1, 64)
+}
+
+// perToken prices every token at a microdollar, except the models in
+// unpriced, which the catalogue lacks.
+func perToken(unpriced ...string) func(budget.UsageEvent) budget.UsageEvent {
+	return func(ev budget.UsageEvent) budget.UsageEvent {
+		if slices.Contains(unpriced, ev.Model) {
+			ev.USD, ev.CostSource = 0, budget.CostUnknown
+			return ev
+		}
+		ev.USD, ev.CostSource = budget.USD(ev.Tokens()*1000), budget.CostEstimated
+		return ev
+	}
+}
+
+// The main agent streams 629 opus tokens (629,000 nano-USD at the test's
+// price) and the sub-agent 355 haiku tokens (355,000).
+func TestReconcileBooksEachAgentItsShare(t *testing.T) {
+	const sub = "general-purpose: Find the flaky test"
+	type booked struct {
+		usd     budget.USD
+		tokens  int64
+		settles int64
+	}
+	tests := []struct {
+		name    string
+		lines   []string
+		price   func(budget.UsageEvent) budget.UsageEvent
+		want    map[string]booked
+		wantSum budget.USD // the adjustment's dollars: the report less the estimate
+	}{
+		{"each agent lands on its model's reported cost",
+			[]string{mainStartsTask, subAgentFinal, mainAgain, resultLine(600, "0.001", "0.0005")}, perToken(),
+			map[string]booked{"": {usd: 1_000_000 - 629_000}, sub: {usd: 500_000 - 355_000}}, 516_000},
+		{"a sub-agent on a model without a price gets its whole share and settles its own unknowns",
+			[]string{mainStartsTask, subAgentFinal, mainAgain, resultLine(600, "0.001", "0.0005")}, perToken("claude-haiku-4-5"),
+			map[string]booked{"": {usd: 1_000_000 - 629_000}, sub: {usd: 500_000, settles: 1}}, 871_000},
+		{"an agent estimated above its share gives up nothing; the rest goes by the others' shortfall",
+			[]string{mainStartsTask, subAgentFinal, mainAgain, resultLine(600, "0.0005", "0.001")}, perToken(),
+			map[string]booked{sub: {usd: 1_500_000 - 984_000}}, 516_000},
+		{"tokens the stream missed go to the agent with the largest share",
+			[]string{mainStartsTask, subAgentFinal, mainAgain, resultLine(610, "0.001", "0.0005")}, perToken(),
+			map[string]booked{"": {usd: 1_000_000 - 629_000, tokens: 10}, sub: {usd: 500_000 - 355_000}}, 516_000},
+		{"the main agent alone gets the one adjustment",
+			[]string{mainAgain, `{"type":"result","subtype":"success","total_cost_usd":0.001,"modelUsage":{"claude-opus-4-8":{"inputTokens":500,"outputTokens":9,"costUSD":0.001}}}`},
+			perToken(), map[string]booked{"": {usd: 1_000_000 - 509_000}}, 491_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := NewParser()
+			for i, l := range tt.lines {
+				if _, err := p.Feed([]byte(l)); err != nil {
+					t.Fatalf("line %d: %v", i+1, err)
+				}
+			}
+			adj, note := p.Reconcile(tt.price)
+			got := map[string]booked{}
+			var sum budget.USD
+			for _, ev := range adj {
+				if err := ev.Validate(); err != nil {
+					t.Fatalf("invalid adjustment %+v: %v", ev, err)
+				}
+				if ev.CostSource != budget.CostReported {
+					t.Errorf("adjustment of %q is %v, want reported", ev.Agent, ev.CostSource)
+				}
+				if _, twice := got[ev.Agent]; twice {
+					t.Errorf("two adjustments for agent %q", ev.Agent)
+				}
+				got[ev.Agent] = booked{usd: ev.USD, tokens: ev.Tokens(), settles: ev.SettlesUnknown}
+				sum += ev.USD
+			}
+			if sum != tt.wantSum {
+				t.Errorf("adjustments sum to %s, want exactly %s (note %q)", sum, tt.wantSum, note)
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Errorf("booked %+v, want %+v (note %q)", got, tt.want, note)
+			}
+		})
+	}
+}
+
+// apportion's parts always sum to the whole, whatever the weights.
+func TestApportionIsExact(t *testing.T) {
+	tests := []struct {
+		total   int64
+		weights []int64
+		want    []int64
+	}{
+		{10, []int64{1, 1, 1}, []int64{4, 3, 3}},
+		{1, []int64{1, 3}, []int64{0, 1}},
+		{7, []int64{0, 0}, []int64{7, 0}},
+		{1_000_000_007, []int64{3, 5, 7}, []int64{200_000_001, 333_333_336, 466_666_670}},
+		{0, []int64{2, 1}, []int64{0, 0}},
+	}
+	for _, tt := range tests {
+		ws := make([]*big.Rat, len(tt.weights))
+		for i, w := range tt.weights {
+			ws[i] = big.NewRat(w, 1)
+		}
+		got := apportion(tt.total, ws)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("apportion(%d, %v) = %v, want %v", tt.total, tt.weights, got, tt.want)
+		}
+	}
+}
+
+// Transcript lines in the shape of the captured Claude Code 2.1.197
+// transcript (testdata/sigterm.after-tool-turn.transcript.jsonl). No
+// captured transcript has a sub-agent: its lines follow the layout Claude
+// Code 2.1 writes, <session>/subagents/agent-<agentId>.jsonl, whose lines
+// carry isSidechain and agentId, with the session's Task tool_result naming
+// the agentId; the messages are those of the stream lines above.
+func transcriptAssistant(sidechain bool, agentID, message string) string {
+	return fmt.Sprintf(`{"parentUuid":"u0","isSidechain":%t,%s"message":%s,"type":"assistant","uuid":"u1",`+
+		`"timestamp":"2026-11-22T02:38:20.317Z","userType":"external","entrypoint":"sdk-cli","cwd":"/ws","sessionId":"s","version":"2.1.197"}`,
+		sidechain, agentField(agentID), message)
+}
+
+func agentField(agentID string) string {
+	if agentID == "" {
+		return ""
+	}
+	return fmt.Sprintf(`"agentId":%q,`, agentID)
+}
+
+// messageOf is the "message" of a stream line above.
+func messageOf(t *testing.T, streamLine string) string {
+	t.Helper()
+	var l struct {
+		Message json.RawMessage `json:"message"`
+	}
+	if err := json.Unmarshal([]byte(streamLine), &l); err != nil || len(l.Message) == 0 {
+		t.Fatalf("no message in %s: %v", streamLine, err)
+	}
+	return string(l.Message)
+}
+
+const (
+	// The Task's tool_result in the session's transcript, naming the
+	// sub-agent's agentId in toolUseResult, or only in its text.
+	taskResultLine = `{"parentUuid":"u1","isSidechain":false,"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_01A","type":"tool_result",` +
+		`"content":[{"type":"text","text":"found it"}]}]},"uuid":"u2","timestamp":"2026-11-22T02:38:21.000Z",` +
+		`"toolUseResult":{"status":"completed","agentId":"a1b2c3d","totalTokens":355},"sessionId":"s","version":"2.1.197"}`
+	taskResultTextOnly = `{"parentUuid":"u1","isSidechain":false,"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_01A","type":"tool_result",` +
+		`"content":[{"type":"text","text":"found it\nagentId: a1b2c3d (for resuming)"}]}]},"uuid":"u2","sessionId":"s","version":"2.1.197"}`
+	promptLine = `{"parentUuid":null,"isSidechain":false,"type":"user","message":{"role":"user","content":"Find the flaky test."},"uuid":"u0","sessionId":"s"}`
+)
+
+func TestTranscriptBooksSubAgentsToThem(t *testing.T) {
+	const named = "general-purpose: Find the flaky test"
+	mainTask := transcriptAssistant(false, "", messageOf(t, mainStartsTask))
+	mainDone := transcriptAssistant(false, "", messageOf(t, mainAgain))
+	subFile := transcriptAssistant(true, "a1b2c3d", messageOf(t, subAgentFinal))
+	tests := []struct {
+		name   string
+		stream []string // what the stream reported before the transcript was read
+		lines  []string
+		want   map[string]int64 // tokens recovered, per agent
+	}{
+		{"the session alone is the main agent's", nil, []string{promptLine, mainTask, mainDone}, map[string]int64{"": 120 + 509}},
+		{"a sub-agent's transcript is named by the Task its agentId is linked to",
+			nil, []string{promptLine, mainTask, taskResultLine, mainDone, subFile}, map[string]int64{"": 120 + 509, named: 355}},
+		{"the link may be only in the Task's result text",
+			nil, []string{mainTask, taskResultTextOnly, subFile}, map[string]int64{"": 120, named: 355}},
+		{"a sub-agent whose link was not seen is named by its agentId",
+			nil, []string{subFile}, map[string]int64{"agent-a1b2c3d": 355}},
+		{"a sidechain line without an agentId is still not the main agent's",
+			nil, []string{transcriptAssistant(true, "", messageOf(t, subAgentFinal))}, map[string]int64{"sidechain": 355}},
+		{"what the stream reported of a sub-agent is not recovered again, the rest is the sub-agent's",
+			[]string{mainStartsTask, subAgentStream}, []string{mainTask, taskResultLine, subFile}, map[string]int64{named: 355 - 301}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := NewParser()
+			for _, l := range tt.stream {
+				if _, err := p.Feed([]byte(l)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := map[string]int64{}
+			for _, l := range tt.lines {
+				for _, ev := range p.FeedTranscript([]byte(l)) {
+					got[ev.Agent] += ev.Tokens()
+				}
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Errorf("recovered tokens per agent %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// recover reads the sub-agents' transcripts beside the session's, after it.
+func TestRecoverReadsTheSubAgentsTranscripts(t *testing.T) {
+	home := t.TempDir()
+	dir := filepath.Join(home, ".claude", "projects", "-ws")
+	write := func(name string, lines ...string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dir, "s.jsonl"), promptLine, transcriptAssistant(false, "", messageOf(t, mainStartsTask)), taskResultLine)
+	write(filepath.Join(dir, "s", "subagents", "agent-a1b2c3d.jsonl"), transcriptAssistant(true, "a1b2c3d", messageOf(t, subAgentFinal)))
+	write(filepath.Join(dir, "s", "subagents", "agent-a1b2c3d.meta.json"), `{"agentType":"general-purpose"}`)
+	b, err := New(purser.BackendSpec{Type: "claude", Options: map[string]any{"command": "/bin/sh", "env": map[string]any{"HOME": home}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewParser()
+	if _, err := p.Feed([]byte(`{"type":"system","subtype":"init","session_id":"s"}`)); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, ev := range b.recover(p) {
+		got[ev.Agent] += ev.Tokens()
+	}
+	if want := map[string]int64{"": 120, "general-purpose: Find the flaky test": 355}; !maps.Equal(got, want) {
+		t.Errorf("recovered tokens per agent %v, want %v", got, want)
 	}
 }
