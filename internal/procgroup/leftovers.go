@@ -36,11 +36,18 @@ func KillLeftovers(id string) int {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
 	mark := []byte(MarkEnv + "=" + id)
-	for i := 0; i < 100; i++ {
+	// A process caught in the middle of exec shows no environment for a
+	// moment: one empty scan is not proof that none is left (seen under
+	// load: a child the agent forked as it was killed turned up after).
+	quiet := 0
+	for i := 0; i < 100 && quiet < 3; i++ {
 		marked := markedWith(mark)
 		if len(marked) == 0 {
-			break
+			quiet++
+			time.Sleep(5 * time.Millisecond)
+			continue
 		}
+		quiet = 0
 		found += len(marked)
 		for _, pid := range marked {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
