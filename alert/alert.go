@@ -398,6 +398,9 @@ type Recovered struct {
 	// Expired is how many were given up on instead: older than
 	// Config.MaxAge, or attempted Config.MaxTotalAttempts times.
 	Expired int
+	// MaxAge and MaxTotalAttempts are the bounds Expired was judged by.
+	MaxAge           time.Duration
+	MaxTotalAttempts int
 }
 
 // Recover queues again, ahead of any new alert, the alerts the outbox
@@ -408,7 +411,7 @@ type Recovered struct {
 // or tried too often are marked expired instead. Call it once, after New
 // and before the first event; without an outbox it does nothing.
 func (n *Notifier) Recover(ctx context.Context) (Recovered, error) {
-	var r Recovered
+	r := Recovered{MaxAge: n.cfg.MaxAge, MaxTotalAttempts: n.cfg.MaxTotalAttempts}
 	if n.outbox == nil || len(n.sinks) == 0 {
 		return r, nil
 	}
