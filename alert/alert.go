@@ -8,6 +8,7 @@
 package alert
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -88,8 +89,15 @@ type Config struct {
 	MaxBackoff time.Duration
 	// Flush is how long Close waits for alerts not yet delivered before it
 	// gives up on them (default 5s): the most a dead receiver can add to the
-	// end of a run.
+	// end of a run. With an outbox, what it gave up on is tried again at
+	// the next start.
 	Flush time.Duration
+	// MaxAge is how old an alert left in the outbox may be and still be
+	// sent at a later start (default 24h); older ones expire.
+	MaxAge time.Duration
+	// MaxTotalAttempts is how many attempts an alert in the outbox gets in
+	// all, across starts (default 4 × MaxAttempts); then it expires.
+	MaxTotalAttempts int
 }
 
 // The defaults of Config.
@@ -99,6 +107,7 @@ const (
 	DefaultBackoff     = time.Second
 	DefaultMaxBackoff  = 30 * time.Second
 	DefaultFlush       = 5 * time.Second
+	DefaultMaxAge      = 24 * time.Hour
 )
 
 func (c Config) withDefaults() Config {
@@ -119,6 +128,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Flush <= 0 {
 		c.Flush = DefaultFlush
+	}
+	if c.MaxAge <= 0 {
+		c.MaxAge = DefaultMaxAge
+	}
+	if c.MaxTotalAttempts <= 0 {
+		c.MaxTotalAttempts = 4 * c.MaxAttempts
 	}
 	return c
 }
@@ -189,10 +204,14 @@ type level struct {
 // Notifier turns the engine's events into alerts and delivers them. Observe
 // never blocks on delivery. It is safe for concurrent use.
 type Notifier struct {
-	cfg   Config
-	sinks []*sink
-	now   func() time.Time
-	nonce string
+	cfg       Config
+	sinks     []*sink
+	now       func() time.Time
+	nonce     string
+	logf      func(string, ...any)
+	outbox    purser.AlertOutbox
+	owner     string
+	ownerGone func(string) bool
 
 	mu       sync.Mutex
 	seq      int
@@ -212,6 +231,15 @@ type Options struct {
 	// Client sends the requests (default: a client with no overall
 	// timeout; Config.Timeout bounds each attempt).
 	Client Doer
+	// Outbox, when set, records every alert, per webhook, before its first
+	// attempt, and what became of it: an alert a killed process had not
+	// delivered is delivered by Recover at the next start.
+	Outbox purser.AlertOutbox
+	// Owner is this process's owner ID ("host pid start"), under which it
+	// holds the alerts it delivers; OwnerGone says whether another's
+	// process is gone (default: none is).
+	Owner     string
+	OwnerGone func(owner string) bool
 }
 
 // New starts a Notifier: one delivery queue per webhook, so a dead receiver
@@ -229,10 +257,14 @@ func New(cfg Config, opts Options) *Notifier {
 	}
 	var nonce [6]byte
 	_, _ = rand.Read(nonce[:]) // crypto/rand.Read never fails (Go 1.24+)
-	n := &Notifier{cfg: cfg, now: opts.Now, nonce: hex.EncodeToString(nonce[:]),
+	if opts.OwnerGone == nil {
+		opts.OwnerGone = func(string) bool { return false }
+	}
+	n := &Notifier{cfg: cfg, now: opts.Now, nonce: hex.EncodeToString(nonce[:]), logf: opts.Logf,
+		outbox: opts.Outbox, owner: opts.Owner, ownerGone: opts.OwnerGone,
 		tasks: map[string]level{}, blocked: map[string]bool{}, baseline: map[string]level{}}
 	for _, w := range cfg.Webhooks {
-		n.sinks = append(n.sinks, startSink(w, cfg, opts.Client, opts.Logf))
+		n.sinks = append(n.sinks, startSink(w, cfg, opts.Client, opts.Logf, opts.Outbox))
 	}
 	return n
 }
@@ -312,17 +344,97 @@ func (n *Notifier) crossed(prev level, st budget.Status, scope budget.Scope, ev 
 	return cur
 }
 
-// queue stamps an alert and hands it to every webhook that wants it.
-// Called with n.mu held.
+// queue stamps an alert, records it in the outbox for every webhook that
+// wants it, and only then hands it to their queues: an alert is in the
+// database before any attempt to deliver it. Called with n.mu held.
 func (n *Notifier) queue(a Alert) {
 	n.seq++
 	a.ID = fmt.Sprintf("purser-%s-%d", n.nonce, n.seq)
 	a.Time = n.now().UTC()
+	var rows []purser.OutboxAlert
+	var to []*sink
+	var ds []delivery
 	for _, s := range n.sinks {
-		if s.hook.wants(a.Kind) {
-			s.push(a)
+		if !s.hook.wants(a.Kind) {
+			continue
+		}
+		body, err := Body(s.hook.Format, a)
+		if err != nil {
+			n.logf("alert %s (%s, task %s) to webhook %s not delivered: encode: %v", a.ID, a.Kind, a.TaskID, s.hook.Name, err)
+			continue
+		}
+		d := delivery{id: a.ID, kind: string(a.Kind), taskID: a.TaskID, body: body}
+		rows = append(rows, purser.OutboxAlert{ID: a.ID, Webhook: s.hook.Name, Kind: d.kind, TaskID: a.TaskID, Body: body, CreatedAt: a.Time})
+		to, ds = append(to, s), append(ds, d)
+	}
+	if n.outbox != nil && len(rows) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), outboxTimeout)
+		err := n.outbox.AddAlerts(ctx, n.owner, n.lease(), rows...)
+		cancel()
+		if err != nil {
+			// Delivered from memory all the same; only a kill would lose it.
+			n.logf("alert outbox: %v", err)
 		}
 	}
+	for i, s := range to {
+		s.push(ds[i])
+	}
+}
+
+// lease is how long this process holds an alert it queued or claimed
+// before another host may take it: the most its attempts and the flush can
+// take, and never less than ten minutes, for the wait in the queue. On
+// this host a killed holder is seen gone at once (OwnerGone).
+func (n *Notifier) lease() time.Duration {
+	c := n.cfg
+	return max(10*time.Minute, time.Duration(c.MaxAttempts)*(c.Timeout+c.MaxBackoff)+c.Flush)
+}
+
+// Recovered is what Recover found in the outbox.
+type Recovered struct {
+	// Queued is how many alerts an earlier process did not deliver were
+	// queued again, to be delivered before any new one.
+	Queued int
+	// Expired is how many were given up on instead: older than
+	// Config.MaxAge, or attempted Config.MaxTotalAttempts times.
+	Expired int
+	// MaxAge and MaxTotalAttempts are the bounds Expired was judged by.
+	MaxAge           time.Duration
+	MaxTotalAttempts int
+}
+
+// Recover queues again, ahead of any new alert, the alerts the outbox
+// holds undelivered for a webhook still configured (by its name) that no
+// live process holds: those of a process that was killed, or that ran out
+// of attempts or flush. Each keeps its idempotency key and its body, so a
+// receiver that did take it before can drop the duplicate. Alerts too old
+// or tried too often are marked expired instead. Call it once, after New
+// and before the first event; without an outbox it does nothing.
+func (n *Notifier) Recover(ctx context.Context) (Recovered, error) {
+	r := Recovered{MaxAge: n.cfg.MaxAge, MaxTotalAttempts: n.cfg.MaxTotalAttempts}
+	if n.outbox == nil || len(n.sinks) == 0 {
+		return r, nil
+	}
+	expired, err := n.outbox.ExpireAlerts(ctx, n.now().Add(-n.cfg.MaxAge), n.cfg.MaxTotalAttempts)
+	if err != nil {
+		return r, fmt.Errorf("alert outbox: %w", err)
+	}
+	r.Expired = expired
+	byName := map[string]*sink{}
+	names := make([]string, 0, len(n.sinks))
+	for _, s := range n.sinks {
+		byName[s.hook.Name] = s
+		names = append(names, s.hook.Name)
+	}
+	claimed, err := n.outbox.ClaimAlerts(ctx, n.owner, names, n.lease(), n.ownerGone)
+	if err != nil {
+		return r, fmt.Errorf("alert outbox: %w", err)
+	}
+	for _, a := range claimed {
+		byName[a.Webhook].push(delivery{id: a.ID, kind: a.Kind, taskID: a.TaskID, body: a.Body})
+		r.Queued++
+	}
+	return r, nil
 }
 
 // Result is what Close could deliver.

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 )
 
@@ -56,36 +57,44 @@ func Body(f Format, a Alert) ([]byte, error) {
 		Tier: a.Status.Tier, Metric: a.Metric.String(), Text: a.Text(), Budget: a.Status, Run: a.Run})
 }
 
+// delivery is one alert for one webhook: its request body, made (and
+// recorded in the outbox) when the alert was queued.
+type delivery struct {
+	id, kind, taskID string
+	body             []byte
+}
+
 // sink is one webhook's queue and the goroutine that delivers from it.
 type sink struct {
 	hook   Webhook
 	cfg    Config
 	client Doer
 	logf   func(string, ...any)
+	outbox purser.AlertOutbox // nil: alerts live in memory only
 	ctx    context.Context
 	cancel context.CancelFunc
 	wake   chan struct{}
 	done   chan struct{}
 
 	mu          sync.Mutex
-	queue       []Alert
+	queue       []delivery
 	closing     bool
 	delivered   int
 	undelivered int
 }
 
-func startSink(w Webhook, cfg Config, client Doer, logf func(string, ...any)) *sink {
+func startSink(w Webhook, cfg Config, client Doer, logf func(string, ...any), outbox purser.AlertOutbox) *sink {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &sink{hook: w, cfg: cfg, client: client, logf: logf, ctx: ctx, cancel: cancel,
+	s := &sink{hook: w, cfg: cfg, client: client, logf: logf, outbox: outbox, ctx: ctx, cancel: cancel,
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go s.run()
 	return s
 }
 
-// push queues an alert; it never blocks.
-func (s *sink) push(a Alert) {
+// push queues deliveries; it never blocks.
+func (s *sink) push(d ...delivery) {
 	s.mu.Lock()
-	s.queue = append(s.queue, a)
+	s.queue = append(s.queue, d...)
 	s.mu.Unlock()
 	s.signal()
 }
@@ -111,8 +120,25 @@ func (s *sink) counts() (delivered, undelivered int) {
 	return s.delivered, s.undelivered + len(s.queue)
 }
 
+// record writes to the outbox, if there is one. It runs on a context of its
+// own: what the end of the flush abandons must still be released.
+func (s *sink) record(what string, write func(ctx context.Context, o purser.AlertOutbox) error) {
+	if s.outbox == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), outboxTimeout)
+	defer cancel()
+	if err := write(ctx, s.outbox); err != nil {
+		s.logf("alert outbox: %s: %v", what, err)
+	}
+}
+
+// outboxTimeout bounds one write to the outbox.
+const outboxTimeout = 10 * time.Second
+
 func (s *sink) run() {
 	defer close(s.done)
+	defer s.release()
 	for {
 		s.mu.Lock()
 		for len(s.queue) == 0 && !s.closing {
@@ -128,10 +154,20 @@ func (s *sink) run() {
 			s.mu.Unlock()
 			return
 		}
-		a := s.queue[0]
+		d := s.queue[0]
 		s.mu.Unlock()
 
-		err := s.deliver(a)
+		err := s.deliver(d)
+		state := purser.OutboxDelivered
+		switch {
+		case errors.Is(err, errPermanent):
+			state = purser.OutboxRefused
+		case err != nil:
+			state = purser.OutboxPending // tried again at the next start
+		}
+		s.record("settle alert "+d.id, func(ctx context.Context, o purser.AlertOutbox) error {
+			return o.SettleAlert(ctx, d.id, s.hook.Name, state)
+		})
 		s.mu.Lock()
 		s.queue = s.queue[1:]
 		if err == nil {
@@ -141,11 +177,24 @@ func (s *sink) run() {
 		}
 		s.mu.Unlock()
 		if err != nil {
-			s.logf("alert %s (%s, task %s) to webhook %s not delivered: %v", a.ID, a.Kind, a.TaskID, s.hook.Name, err)
+			s.logf("alert %s (%s, task %s) to webhook %s not delivered: %v", d.id, d.kind, d.taskID, s.hook.Name, err)
 		}
 		if s.ctx.Err() != nil {
 			return
 		}
+	}
+}
+
+// release lets go of the alerts the flush left queued, so that the next
+// start takes them at once.
+func (s *sink) release() {
+	s.mu.Lock()
+	left := s.queue
+	s.mu.Unlock()
+	for _, d := range left {
+		s.record("release alert "+d.id, func(ctx context.Context, o purser.AlertOutbox) error {
+			return o.SettleAlert(ctx, d.id, s.hook.Name, purser.OutboxPending)
+		})
 	}
 }
 
@@ -154,15 +203,14 @@ var errPermanent = errors.New("refused")
 
 // deliver sends one alert, retrying with back-off until it is accepted, it
 // is refused for good, the attempts run out or the sink is cancelled.
-func (s *sink) deliver(a Alert) error {
-	body, err := Body(s.hook.Format, a)
-	if err != nil {
-		return fmt.Errorf("encode: %w", err)
-	}
+func (s *sink) deliver(d delivery) error {
 	wait := s.cfg.Backoff
 	var last error
 	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
-		retryAfter, err := s.attempt(a, body)
+		s.record("count an attempt of alert "+d.id, func(ctx context.Context, o purser.AlertOutbox) error {
+			return o.AlertAttempted(ctx, d.id, s.hook.Name)
+		})
+		retryAfter, err := s.attempt(d)
 		if err == nil {
 			return nil
 		}
@@ -185,17 +233,17 @@ func (s *sink) deliver(a Alert) error {
 
 // attempt makes one request. It returns how long the receiver asked to be
 // left alone (Retry-After), if it did.
-func (s *sink) attempt(a Alert, body []byte) (time.Duration, error) {
+func (s *sink) attempt(d delivery) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.hook.URL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.hook.URL, bytes.NewReader(d.body))
 	if err != nil {
 		return 0, fmt.Errorf("%w: bad URL: %v", errPermanent, hideURL(err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "purser-alert")
-	req.Header.Set("Idempotency-Key", a.ID)
-	req.Header.Set("X-Purser-Event", string(a.Kind))
+	req.Header.Set("Idempotency-Key", d.id)
+	req.Header.Set("X-Purser-Event", d.kind)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return 0, hideURL(err)

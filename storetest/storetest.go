@@ -28,6 +28,7 @@ type Store interface {
 	purser.Store
 	purser.SharedRunBudget
 	purser.NamedBudgets
+	purser.AlertOutbox
 }
 
 // Opener opens a new handle on one database. Every call returns a store of
@@ -69,6 +70,8 @@ func Run(t *testing.T, newDatabase func(t *testing.T) Opener) {
 		{"NamedBudgetHoldsNeverJointlyExceedTheCaps", testNamedBudgetUnderConcurrency},
 		{"NamedBudgetCreateRaiseAndDraw", testNamedBudgetLifecycle},
 		{"DeadOwnersHoldsAreDropped", testDeadOwnersHoldsAreDropped},
+		{"AlertOutboxHoldsClaimsSettlesAndExpires", testAlertOutboxLifecycle},
+		{"AlertClaimsOnSeveralHandlesAreExclusive", testAlertClaimsAreExclusive},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

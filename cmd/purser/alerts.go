@@ -9,6 +9,7 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/alert"
+	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
 )
@@ -23,10 +24,12 @@ type alerts struct {
 }
 
 // startAlerts starts the notifier purser.yaml's alerts: section asks for,
-// or returns nil when it asks for none. Tasks the store already knows start
-// from the tier they reached, so a resumed task's lines are not announced
-// twice.
-func startAlerts(ctx context.Context, proj *config.Project, store purser.Store, tasks []purser.Task) (*alerts, error) {
+// or returns nil when it asks for none. Every alert goes through the
+// store's outbox, and what an earlier process left undelivered (it was
+// killed, or its receiver was down) is queued first, said on stderr. Tasks
+// the store already knows start from the tier they reached, so a resumed
+// task's lines are not announced twice.
+func startAlerts(ctx context.Context, stderr io.Writer, proj *config.Project, store store, tasks []purser.Task) (*alerts, error) {
 	if proj == nil || !proj.Alerts.Enabled() {
 		return nil, nil
 	}
@@ -39,7 +42,19 @@ func startAlerts(ctx context.Context, proj *config.Project, store purser.Store, 
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		a.failed = append(a.failed, fmt.Sprintf(format, args...))
-	}})
+	}, Outbox: store, Owner: proc.Owners{}.Self(), OwnerGone: proc.Owners{}.Gone})
+	rec, err := a.n.Recover(ctx)
+	if err != nil {
+		a.n.Close()
+		return nil, err
+	}
+	if rec.Expired > 0 {
+		fmt.Fprintf(stderr, "purser: %d alert(s) an earlier run did not deliver expired unsent (older than %s, or tried %d times)\n",
+			rec.Expired, rec.MaxAge, rec.MaxTotalAttempts)
+	}
+	if rec.Queued > 0 {
+		fmt.Fprintf(stderr, "purser: delivering %d alert(s) an earlier run did not deliver\n", rec.Queued)
+	}
 	for _, t := range tasks {
 		st, state, err := recordedStatus(ctx, store, t.ID)
 		if errors.Is(err, purser.ErrNotFound) {
@@ -95,6 +110,9 @@ func (a *alerts) close(stderr io.Writer) {
 		}
 		if res.Undelivered > len(a.failed) {
 			fmt.Fprintf(stderr, "purser: %d alert(s) not delivered before the end of the run (alerts.flush in purser.yaml)\n", res.Undelivered-len(a.failed))
+		}
+		if res.Undelivered > 0 {
+			fmt.Fprintln(stderr, "purser: alerts not delivered, unless a receiver refused them for good, stay in the database and are delivered by the next purser run or resume")
 		}
 	})
 }

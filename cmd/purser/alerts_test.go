@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -167,5 +169,130 @@ func TestAlertsOnResume(t *testing.T) {
 	}
 	if code, out := purser("resume", "runaway", "--budget", "raise.yaml"); code != exitBudgetStop || seen() != "warning,warning_line,hard,blocked,hard,blocked" {
 		t.Fatalf("resume with a raise: exit %d, alerts %q, want a new hard and blocked\n%s", code, seen(), out)
+	}
+}
+
+// A purser killed (SIGKILL) while its receiver still refused every alert,
+// holding the HARD one unanswered, loses none of them: the next command,
+// purser resume, delivers each alert the killed one had queued, HARD
+// included, exactly once and under its original Idempotency-Key; and the
+// command after that delivers nothing again.
+func TestAlertsQueuedBeforeAKillAreDeliveredByTheNextCommand(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	accepting := false
+	refusedKeys := map[string]string{} // key → event, refused before the kill
+	accepted := map[string]int{}       // key → times taken after it
+	acceptedEvent := map[string]string{}
+	hardSeen := make(chan struct{})
+	killed := make(chan struct{})
+	var hardOnce sync.Once
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, event := r.Header.Get("Idempotency-Key"), r.Header.Get("X-Purser-Event")
+		mu.Lock()
+		if accepting {
+			accepted[key]++
+			acceptedEvent[key] = event
+			mu.Unlock()
+			return
+		}
+		refusedKeys[key] = event
+		mu.Unlock()
+		if event == "hard" {
+			// Hold the HARD alert's request unanswered until the process
+			// that sent it is dead.
+			hardOnce.Do(func() { close(hardSeen) })
+			<-killed
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer rcv.Close()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(mustAbs("../../examples/demo"))); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "purser.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("alerts:\n  timeout: 5m\n  backoff: 10ms\n  maxAttempts: 2\n  flush: 5m\n  webhooks:\n    - {name: ops, url: " + rcv.URL + "}\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	db := filepath.Join(t.TempDir(), "p.db")
+	bin := buildPurser(t)
+
+	run := exec.Command(bin, "run", "--json", "--db", db, "runaway.yaml")
+	run.Dir = dir
+	var runOut bytes.Buffer
+	run.Stdout, run.Stderr = io.Discard, &runOut
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- run.Wait() }()
+	select {
+	case <-hardSeen:
+	case err := <-exited:
+		close(killed)
+		t.Fatalf("purser run ended (%v) before it sent its HARD alert:\n%s", err, runOut.String())
+	case <-time.After(3 * time.Minute):
+		t.Fatal("no HARD alert reached the receiver")
+	}
+	if err := run.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	mu.Lock()
+	accepting = true
+	before := maps.Clone(refusedKeys)
+	mu.Unlock()
+	close(killed)
+
+	var hardKey string
+	for k, ev := range before {
+		if ev == "hard" {
+			hardKey = k
+		}
+	}
+	if len(before) < 3 || hardKey == "" {
+		t.Fatalf("before the kill the receiver refused %v; want warning, warning_line and hard", before)
+	}
+	resume := func() string {
+		t.Helper()
+		cmd := exec.Command(bin, "resume", "runaway", "--db", db)
+		cmd.Dir = dir
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		code := exitCode(t, cmd.Run())
+		t.Logf("resume: exit %d", code)
+		return out.String()
+	}
+	out := resume()
+	if !strings.Contains(out, "an earlier run did not deliver") {
+		t.Errorf("resume did not say it delivers what the killed run left:\n%s", out)
+	}
+	mu.Lock()
+	for k, ev := range before {
+		if accepted[k] != 1 {
+			t.Errorf("%s alert %s, refused before the kill, was taken %d times after it, want once", ev, k, accepted[k])
+		}
+	}
+	for k, n := range accepted {
+		if n != 1 {
+			t.Errorf("%s alert %s taken %d times", acceptedEvent[k], k, n)
+		}
+	}
+	afterFirst := maps.Clone(accepted)
+	mu.Unlock()
+	if t.Failed() {
+		t.Fatalf("resume output:\n%s", out)
+	}
+
+	out = resume()
+	mu.Lock()
+	defer mu.Unlock()
+	if !maps.Equal(accepted, afterFirst) {
+		t.Fatalf("a second resume delivered again: %v, after the first %v\n%s", accepted, afterFirst, out)
 	}
 }

@@ -120,7 +120,7 @@ type session struct {
 }
 
 func newSession(cmd *cobra.Command, store store, proj *config.Project, tasks []purser.Task, runBudget *budget.Config, asJSON bool) (*session, error) {
-	al, err := startAlerts(cmd.Context(), proj, store, tasks)
+	al, err := startAlerts(cmd.Context(), cmd.ErrOrStderr(), proj, store, tasks)
 	if err != nil {
 		return nil, err
 	}

@@ -11,12 +11,13 @@ import (
 	"github.com/purser-dev/purser/sqlite"
 )
 
-// store is what the commands work through: the records, and the run budget
-// the processes sharing the database share.
+// store is what the commands work through: the records, the run budget
+// the processes sharing the database share, and the alert outbox.
 type store interface {
 	purser.Store
 	purser.SharedRunBudget
 	purser.NamedBudgets
+	purser.AlertOutbox
 }
 
 // openStore opens the database db names, by its form: a postgres:// or

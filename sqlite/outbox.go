@@ -1,0 +1,156 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/purser-dev/purser"
+)
+
+var _ purser.AlertOutbox = (*Store)(nil)
+
+// AddAlerts records alerts, pending and held by owner, in one transaction.
+func (s *Store) AddAlerts(ctx context.Context, owner string, lease time.Duration, alerts ...purser.OutboxAlert) error {
+	if len(alerts) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("record alert %s: %w", alerts[0].ID, err)
+	}
+	defer tx.Rollback()
+	until := time.Now().Add(lease).UnixNano()
+	for _, a := range alerts {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO alert_outbox (id, webhook, kind, task_id, body, created_at, owner, lease_until)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id, webhook) DO NOTHING`,
+			a.ID, a.Webhook, a.Kind, a.TaskID, a.Body, a.CreatedAt.UnixNano(), owner, until); err != nil {
+			return fmt.Errorf("record alert %s for webhook %s: %w", a.ID, a.Webhook, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("record alert %s: %w", alerts[0].ID, err)
+	}
+	return nil
+}
+
+// ClaimAlerts takes the claimable alerts in one IMMEDIATE transaction: the
+// write lock is held from the first read, so a second claimer reads only
+// once the first has committed its holds.
+func (s *Store) ClaimAlerts(ctx context.Context, owner string, webhooks []string, lease time.Duration, ownerGone func(string) bool) ([]purser.OutboxAlert, error) {
+	if len(webhooks) == 0 {
+		return nil, nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil) // _txlock=immediate
+	if err != nil {
+		return nil, fmt.Errorf("claim alerts: %w", err)
+	}
+	defer tx.Rollback()
+	now := time.Now()
+	args := []any{}
+	for _, w := range webhooks {
+		args = append(args, w)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT seq, id, webhook, kind, task_id, body, created_at, attempts, owner, lease_until
+		FROM alert_outbox WHERE state = 'pending' AND webhook IN (?`+strings.Repeat(", ?", len(webhooks)-1)+`) ORDER BY created_at, seq`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim alerts: %w", err)
+	}
+	var out []purser.OutboxAlert
+	var seqs []int64
+	for rows.Next() {
+		var a purser.OutboxAlert
+		var seq, created, until int64
+		if err := rows.Scan(&seq, &a.ID, &a.Webhook, &a.Kind, &a.TaskID, &a.Body, &created, &a.Attempts, &a.Owner, &until); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("claim alerts: %w", err)
+		}
+		if a.Owner != "" && until > now.UnixNano() && (a.Owner == owner || !ownerGone(a.Owner)) {
+			continue // held by a live process, which delivers it
+		}
+		a.CreatedAt = time.Unix(0, created).UTC()
+		a.State = purser.OutboxPending
+		a.Owner = owner
+		out = append(out, a)
+		seqs = append(seqs, seq)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim alerts: %w", err)
+	}
+	until := now.Add(lease).UnixNano()
+	for _, seq := range seqs {
+		if _, err := tx.ExecContext(ctx, `UPDATE alert_outbox SET owner = ?, lease_until = ? WHERE seq = ?`, owner, until, seq); err != nil {
+			return nil, fmt.Errorf("claim alerts: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("claim alerts: %w", err)
+	}
+	return out, nil
+}
+
+// AlertAttempted counts one more attempt.
+func (s *Store) AlertAttempted(ctx context.Context, id, webhook string) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE alert_outbox SET attempts = attempts + 1 WHERE id = ? AND webhook = ?`, id, webhook); err != nil {
+		return fmt.Errorf("count an attempt of alert %s for webhook %s: %w", id, webhook, err)
+	}
+	return nil
+}
+
+// SettleAlert records an alert's state and releases it.
+func (s *Store) SettleAlert(ctx context.Context, id, webhook string, state purser.OutboxState) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE alert_outbox SET state = ?, owner = '', lease_until = 0
+		WHERE id = ? AND webhook = ? AND (state = 'pending' OR ? = 'delivered')`, string(state), id, webhook, string(state)); err != nil {
+		return fmt.Errorf("mark alert %s for webhook %s %s: %w", id, webhook, state, err)
+	}
+	return nil
+}
+
+// ExpireAlerts marks the too old and the out of attempts expired.
+func (s *Store) ExpireAlerts(ctx context.Context, before time.Time, maxAttempts int) (int, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE alert_outbox SET state = 'expired', owner = '', lease_until = 0
+		WHERE state = 'pending' AND (created_at < ? OR attempts >= ?)`, before.UnixNano(), maxAttempts)
+	if err != nil {
+		return 0, fmt.Errorf("expire alerts: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("expire alerts: %w", err)
+	}
+	return int(n), nil
+}
+
+// OutboxAlerts lists every recorded alert, oldest first.
+func (s *Store) OutboxAlerts(ctx context.Context) ([]purser.OutboxAlert, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, webhook, kind, task_id, body, created_at, attempts, state, owner
+		FROM alert_outbox ORDER BY created_at, seq`)
+	if err != nil {
+		return nil, fmt.Errorf("list alerts: %w", err)
+	}
+	defer rows.Close()
+	var out []purser.OutboxAlert
+	for rows.Next() {
+		a, err := scanOutbox(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list alerts: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list alerts: %w", err)
+	}
+	return out, nil
+}
+
+func scanOutbox(rows *sql.Rows) (purser.OutboxAlert, error) {
+	var a purser.OutboxAlert
+	var created int64
+	var state string
+	err := rows.Scan(&a.ID, &a.Webhook, &a.Kind, &a.TaskID, &a.Body, &created, &a.Attempts, &state, &a.Owner)
+	a.CreatedAt = time.Unix(0, created).UTC()
+	a.State = purser.OutboxState(state)
+	return a, err
+}
