@@ -69,6 +69,10 @@ func Run(t *testing.T, newDatabase func(t *testing.T) Opener) {
 		{"NamedBudgetHoldsNeverJointlyExceedTheCaps", testNamedBudgetUnderConcurrency},
 		{"NamedBudgetCreateRaiseAndDraw", testNamedBudgetLifecycle},
 		{"DeadOwnersHoldsAreDropped", testDeadOwnersHoldsAreDropped},
+		{"ClaimJobGrantsEachJobOnceAcrossHandles", testClaimJobGrantsEachJobOnce},
+		{"LeaseRunsOutAndTheJobGoesToAnotherWorker", testLeaseRunsOutAndTheJobGoesToAnotherWorker},
+		{"ExpiredLeaseNobodyTookIsStillTheWorkers", testExpiredLeaseNobodyTookIsRenewed},
+		{"ReleasedJobWaitsItsAfterAndKeepsItsPlace", testReleaseJobWaitsItsAfter},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
