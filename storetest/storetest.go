@@ -1,6 +1,7 @@
 // Package storetest is the conformance suite every purser.Store must pass:
 // one set of behaviours (ledger idempotency, running totals, task states and
-// owners, atomic claims, shared run budgets, interrupted calls, …) run
+// owners, atomic claims, shared run budgets, interrupted calls, the job
+// queue, …) run
 // against each implementation, so that the stores cannot drift apart.
 //
 // A store package runs it from its own tests:
