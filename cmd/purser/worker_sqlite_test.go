@@ -266,3 +266,32 @@ func TestSubmitRefusesASQLiteQueueInAWorkspace(t *testing.T) {
 		t.Fatalf("submit to a database in a workspace: %v\n%s", err, out)
 	}
 }
+
+// A task file rewritten after it was submitted so that its workspace holds
+// the SQLite queue: the worker refuses to run it (an agent there could
+// rewrite the ledger), the task and its job end FAILED saying why, and no
+// call is made.
+func TestWorkerRefusesATaskWhoseWorkspaceNowHoldsTheQueue(t *testing.T) {
+	bin := buildPurser(t)
+	dir := t.TempDir()
+	tasks := writeFleet(t, dir, 1, 0, 1_000_000)
+	db := filepath.Join(dir, "state", "queue.db")
+	submit(t, bin, dir, db, tasks)
+	writeFiles(t, dir, map[string]string{"t00.yaml": "id: t00\ngoal: Fix it.\nworkspace: ./state\n" +
+		"backend: {type: sim, script: sim.yaml, transcript: t00.calls.jsonl}\n" +
+		"validators: [{name: fixed, run: 'test -f fixed.txt'}]\nbudget: {hard: {maxIterations: 5}}\n"})
+	w := startWorker(t, bin, dir, db, "w", nil, "--lease", "5s", "--poll", "100ms", "--drain")
+	w.wait(t, time.Now().Add(time.Minute))
+	s := openSQLiteQueue(t, db)
+	jobs, err := s.Jobs(context.Background(), "fleet")
+	if err != nil || len(jobs) != 1 || jobs[0].State != purser.JobFinished || jobs[0].Outcome != string(purser.StateFailed) {
+		t.Fatalf("jobs %+v (%v), want t00 finished FAILED\n%s", jobs, err, tail(w.out.String()))
+	}
+	rec, err := s.Task(context.Background(), "t00")
+	if err != nil || rec.State != purser.StateFailed || !strings.Contains(rec.Reason, "holds the database") {
+		t.Fatalf("task %+v (%v), want FAILED: its workspace holds the database", rec, err)
+	}
+	if n := completedInTranscript(t, filepath.Join(dir, "t00.calls.jsonl")); n != 0 {
+		t.Fatalf("the sim made %d calls in a workspace holding the ledger", n)
+	}
+}
