@@ -45,10 +45,12 @@ type Job struct {
 // holds: its lease ran out and the job may be another worker's now.
 var ErrLeaseLost = errors.New("lease lost")
 
-// JobQueue is a queue of tasks shared by workers on many hosts. Claims are
-// atomic: one job goes to one worker at a time, and a job whose worker
-// stopped renewing its lease (killed, host lost, network cut) goes to
-// another once the lease has run out, by the server's clock.
+// JobQueue is a queue of tasks shared by workers: on many hosts (the
+// PostgreSQL store), or on the one machine that holds the database file
+// (SQLite). Claims are atomic: one job goes to one worker at a time, and a
+// job whose worker stopped renewing its lease (killed, host lost, network
+// cut) goes to another once the lease has run out, by the store's clock
+// (the server's; on SQLite, the machine's).
 type JobQueue interface {
 	// SubmitJob queues a job; a task already submitted is left as it is and
 	// reported false.

@@ -1,6 +1,7 @@
 // Package storetest is the conformance suite every purser.Store must pass:
 // one set of behaviours (ledger idempotency, running totals, task states and
-// owners, atomic claims, shared run budgets, interrupted calls, …) run
+// owners, atomic claims, shared run budgets, interrupted calls, the job
+// queue, …) run
 // against each implementation, so that the stores cannot drift apart.
 //
 // A store package runs it from its own tests:
@@ -72,6 +73,10 @@ func Run(t *testing.T, newDatabase func(t *testing.T) Opener) {
 		{"DeadOwnersHoldsAreDropped", testDeadOwnersHoldsAreDropped},
 		{"AlertOutboxHoldsClaimsSettlesAndExpires", testAlertOutboxLifecycle},
 		{"AlertClaimsOnSeveralHandlesAreExclusive", testAlertClaimsAreExclusive},
+		{"ClaimJobGrantsEachJobOnceAcrossHandles", testClaimJobGrantsEachJobOnce},
+		{"LeaseRunsOutAndTheJobGoesToAnotherWorker", testLeaseRunsOutAndTheJobGoesToAnotherWorker},
+		{"ExpiredLeaseNobodyTookIsStillTheWorkers", testExpiredLeaseNobodyTookIsRenewed},
+		{"ReleasedJobWaitsItsAfterAndKeepsItsPlace", testReleaseJobWaitsItsAfter},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,17 +15,22 @@ import (
 	"github.com/purser-dev/purser/engine"
 )
 
-// jobStore is a store workers on many hosts can take tasks from.
+// jobStore is a store workers take tasks from: on PostgreSQL, workers on
+// many hosts; on a SQLite file, workers on the machine that holds it.
 type jobStore interface {
 	store
 	purser.JobQueue
 }
 
-// openJobStore opens the database for the queue's commands: it must be one
-// that workers on other hosts can share (PostgreSQL).
+// openJobStore opens the database for the queue's commands. A SQLite file
+// serves workers on this machine only: one on a network filesystem, where
+// hosts would share it with neither a lock SQLite can trust nor one clock
+// for the leases, is refused.
 func openJobStore(cmd *cobra.Command, where database) (jobStore, error) {
 	if isDatabaseFile(where.Path) {
-		return nil, badInput(fmt.Errorf("%s needs a PostgreSQL database (a postgres:// URL in --db, PURSER_DB or database: in purser.yaml), which workers on every host share; %s is a SQLite file", cmd.Name(), where))
+		if fs, remote := networkFilesystem(where.Path); remote {
+			return nil, badInput(fmt.Errorf("%s: %s is on a network filesystem (%s); a SQLite queue serves workers on the machine that holds the file, not across hosts. Keep the file on a local disk, or share a PostgreSQL database (a postgres:// URL in --db, PURSER_DB or database: in purser.yaml) between hosts", cmd.Name(), where, fs))
+		}
 	}
 	s, err := openStore(cmd.Context(), where, true)
 	if err != nil {
@@ -39,14 +44,22 @@ func openJobStore(cmd *cobra.Command, where database) (jobStore, error) {
 	return q, nil
 }
 
+// queueScope is what --help says of who shares a queue.
+const queueScope = `The queue is in the database: on PostgreSQL (a postgres:// URL) it serves
+workers on every host that reaches the server; on a SQLite file it serves
+workers on the machine that holds the file only, not across hosts (a file on
+a network filesystem such as NFS or SMB is refused).`
+
 func newSubmitCmd() *cobra.Command {
 	var db, runBudget, runName, drawFrom string
 	cmd := &cobra.Command{
 		Use:   "submit TASKFILE... --run NAME [--run-budget FILE] [--draw-from BUDGET,...] [--db URL]",
-		Short: "Queue tasks for the workers (purser worker) on every host",
-		Long: `Queues each task for the workers that take tasks from the same PostgreSQL
-database (purser worker), in the named run, whose budget they all share.
+		Short: "Queue tasks for the workers (purser worker) sharing the database",
+		Long: `Queues each task for the workers that take tasks from the same database
+(purser worker), in the named run, whose budget they all share.
 The task files are checked first; nothing is queued if one is wrong.
+
+` + queueScope + `
 
 Workers find a task by its file's absolute path: every worker host must see
 the task files, and their workspaces, at the same paths (a shared mount).
@@ -77,7 +90,11 @@ the run's tasks against them, as purser run --draw-from does.`,
 				}
 				runCfg = &cfg
 			}
-			q, err := openJobStore(cmd, locateDatabase(db, proj))
+			where := locateDatabase(db, proj)
+			if err := refuseDatabaseInWorkspace(where, tasks); err != nil {
+				return err
+			}
+			q, err := openJobStore(cmd, where)
 			if err != nil {
 				return err
 			}
@@ -127,7 +144,7 @@ the run's tasks against them, as purser run --draw-from does.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", "", "the PostgreSQL database the workers share (default: $PURSER_DB, else purser.yaml's database:)")
+	cmd.Flags().StringVar(&db, "db", "", "the database the workers share: a postgres:// URL (workers on many hosts) or a SQLite file (workers on this machine) (default: $PURSER_DB, else purser.yaml's database:, else the project's)")
 	cmd.Flags().StringVar(&runName, "run", "", "the run the tasks join; its budget is shared by every worker (required)")
 	cmd.Flags().StringVar(&runBudget, "run-budget", "", "the run's budget file (YAML or JSON), for a new run")
 	cmd.Flags().StringVar(&drawFrom, "draw-from", "", "named budgets (comma-separated) the run draws from: each call of its tasks must fit in every one (see purser budgets)")

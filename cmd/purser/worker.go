@@ -54,6 +54,7 @@ func (o *leaseOwners) leaseLost(owner string) {
 // worker takes jobs from the queue and runs their tasks.
 type worker struct {
 	q       jobStore
+	db      database
 	owners  *leaseOwners
 	self    string
 	lease   time.Duration
@@ -71,7 +72,7 @@ func newWorkerCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "worker [--db URL] [--concurrency N] [--lease D] [--poll D] [--drain]",
 		Short: "Take tasks from the queue (purser submit) and run them, on this host",
-		Long: `Takes tasks from the queue in the PostgreSQL database and runs them, at most
+		Long: `Takes tasks from the queue in the database and runs them, at most
 --concurrency at once, each in its run and under its run's budget, shared by
 every worker on every host, and under the named budgets its run draws from
 (purser submit --draw-from, drawFrom: in the task file). A job is leased: the worker renews the lease
@@ -80,6 +81,8 @@ stops renewing; once its lease runs out another worker takes the task and
 resumes it, with what it spent counted once. A worker that loses a lease
 stops the task at once. On SIGINT/SIGTERM the worker stops its tasks
 (resumable) and gives their jobs back to the queue.
+
+` + queueScope + `
 
 Workers find a task by its file's absolute path, as submitted: every worker
 host must see the task files and workspaces at the same paths.`,
@@ -102,7 +105,8 @@ host must see the task files and workspaces at the same paths.`,
 			if err != nil {
 				return badInput(err)
 			}
-			q, err := openJobStore(cmd, locateDatabase(db, proj))
+			where := locateDatabase(db, proj)
+			q, err := openJobStore(cmd, where)
 			if err != nil {
 				return err
 			}
@@ -112,12 +116,12 @@ host must see the task files and workspaces at the same paths.`,
 				return err
 			}
 			owners := &leaseOwners{}
-			w := &worker{q: q, owners: owners, self: owners.Self(), lease: lease, context: cb, out: cmd.OutOrStdout(),
+			w := &worker{q: q, db: where, owners: owners, self: owners.Self(), lease: lease, context: cb, out: cmd.OutOrStdout(),
 				log: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
 			return w.serve(cmd.Context(), concurrency, poll, drain)
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", "", "the PostgreSQL database the workers share (default: $PURSER_DB, else purser.yaml's database:)")
+	cmd.Flags().StringVar(&db, "db", "", "the database the workers share: a postgres:// URL (workers on many hosts) or a SQLite file (workers on this machine) (default: $PURSER_DB, else purser.yaml's database:, else the project's)")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 1, "how many tasks this worker runs at once")
 	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long a job stays this worker's without a renewal (renewed every third of it)")
 	cmd.Flags().DurationVar(&poll, "poll", 500*time.Millisecond, "how often an idle worker looks for a job")
@@ -295,6 +299,12 @@ func (w *worker) runTask(ctx context.Context, job purser.Job) (purser.TaskState,
 	}
 	if task.ID != job.TaskID {
 		return purser.StateFailed, fmt.Sprintf("%s now has id %q, not %q", job.TaskFile, task.ID, job.TaskID)
+	}
+	// The task file may have moved its workspace over the database (a
+	// SQLite file) since it was submitted: an agent there could rewrite the
+	// ledger.
+	if err := refuseDatabaseInWorkspace(w.db, []purser.Task{task}); err != nil {
+		return purser.StateFailed, redact.String(err.Error())
 	}
 	// A drawFrom: added to the file since it was submitted, naming a budget
 	// the database does not know, fails the task here rather than have the
