@@ -135,6 +135,16 @@ func (w *worker) say(format string, args ...any) {
 	fmt.Fprintf(w.out, format+"\n", args...)
 }
 
+// lineWriter passes what is written to it to the worker's output whole,
+// under its lock, so that lines of tasks running at once never mix.
+type lineWriter struct{ w *worker }
+
+func (l lineWriter) Write(p []byte) (int, error) {
+	l.w.outMu.Lock()
+	defer l.w.outMu.Unlock()
+	return l.w.out.Write(p)
+}
+
 // serve claims jobs while a slot is free, until ctx ends (or, draining,
 // until no job is left unfinished), and waits for the tasks it runs.
 func (w *worker) serve(ctx context.Context, concurrency int, poll time.Duration, drain bool) error {
@@ -312,7 +322,18 @@ func (w *worker) runTask(ctx context.Context, job purser.Job) (purser.TaskState,
 	if _, err := submitDraws(ctx, w.q, "", []string{job.TaskFile}, []purser.Task{task}); err != nil {
 		return purser.StateFailed, redact.String(err.Error())
 	}
-	e, err := engine.New(engine.Config{Store: w.q, Backends: backends(), Validators: validate.Runner{}, Context: w.context,
+	// The task's alerts: purser.yaml's webhooks, as purser run sends them;
+	// first those an earlier process left undelivered.
+	al, err := startAlerts(ctx, lineWriter{w}, proj, w.q, []purser.Task{task})
+	if err != nil {
+		return purser.StateFailed, redact.String(err.Error())
+	}
+	defer al.close(lineWriter{w})
+	var observe func(purser.Event)
+	if al != nil {
+		observe = al.observe
+	}
+	e, err := engine.New(engine.Config{Store: w.q, Backends: backends(), Validators: validate.Runner{}, Context: w.context, Observe: observe,
 		Prices: proj.Prices, Owners: w.owners, Shared: w.q, Named: w.q, Logger: w.log.With("task", task.ID)})
 	if err != nil {
 		return purser.StateFailed, err.Error()
