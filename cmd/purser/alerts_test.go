@@ -27,6 +27,18 @@ type hookRequest struct {
 // pointing at url, and returns the exit code and stderr.
 func runRunawayWithAlerts(t *testing.T, alerts string) (int, string) {
 	t.Helper()
+	dir := demoWithAlerts(t, alerts)
+	cmd := exec.Command(buildPurser(t), "run", "--json", "--db", filepath.Join(t.TempDir(), "p.db"), "runaway.yaml")
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	return exitCode(t, cmd.Run()), stderr.String()
+}
+
+// demoWithAlerts copies the demo into a new directory and adds alerts (an
+// alerts: section) to its purser.yaml; it returns the directory.
+func demoWithAlerts(t *testing.T, alerts string) string {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.CopyFS(dir, os.DirFS(mustAbs("../../examples/demo"))); err != nil {
 		t.Fatal(err)
@@ -39,11 +51,7 @@ func runRunawayWithAlerts(t *testing.T, alerts string) (int, string) {
 	if err := os.WriteFile(proj, append(data, []byte(alerts)...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(buildPurser(t), "run", "--json", "--db", filepath.Join(t.TempDir(), "p.db"), "runaway.yaml")
-	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-	return exitCode(t, cmd.Run()), stderr.String()
+	return dir
 }
 
 // A sim run that goes OPTIMAL → WARNING → HARD → BLOCKED: a receiver that

@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -264,84 +263,12 @@ func checkLedger(t *testing.T, db string, taskFiles []string, dir string) fleetL
 // checkLedgerOf is checkLedger for calls that output output tokens.
 func checkLedgerOf(t *testing.T, db string, taskFiles []string, dir string, output int64) fleetLedger {
 	t.Helper()
-	ctx := context.Background()
-	s, err := postgres.OpenExisting(ctx, db)
+	s, err := postgres.OpenExisting(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	l := fleetLedger{tasks: map[string]purser.TaskRecord{}, spent: map[string]int64{}}
-	if l.jobs, err = s.Jobs(ctx, "fleet"); err != nil {
-		t.Fatal(err)
-	}
-	var sum int64
-	for _, f := range taskFiles {
-		id := strings.TrimSuffix(f, ".yaml")
-		rec, err := s.Task(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.tasks[id] = rec
-		calls, err := s.Calls(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		usage, err := s.CallUsage(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		byCall := map[string]int64{}
-		for _, u := range usage {
-			byCall[u.CallID] += u.Totals.Tokens
-		}
-		var callsSum int64
-		completed := 0
-		for _, c := range calls {
-			want := fleetInput + min(output, c.MaxOutputTokens)
-			got := byCall[c.ID]
-			callsSum += got
-			switch c.Outcome {
-			case purser.CallOK:
-				completed++
-				if got != want {
-					t.Errorf("task %s call %s: ledger %d tokens, the sim streamed %d", id, c.ID, got, want)
-				}
-			case purser.CallInterrupted, purser.CallCancelled:
-				if c.Outcome == purser.CallInterrupted {
-					l.interrupted++
-				}
-				if got > want {
-					t.Errorf("task %s call %s (%s): ledger %d tokens, more than the sim's %d", id, c.ID, c.Outcome, got, want)
-				}
-			case purser.CallRefused:
-				if got != 0 {
-					t.Errorf("task %s: refused call %s has %d tokens in the ledger", id, c.ID, got)
-				}
-			case "":
-				t.Errorf("task %s: call %s never ended and was never marked interrupted", id, c.ID)
-			}
-		}
-		totals, err := s.UsageTotals(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if totals.Tokens != callsSum {
-			t.Errorf("task %s: total %d tokens, its calls' ledger %d", id, totals.Tokens, callsSum)
-		}
-		if n := completedInTranscript(t, filepath.Join(dir, id+".calls.jsonl")); n != completed {
-			t.Errorf("task %s: the sim completed %d calls, the ledger has %d", id, n, completed)
-		}
-		l.spent[id] = totals.Tokens
-		sum += totals.Tokens
-	}
-	run, err := s.RunUsageTotals(ctx, "fleet")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l.runTotal = run.Tokens; run.Tokens != sum {
-		t.Errorf("the run's total is %d tokens, its tasks' %d", run.Tokens, sum)
-	}
-	return l
+	return checkQueueLedger(t, s, taskFiles, dir, output)
 }
 
 // completedInTranscript counts the calls a sim transcript shows completed.
@@ -600,23 +527,5 @@ func callInFlight(t *testing.T, db string, w *workerProc) func() bool {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return func() bool {
-		for _, line := range strings.Split(w.out.String(), "\n") {
-			id, ok := strings.CutPrefix(line, "claimed ")
-			if !ok {
-				continue
-			}
-			id, _, _ = strings.Cut(id, " ")
-			calls, err := s.Calls(context.Background(), id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, c := range calls {
-				if c.Outcome == "" && c.EndedAt.IsZero() {
-					return true
-				}
-			}
-		}
-		return false
-	}
+	return queueCallInFlight(t, s, w)
 }

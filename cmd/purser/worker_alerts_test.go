@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -29,19 +28,7 @@ func TestWorkerSendsTheTasksAlerts(t *testing.T) {
 		}
 	}))
 	defer rcv.Close()
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(mustAbs("../../examples/demo"))); err != nil {
-		t.Fatal(err)
-	}
-	proj := filepath.Join(dir, "purser.yaml")
-	data, err := os.ReadFile(proj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	alerts := "alerts:\n  backoff: 10ms\n  flush: 1m\n  webhooks:\n    - {name: ops, url: " + rcv.URL + "}\n"
-	if err := os.WriteFile(proj, append(data, []byte(alerts)...), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := demoWithAlerts(t, "alerts:\n  backoff: 10ms\n  flush: 1m\n  webhooks:\n    - {name: ops, url: "+rcv.URL+"}\n")
 	db := filepath.Join(t.TempDir(), "queue.db")
 	bin := buildPurser(t)
 	run := func(args ...string) string {

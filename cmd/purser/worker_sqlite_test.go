@@ -30,7 +30,7 @@ func openSQLiteQueue(t *testing.T, db string) *sqlite.Store {
 // call's ledger usage is what the sim streamed (interrupted ones no more),
 // each task's total is its calls', every call the sim completed is in the
 // ledger, and the run's total is its tasks'.
-func checkQueueLedger(t *testing.T, s jobStore, taskFiles []string, dir string) fleetLedger {
+func checkQueueLedger(t *testing.T, s jobStore, taskFiles []string, dir string, output int64) fleetLedger {
 	t.Helper()
 	ctx := context.Background()
 	l := fleetLedger{tasks: map[string]purser.TaskRecord{}, spent: map[string]int64{}}
@@ -61,7 +61,7 @@ func checkQueueLedger(t *testing.T, s jobStore, taskFiles []string, dir string) 
 		var callsSum int64
 		completed := 0
 		for _, c := range calls {
-			want := fleetInput + min(fleetOutput, c.MaxOutputTokens)
+			want := fleetInput + min(output, c.MaxOutputTokens)
 			got := byCall[c.ID]
 			callsSum += got
 			switch c.Outcome {
@@ -140,7 +140,7 @@ func TestSQLiteQueueDrainedByWorkerProcesses(t *testing.T) {
 		}
 	}
 
-	l := checkQueueLedger(t, openSQLiteQueue(t, db), tasks, dir)
+	l := checkQueueLedger(t, openSQLiteQueue(t, db), tasks, dir, fleetOutput)
 	if len(l.jobs) != n {
 		t.Fatalf("%d jobs on the queue, want %d", len(l.jobs), n)
 	}
@@ -189,7 +189,7 @@ func TestSQLiteQueueKilledWorkersJobsAreTakenOver(t *testing.T) {
 	victim := startWorker(t, bin, dir, db, "victim", nil, "--concurrency", "2", "--lease", lease, "--poll", "100ms")
 	waitForWorker(t, victim, func() bool { return strings.Count(victim.out.String(), "claimed ") >= 2 })
 	survivor := startWorker(t, bin, dir, db, "survivor", nil, "--concurrency", "2", "--lease", lease, "--poll", "100ms", "--drain")
-	waitForWorker(t, victim, sqliteCallInFlight(t, openSQLiteQueue(t, db), victim))
+	waitForWorker(t, victim, queueCallInFlight(t, openSQLiteQueue(t, db), victim))
 	time.Sleep(300 * time.Millisecond) // into the call: some of its usage is streamed
 	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func TestSQLiteQueueKilledWorkersJobsAreTakenOver(t *testing.T) {
 	<-victim.done
 	survivor.wait(t, time.Now().Add(2*time.Minute))
 
-	l := checkQueueLedger(t, openSQLiteQueue(t, db), tasks, dir)
+	l := checkQueueLedger(t, openSQLiteQueue(t, db), tasks, dir, fleetOutput)
 	retried := 0
 	for _, j := range l.jobs {
 		if j.State != purser.JobFinished || j.Outcome != string(purser.StateDone) || j.Worker == "" {
@@ -227,8 +227,9 @@ func TestSQLiteQueueKilledWorkersJobsAreTakenOver(t *testing.T) {
 	t.Logf("%d jobs taken over after a %s lease, %d calls interrupted; the run spent %d tokens", retried, lease, l.interrupted, l.runTotal)
 }
 
-// sqliteCallInFlight is callInFlight (fleet_test.go) on a SQLite store.
-func sqliteCallInFlight(t *testing.T, s jobStore, w *workerProc) func() bool {
+// queueCallInFlight reports whether a call of a task the worker claimed is
+// in flight, on either store (callInFlight, fleet_test.go, opens PostgreSQL).
+func queueCallInFlight(t *testing.T, s jobStore, w *workerProc) func() bool {
 	t.Helper()
 	return func() bool {
 		for _, line := range strings.Split(w.out.String(), "\n") {
