@@ -145,18 +145,7 @@ func TestAlertsOnResume(t *testing.T) {
 		defer mu.Unlock()
 		return strings.Join(kinds, ",")
 	}
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(mustAbs("../../examples/demo"))); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(filepath.Join(dir, "purser.yaml"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString("alerts:\n  webhooks:\n    - {name: ops, url: " + rcv.URL + "}\n"); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	dir := demoWithAlerts(t, "alerts:\n  webhooks:\n    - {name: ops, url: "+rcv.URL+"}\n")
 	if err := os.WriteFile(filepath.Join(dir, "raise.yaml"), []byte("optimal: {usd: 0.3, tokens: 60000}\nwarning: {usd: 0.6}\nhard: {usd: 1.5, tokens: 200000, maxIterations: 8}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -215,18 +204,7 @@ func TestAlertsQueuedBeforeAKillAreDeliveredByTheNextCommand(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer rcv.Close()
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(mustAbs("../../examples/demo"))); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(filepath.Join(dir, "purser.yaml"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString("alerts:\n  timeout: 5m\n  backoff: 10ms\n  maxAttempts: 2\n  flush: 5m\n  webhooks:\n    - {name: ops, url: " + rcv.URL + "}\n"); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	dir := demoWithAlerts(t, "alerts:\n  timeout: 5m\n  backoff: 10ms\n  maxAttempts: 2\n  flush: 5m\n  webhooks:\n    - {name: ops, url: "+rcv.URL+"}\n")
 	db := filepath.Join(t.TempDir(), "p.db")
 	bin := buildPurser(t)
 
