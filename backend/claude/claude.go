@@ -135,15 +135,7 @@ const DefaultBaseURL = "https://api.anthropic.com"
 // upstream is the Anthropic API the CLI would use, or "" and why when it
 // reaches its model otherwise (Bedrock, Vertex and Foundry: not metered).
 func (b *Backend) upstream() (string, string) {
-	for _, k := range []string{"CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY"} {
-		if v := b.cli.Getenv(k); v != "" && v != "0" && !strings.EqualFold(v, "false") {
-			return "", k + " is set: Claude Code reaches its model by another base URL"
-		}
-	}
-	if u := b.cli.Getenv("ANTHROPIC_BASE_URL"); u != "" {
-		return u, ""
-	}
-	return DefaultBaseURL, ""
+	return b.cli.Upstream("ANTHROPIC_BASE_URL", DefaultBaseURL, "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY")
 }
 
 // Metering says whether the calls are metered at the wire, and where to.

@@ -368,14 +368,15 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	if retries > 0 {
 		res.Note = purser.JoinNotes(res.Note, fmt.Sprintf("%d reconnects inside Codex", retries))
 	}
+	unreached := wire.Fault("codex")
 	switch {
 	case out.Stopped:
 		return res, context.Cause(ctx)
 	case out.Stalled:
 		return res, out.Stall()
-	case wire.Fault("codex") != nil && (failed != "" || !done):
+	case unreached != nil && (failed != "" || !done):
 		// The CLI saw the meter's 502; the provider was not reached.
-		return res, wire.Fault("codex")
+		return res, unreached
 	case failed != "":
 		return res, Classify(failed)
 	case !done:

@@ -318,14 +318,15 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	for range innerRetries(out.Stderr) {
 		purser.InnerRetry(ctx) // one Gemini CLI made by itself: counted
 	}
+	unreached := wire.Fault("gemini")
 	switch {
 	case out.Stopped:
 		return res, context.Cause(ctx)
 	case out.Stalled:
 		return res, out.Stall()
-	case wire.Fault("gemini") != nil && (failed != "" || !done):
+	case unreached != nil && (failed != "" || !done):
 		// The CLI saw the meter's 502; the provider was not reached.
-		return res, wire.Fault("gemini")
+		return res, unreached
 	case failed != "":
 		// The exit code is the HTTP status mod 256, and a total failure may
 		// exit 0: the result line is what counts.
@@ -421,13 +422,7 @@ const DefaultBaseURL = "https://generativelanguage.googleapis.com"
 // upstream is the Gemini API the CLI would use, or "" and why when it
 // reaches its model otherwise (Vertex AI: not metered).
 func (b *Backend) upstream() (string, string) {
-	if v := b.cli.Getenv("GOOGLE_GENAI_USE_VERTEXAI"); v != "" && v != "0" && !strings.EqualFold(v, "false") {
-		return "", "GOOGLE_GENAI_USE_VERTEXAI is set: Gemini CLI reaches Vertex AI by another base URL"
-	}
-	if u := b.cli.Getenv("GOOGLE_GEMINI_BASE_URL"); u != "" {
-		return u, ""
-	}
-	return DefaultBaseURL, ""
+	return b.cli.Upstream("GOOGLE_GEMINI_BASE_URL", DefaultBaseURL, "GOOGLE_GENAI_USE_VERTEXAI")
 }
 
 // Metering says whether the calls are metered at the wire, and where to.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -134,6 +135,22 @@ func (w *WireMeter) End(ctx context.Context) string {
 		return err.Error()
 	}
 	return ""
+}
+
+// Upstream is the provider base URL the CLI would use: baseVar as the CLI
+// sees it, else defaultURL; or "" and why, when one of elsewhere is set to
+// a true value (the CLI then reaches its model by other settings, which the
+// meter cannot stand in front of).
+func (o CLIOptions) Upstream(baseVar, defaultURL string, elsewhere ...string) (upstream, why string) {
+	for _, k := range elsewhere {
+		if v := o.Getenv(k); v != "" && v != "0" && !strings.EqualFold(v, "false") {
+			return "", k + " is set: the CLI reaches its model by another base URL"
+		}
+	}
+	if u := o.Getenv(baseVar); u != "" {
+		return u, ""
+	}
+	return defaultURL, ""
 }
 
 // Getenv is an environment variable as the CLI sees it: the options' env,
