@@ -83,11 +83,7 @@ func Most(a, b []budget.UsageEvent) []budget.UsageEvent {
 		x.CacheWriteTokens = max(x.CacheWriteTokens, y.CacheWriteTokens)
 		x.CacheWrite1hTokens = max(x.CacheWrite1hTokens, y.CacheWrite1hTokens)
 		x.ReasoningTokens = max(x.ReasoningTokens, y.ReasoningTokens)
-		x.CacheReadTokens = min(x.CacheReadTokens, x.InputTokens)
-		x.CacheWriteTokens = min(x.CacheWriteTokens, x.InputTokens-x.CacheReadTokens)
-		x.CacheWrite1hTokens = min(x.CacheWrite1hTokens, x.CacheWriteTokens)
-		x.ReasoningTokens = min(x.ReasoningTokens, x.OutputTokens)
-		sa[m] = x
+		sa[m] = within(x)
 	}
 	models := make([]string, 0, len(sa))
 	for m := range sa {

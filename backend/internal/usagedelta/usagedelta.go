@@ -25,10 +25,7 @@ func Grow(have, want budget.UsageEvent) (delta, next budget.UsageEvent) {
 		ServiceTier:      want.ServiceTier,
 	}
 	delta.CacheWrite1hTokens = max(want.CacheWrite1hTokens-have.CacheWrite1hTokens, 0)
-	delta.CacheReadTokens = min(delta.CacheReadTokens, delta.InputTokens)
-	delta.CacheWriteTokens = min(delta.CacheWriteTokens, delta.InputTokens-delta.CacheReadTokens)
-	delta.CacheWrite1hTokens = min(delta.CacheWrite1hTokens, delta.CacheWriteTokens)
-	delta.ReasoningTokens = min(delta.ReasoningTokens, delta.OutputTokens)
+	delta = within(delta)
 	next = Add(have, delta)
 	next.Model = want.Model
 	return delta, next
@@ -55,4 +52,15 @@ func Min(a, b budget.UsageEvent) budget.UsageEvent {
 	a.CacheWrite1hTokens = min(a.CacheWrite1hTokens, b.CacheWrite1hTokens, a.CacheWriteTokens)
 	a.ReasoningTokens = min(a.ReasoningTokens, b.ReasoningTokens)
 	return a
+}
+
+// within keeps each part of ev within its whole: cache reads and writes
+// within the input, 1-hour writes within the writes, reasoning within the
+// output.
+func within(ev budget.UsageEvent) budget.UsageEvent {
+	ev.CacheReadTokens = min(ev.CacheReadTokens, ev.InputTokens)
+	ev.CacheWriteTokens = min(ev.CacheWriteTokens, ev.InputTokens-ev.CacheReadTokens)
+	ev.CacheWrite1hTokens = min(ev.CacheWrite1hTokens, ev.CacheWriteTokens)
+	ev.ReasoningTokens = min(ev.ReasoningTokens, ev.OutputTokens)
+	return ev
 }
