@@ -73,8 +73,17 @@ func codexAgainstMock(t *testing.T, dir, home, url string) (backend string, env 
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprintf("  type: codex\n  command: %s\n  models: {standard: gpt-5.5}\n  env: {CODEX_HOME: %s}",
-		filepath.Join(dir, "codex"), home), []string{"MOCK_API_KEY=test"}
+	// Codex refuses to put its sandbox helper (codex-linux-sandbox) in a
+	// CODEX_HOME under the temp dir, and where bubblewrap is installed every
+	// sandboxed command then fails ("bwrap: execvp codex-linux-sandbox"): the
+	// agent's tool calls write nothing. A TMPDIR of its own, inside home, lets
+	// Codex make the helper wherever the test's home is.
+	tmp := filepath.Join(home, "tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("  type: codex\n  command: %s\n  models: {standard: gpt-5.5}\n  env: {CODEX_HOME: %s, TMPDIR: %s}",
+		filepath.Join(dir, "codex"), home, tmp), []string{"MOCK_API_KEY=test"}
 }
 
 func geminiAgainstMock(t *testing.T, dir, home, url string) (backend string, env []string) {
