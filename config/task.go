@@ -269,165 +269,223 @@ func (l Loader) LoadTask(path string) (purser.Task, *Project, error) {
 	return t, proj, err
 }
 
-// ParseTask reads a task file against a project.
+// ParseTask reads a task file against a project: the file decoded, then each
+// part of the task read in turn (identity, workspace, validators, backend,
+// model tier, budget, degrade policy, named budgets), every problem found
+// collected and reported together, in the file's order.
 func (l Loader) ParseTask(path string, proj *Project) (purser.Task, error) {
 	data, err := readFile(path)
 	if err != nil {
 		return purser.Task{}, err
 	}
-	d, err := parse(path, data)
+	var tf taskFile
+	d, err := decodeBudgeted(path, data, "budget.", &tf)
 	if err != nil {
 		return purser.Task{}, err
 	}
-	if err := d.checkNumbers("budget.", budgetNumbers); err != nil {
-		return purser.Task{}, err
-	}
-	var tf taskFile
-	if err := d.decode(&tf); err != nil {
-		return purser.Task{}, err
-	}
 	abs, _ := filepath.Abs(path)
-	dir := filepath.Dir(abs)
-	t := purser.Task{ID: tf.ID, Goal: tf.Goal, Issue: tf.Issue, File: abs, ModelTier: tf.ModelTier,
+	r := &taskReader{l: l, d: d, tf: &tf, proj: proj, dir: filepath.Dir(abs)}
+	r.t = purser.Task{ID: tf.ID, Goal: tf.Goal, Issue: tf.Issue, File: abs, ModelTier: tf.ModelTier,
 		Planning: tf.Planning, SelfReview: tf.SelfReview, Degrade: purser.DefaultDegradePolicy()}
-	var errs []error
-	fail := func(field, msg string) { errs = append(errs, d.at(field, msg, nil)) }
+	r.identity()
+	r.workspace()
+	r.validators()
+	r.backend()
+	r.modelTier()
+	r.budget()
+	r.degrade()
+	r.drawFrom()
+	if len(r.errs) > 0 {
+		return purser.Task{}, errors.Join(sortErrors(r.errs)...)
+	}
+	return r.t, nil
+}
 
+// taskReader is one task file being read into a task: each step fills in
+// its part of t and adds what it finds wrong to errs, so that one reading
+// reports every problem; problems on the same line keep the steps' order.
+type taskReader struct {
+	l    Loader
+	d    *document
+	tf   *taskFile
+	proj *Project
+	dir  string // the task file's directory, which its paths are relative to
+	t    purser.Task
+	errs []error
+}
+
+// fail records a problem with field.
+func (r *taskReader) fail(field, msg string) { r.errs = append(r.errs, r.d.at(field, msg, nil)) }
+
+// identity checks the task's id and goal.
+func (r *taskReader) identity() {
 	switch {
-	case tf.ID == "":
-		fail("id", "is required")
-	case !taskID.MatchString(tf.ID):
-		fail("id", fmt.Sprintf("%q: want letters, digits, '.', '_' or '-', starting with a letter or digit, at most 128", tf.ID))
+	case r.tf.ID == "":
+		r.fail("id", "is required")
+	case !taskID.MatchString(r.tf.ID):
+		r.fail("id", fmt.Sprintf("%q: want letters, digits, '.', '_' or '-', starting with a letter or digit, at most 128", r.tf.ID))
 	}
-	if strings.TrimSpace(tf.Goal) == "" {
-		fail("goal", "is required")
+	if strings.TrimSpace(r.tf.Goal) == "" {
+		r.fail("goal", "is required")
 	}
-	if tf.Workspace == "" {
-		fail("workspace", "is required: the directory the agent works in, relative to this file")
-	} else {
-		t.Workspace = resolvePath(dir, tf.Workspace)
-		if msg := workspaceProblem(t.Workspace); msg != "" {
-			fail("workspace", msg)
-		}
+}
+
+// workspace resolves the workspace against the task file's directory and
+// checks it is a readable directory.
+func (r *taskReader) workspace() {
+	if r.tf.Workspace == "" {
+		r.fail("workspace", "is required: the directory the agent works in, relative to this file")
+		return
 	}
-	if len(tf.Validators) == 0 {
-		fail("validators", "at least one is required: a task is DONE when its validators pass")
+	r.t.Workspace = resolvePath(r.dir, r.tf.Workspace)
+	if msg := workspaceProblem(r.t.Workspace); msg != "" {
+		r.fail("workspace", msg)
+	}
+}
+
+// validators reads the validators: at least one, each named once, with a
+// command and an optional timeout.
+func (r *taskReader) validators() {
+	if len(r.tf.Validators) == 0 {
+		r.fail("validators", "at least one is required: a task is DONE when its validators pass")
 	}
 	names := map[string]bool{}
-	for i, v := range tf.Validators {
+	for i, v := range r.tf.Validators {
 		field := fmt.Sprintf("validators[%d]", i)
 		val := purser.Validator{Name: v.Name, Run: v.Run}
 		if v.Name == "" {
-			fail(field+".name", "is required")
+			r.fail(field+".name", "is required")
 		} else if names[v.Name] {
-			fail(field+".name", fmt.Sprintf("%q is used twice", v.Name))
+			r.fail(field+".name", fmt.Sprintf("%q is used twice", v.Name))
 		}
 		names[v.Name] = true
 		if strings.TrimSpace(v.Run) == "" {
-			fail(field+".run", "is required: the command to run in the workspace")
+			r.fail(field+".run", "is required: the command to run in the workspace")
 		}
 		if v.Timeout != "" {
 			dur, err := time.ParseDuration(v.Timeout)
 			if err != nil || dur <= 0 {
-				fail(field+".timeout", fmt.Sprintf("%q: want a duration such as 30s or 5m", v.Timeout))
+				r.fail(field+".timeout", fmt.Sprintf("%q: want a duration such as 30s or 5m", v.Timeout))
 			}
 			val.Timeout = dur
 		}
-		t.Validators = append(t.Validators, val)
+		r.t.Validators = append(r.t.Validators, val)
 	}
+}
 
+// backend resolves the task's backend (a name from purser.yaml, or a
+// mapping of its own) and checks its options against this machine, each
+// problem located where the backend was configured.
+func (r *taskReader) backend() {
 	// Where the task's backend was configured, to locate what its check finds.
 	var backendDoc *document
 	var backendPrefix string
-	switch b := tf.Backend.(type) {
+	switch b := r.tf.Backend.(type) {
 	case nil:
-		fail("backend", "is required: a backend named in purser.yaml, or a mapping with type:")
+		r.fail("backend", "is required: a backend named in purser.yaml, or a mapping with type:")
 	case string:
-		spec, ok := proj.Backends[b]
+		spec, ok := r.proj.Backends[b]
 		if ok {
-			backendDoc, backendPrefix = proj.doc, "backends."+b+"."
+			backendDoc, backendPrefix = r.proj.doc, "backends."+b+"."
 		} else {
-			known := make([]string, 0, len(proj.Backends))
-			for n := range proj.Backends {
-				known = append(known, n)
-			}
-			slices.Sort(known)
-			where := "no purser.yaml was found"
-			if proj.File != "" {
-				where = "known in " + proj.File + ": " + strings.Join(known, ", ")
-			}
-			fail("backend", fmt.Sprintf("%q is not a backend of the project (%s)", b, where))
+			r.fail("backend", fmt.Sprintf("%q is not a backend of the project (%s)", b, r.proj.backendsKnown()))
 		}
-		t.Backend = spec
+		r.t.Backend = spec
 	case map[string]any:
-		spec, err := l.backendSpec(d, b, "backend.", dir)
+		spec, err := r.l.backendSpec(r.d, b, "backend.", r.dir)
 		if err != nil {
-			errs = append(errs, err)
+			r.errs = append(r.errs, err)
 		} else {
-			backendDoc, backendPrefix = d, "backend."
+			backendDoc, backendPrefix = r.d, "backend."
 		}
 		spec.Name = spec.Type
-		t.Backend = spec
+		r.t.Backend = spec
 	default:
-		fail("backend", "want a backend name or a mapping with type:")
+		r.fail("backend", "want a backend name or a mapping with type:")
 	}
 
-	if opts, ok := t.Backend.Options.(BackendOptions); ok && backendDoc != nil {
-		if err := opts.Check(t.Backend.Dir); err != nil {
-			errs = append(errs, backendDoc.optionErrors(backendPrefix, err))
+	if opts, ok := r.t.Backend.Options.(BackendOptions); ok && backendDoc != nil {
+		if err := opts.Check(r.t.Backend.Dir); err != nil {
+			r.errs = append(r.errs, backendDoc.optionErrors(backendPrefix, err))
 		}
 	}
+}
 
-	if t.ModelTier == "" {
-		t.ModelTier = proj.ModelTier
+// backendsKnown says, for a task naming a backend the project lacks, which
+// backends it has and where.
+func (p *Project) backendsKnown() string {
+	if p.File == "" {
+		return "no purser.yaml was found"
 	}
-	if t.ModelTier == "" {
-		t.ModelTier = "standard"
+	known := make([]string, 0, len(p.Backends))
+	for n := range p.Backends {
+		known = append(known, n)
 	}
-	if len(t.Backend.Models) > 0 {
-		if _, ok := t.Backend.Model(t.ModelTier); !ok {
-			fail("modelTier", fmt.Sprintf("%q is not a model tier of backend %s (it has: %s)", t.ModelTier, t.Backend.Name, strings.Join(sortedKeys(t.Backend.Models), ", ")))
+	slices.Sort(known)
+	return "known in " + p.File + ": " + strings.Join(known, ", ")
+}
+
+// modelTier defaults the model tier (the task's, else the project's, else
+// standard) and checks the backend has it.
+func (r *taskReader) modelTier() {
+	if r.t.ModelTier == "" {
+		r.t.ModelTier = r.proj.ModelTier
+	}
+	if r.t.ModelTier == "" {
+		r.t.ModelTier = "standard"
+	}
+	if len(r.t.Backend.Models) > 0 {
+		if _, ok := r.t.Backend.Model(r.t.ModelTier); !ok {
+			r.fail("modelTier", fmt.Sprintf("%q is not a model tier of backend %s (it has: %s)", r.t.ModelTier, r.t.Backend.Name, strings.Join(sortedKeys(r.t.Backend.Models), ", ")))
 		}
 	}
+}
 
+// budget takes the task's budget, else the project's, and refuses one a
+// subscription backend would leave unenforced.
+func (r *taskReader) budget() {
 	switch {
-	case tf.Budget != nil:
-		if err := d.validateBudget(*tf.Budget, "budget."); err != nil {
-			errs = append(errs, err)
+	case r.tf.Budget != nil:
+		if err := r.d.validateBudget(*r.tf.Budget, "budget."); err != nil {
+			r.errs = append(r.errs, err)
 		}
-		t.Budget = *tf.Budget
-	case proj.Budget != nil:
-		t.Budget = *proj.Budget
+		r.t.Budget = *r.tf.Budget
+	case r.proj.Budget != nil:
+		r.t.Budget = *r.proj.Budget
 	default:
-		fail("budget", "is required here or in purser.yaml: at least hard.maxIterations")
+		r.fail("budget", "is required here or in purser.yaml: at least hard.maxIterations")
 	}
-	if err := subscriptionBudget(t, tf.Budget != nil, d, proj.doc); err != nil {
-		errs = append(errs, err)
+	if err := subscriptionBudget(r.t, r.tf.Budget != nil, r.d, r.proj.doc); err != nil {
+		r.errs = append(r.errs, err)
 	}
+}
 
-	if proj.Degrade != nil {
-		t.Degrade = *proj.Degrade
+// degrade takes the task's degrade policy, else the project's, else the
+// default one.
+func (r *taskReader) degrade() {
+	if r.proj.Degrade != nil {
+		r.t.Degrade = *r.proj.Degrade
 	}
-	if tf.Degrade != nil {
-		pol, err := d.degradePolicy(tf.Degrade, "degrade.")
+	if r.tf.Degrade != nil {
+		pol, err := r.d.degradePolicy(r.tf.Degrade, "degrade.")
 		if err != nil {
-			errs = append(errs, err)
+			r.errs = append(r.errs, err)
 		}
-		t.Degrade = pol
+		r.t.Degrade = pol
 	}
-	if err := d.drawFrom(tf.DrawFrom); err != nil {
-		errs = append(errs, err)
+}
+
+// drawFrom checks the task's named budgets and adds the project's.
+func (r *taskReader) drawFrom() {
+	if err := r.d.drawFrom(r.tf.DrawFrom); err != nil {
+		r.errs = append(r.errs, err)
 	}
 	// The project's budgets and the task's: a task cannot opt out of the
 	// budgets its project draws from.
-	t.DrawFrom = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(proj.DrawFrom), tf.DrawFrom...))))
-	if len(t.DrawFrom) == 0 {
-		t.DrawFrom = nil
+	r.t.DrawFrom = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(r.proj.DrawFrom), r.tf.DrawFrom...))))
+	if len(r.t.DrawFrom) == 0 {
+		r.t.DrawFrom = nil
 	}
-	if len(errs) > 0 {
-		return purser.Task{}, errors.Join(sortErrors(errs)...)
-	}
-	return t, nil
 }
 
 // drawFrom checks a drawFrom: list of named budgets: each a valid budget
