@@ -142,64 +142,29 @@ func (l Loader) FindProject(dir string) (*Project, error) {
 	return &Project{Dir: abs, Backends: map[string]purser.BackendSpec{}, Database: DefaultDatabase(abs), Prices: pricing.Builtin()}, nil
 }
 
-// LoadProject reads a purser.yaml.
+// LoadProject reads a purser.yaml: the file decoded, then the project's
+// defaults (budget, degrade policy), its backends, its database, its alerts
+// and named budgets, and its prices, each in turn.
 func (l Loader) LoadProject(path string) (*Project, error) {
 	data, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
-	d, err := parse(path, data)
-	if err != nil {
-		return nil, err
-	}
-	if err := d.checkNumbers("budget.", budgetNumbers); err != nil {
-		return nil, err
-	}
 	var pf projectFile
-	if err := d.decode(&pf); err != nil {
+	d, err := decodeBudgeted(path, data, "budget.", &pf)
+	if err != nil {
 		return nil, err
 	}
 	dir := filepath.Dir(path)
 	p := &Project{File: path, Dir: dir, Backends: map[string]purser.BackendSpec{}, ModelTier: pf.ModelTier, Prices: pricing.Builtin(), doc: d}
-	if pf.Budget != nil {
-		if err := d.validateBudget(*pf.Budget, "budget."); err != nil {
-			return nil, err
-		}
-		p.Budget = pf.Budget
+	if err := p.defaults(&pf); err != nil {
+		return nil, err
 	}
-	if pf.Degrade != nil {
-		pol, err := d.degradePolicy(pf.Degrade, "degrade.")
-		if err != nil {
-			return nil, err
-		}
-		p.Degrade = &pol
+	if err := l.projectBackends(p, pf.Backends); err != nil {
+		return nil, err
 	}
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(pf.Backends)) {
-		spec, err := l.backendSpec(d, pf.Backends[name], "backends."+name+".", dir)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		spec.Name = name
-		p.Backends[name] = spec
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(sortErrors(errs)...)
-	}
-	p.Database = DefaultDatabase(dir)
-	if pf.Database != "" {
-		p.DatabaseSet = true
-		p.Database = pf.Database
-		if !strings.Contains(pf.Database, "://") { // a postgres:// URL is not a path
-			p.Database = resolvePath(dir, pf.Database)
-		}
-	}
-	switch pf.Durability {
-	case "", "normal", "full":
-		p.Durability = pf.Durability
-	default:
-		return nil, d.at("durability", fmt.Sprintf("want normal (survives Purser being killed) or full (survives a power cut too), got %q", pf.Durability), nil)
+	if err := p.storage(&pf); err != nil {
+		return nil, err
 	}
 	if pf.Alerts != nil {
 		a, err := d.alerts(pf.Alerts)
@@ -212,38 +177,116 @@ func (l Loader) LoadProject(path string) (*Project, error) {
 		return nil, err
 	}
 	p.DrawFrom = pf.DrawFrom
-	if pf.Pricing != "" {
-		c, err := pricing.LoadLiteLLM(resolvePath(dir, pf.Pricing))
+	if err := p.prices(&pf, data); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// defaults reads the budget and degrade policy the project's tasks default to.
+func (p *Project) defaults(pf *projectFile) error {
+	if pf.Budget != nil {
+		if err := p.doc.validateBudget(*pf.Budget, "budget."); err != nil {
+			return err
+		}
+		p.Budget = pf.Budget
+	}
+	if pf.Degrade != nil {
+		pol, err := p.doc.degradePolicy(pf.Degrade, "degrade.")
 		if err != nil {
-			return nil, d.at("pricing", err.Error(), err)
+			return err
+		}
+		p.Degrade = &pol
+	}
+	return nil
+}
+
+// projectBackends reads the backends: section, reporting every backend's
+// problems together.
+func (l Loader) projectBackends(p *Project, backends map[string]map[string]any) error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(backends)) {
+		spec, err := l.backendSpec(p.doc, backends[name], "backends."+name+".", p.Dir)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		spec.Name = name
+		p.Backends[name] = spec
+	}
+	if len(errs) > 0 {
+		return errors.Join(sortErrors(errs)...)
+	}
+	return nil
+}
+
+// storage reads where the ledger lives (database:, by default beside
+// purser.yaml) and what a committed entry survives (durability:).
+func (p *Project) storage(pf *projectFile) error {
+	p.Database = DefaultDatabase(p.Dir)
+	if pf.Database != "" {
+		p.DatabaseSet = true
+		p.Database = pf.Database
+		if !strings.Contains(pf.Database, "://") { // a postgres:// URL is not a path
+			p.Database = resolvePath(p.Dir, pf.Database)
+		}
+	}
+	switch pf.Durability {
+	case "", "normal", "full":
+		p.Durability = pf.Durability
+	default:
+		return p.doc.at("durability", fmt.Sprintf("want normal (survives Purser being killed) or full (survives a power cut too), got %q", pf.Durability), nil)
+	}
+	return nil
+}
+
+// prices lays over the built-in prices a LiteLLM catalogue (pricing:) and
+// then the file's own (prices:); data is the file, to name it as their
+// source.
+func (p *Project) prices(pf *projectFile, data []byte) error {
+	if pf.Pricing != "" {
+		c, err := pricing.LoadLiteLLM(resolvePath(p.Dir, pf.Pricing))
+		if err != nil {
+			return p.doc.at("pricing", err.Error(), err)
 		}
 		p.Prices.Merge(c)
 	}
 	for model, pr := range pf.Prices {
-		if pr.Input == nil || pr.Output == nil {
-			return nil, d.at("prices."+model, "want input and output, in dollars per million tokens", nil)
+		price, err := p.doc.price(model, pr)
+		if err != nil {
+			return err
 		}
-		perMillion := map[string]pricing.PicoUSD{}
-		for field, v := range map[string]*float64{"input": pr.Input, "output": pr.Output, "cacheRead": pr.CacheRead, "cacheWrite": pr.CacheWrite, "cacheWrite1h": pr.CacheWrite1h} {
-			if v == nil {
-				continue
-			}
-			if *v < 0 || *v > 1e6 {
-				return nil, d.at("prices."+model+"."+field, "want dollars per million tokens, from 0 to 1000000", nil)
-			}
-			perMillion[field] = pricing.PerMillion(*v)
-		}
-		given := func(field string, fallback pricing.PicoUSD) pricing.PicoUSD {
-			if v, ok := perMillion[field]; ok {
-				return v
-			}
-			return fallback
-		}
-		in := perMillion["input"]
-		p.Prices.Set(pricing.Entry{Model: model, Source: pricing.FileSource(path, data) + " (prices:)", Price: pricing.Price{Input: in, Output: perMillion["output"],
-			CacheRead: given("cacheRead", in), CacheWrite: given("cacheWrite", in), CacheWrite1h: given("cacheWrite1h", 0)}})
+		p.Prices.Set(pricing.Entry{Model: model, Source: pricing.FileSource(p.File, data) + " (prices:)", Price: price})
 	}
-	return p, nil
+	return nil
+}
+
+// price reads one model's prices:, in dollars per million tokens: a
+// cacheRead or cacheWrite left out is the input price, a cacheWrite1h left
+// out is 0.
+func (d *document) price(model string, pr priceFile) (pricing.Price, error) {
+	if pr.Input == nil || pr.Output == nil {
+		return pricing.Price{}, d.at("prices."+model, "want input and output, in dollars per million tokens", nil)
+	}
+	perMillion := map[string]pricing.PicoUSD{}
+	for field, v := range map[string]*float64{"input": pr.Input, "output": pr.Output, "cacheRead": pr.CacheRead, "cacheWrite": pr.CacheWrite, "cacheWrite1h": pr.CacheWrite1h} {
+		if v == nil {
+			continue
+		}
+		if *v < 0 || *v > 1e6 {
+			return pricing.Price{}, d.at("prices."+model+"."+field, "want dollars per million tokens, from 0 to 1000000", nil)
+		}
+		perMillion[field] = pricing.PerMillion(*v)
+	}
+	given := func(field string, fallback pricing.PicoUSD) pricing.PicoUSD {
+		if v, ok := perMillion[field]; ok {
+			return v
+		}
+		return fallback
+	}
+	in := perMillion["input"]
+	return pricing.Price{Input: in, Output: perMillion["output"],
+		CacheRead: given("cacheRead", in), CacheWrite: given("cacheWrite", in), CacheWrite1h: given("cacheWrite1h", 0)}, nil
 }
 
 func resolvePath(dir, p string) string {
