@@ -114,6 +114,10 @@ func Advise(prices *pricing.Catalogue, runs []replay.Run) ([]Group, error) {
 	return out, nil
 }
 
+// adviseGroup advises one system and model: each run's figures; a proposal
+// per metric, read at the quantiles of the basis (its solved runs, or all of
+// them when too few solved); and what candidate hard caps on the first
+// proposal's metric would have saved and cut.
 func adviseGroup(prices *pricing.Catalogue, system, model string, runs []replay.Run) (Group, error) {
 	g := Group{System: system, Model: model, Runs: len(runs), Basis: "solved runs"}
 	if len(runs) < MinRuns {
@@ -125,63 +129,12 @@ func adviseGroup(prices *pricing.Catalogue, system, model string, runs []replay.
 		}
 		return g, nil
 	}
-	figs := make([]runFigures, len(runs))
-	allUSD := true
-	for i, r := range runs {
-		figs[i] = figures(prices, r)
-		allUSD = allUSD && figs[i].usdOK
-		if figs[i].solved {
-			g.Solved++
-		}
-		if len(r.Calls) == 0 {
-			g.TotalsOnly = true
-		}
-	}
-	basis := func(f runFigures) bool { return f.solved }
-	if g.Solved < MinSolved {
-		g.Basis = fmt.Sprintf("all runs (only %d solved)", g.Solved)
-		basis = func(runFigures) bool { return true }
-	}
-	pick := func(value func(runFigures) int64) []int64 {
-		var vs []int64
-		for _, f := range figs {
-			if basis(f) {
-				vs = append(vs, value(f))
-			}
-		}
-		return replay.Sorted(vs)
-	}
-	type metricDef struct {
-		m     budget.Metric
-		ok    bool
-		value func(runFigures) int64
-		round func(int64) int64
-	}
-	hasTime := true
-	for _, f := range figs {
-		hasTime = hasTime && f.time > 0
-	}
-	defs := []metricDef{
-		{budget.Money, allUSD, func(f runFigures) int64 { return int64(f.usd) }, roundUSD},
-		{budget.Tokens, true, func(f runFigures) int64 { return f.tokens }, roundTokens},
-		{budget.Time, hasTime, func(f runFigures) int64 { return int64(f.time) }, roundTime},
-	}
+	s, allUSD := g.sample(prices, runs)
+	defs := metricDefs(s.figs, allUSD)
 	for _, d := range defs {
-		if !d.ok {
-			continue
+		if p, ok := d.propose(s.pick(d.value)); ok {
+			g.Proposals = append(g.Proposals, p)
 		}
-		vs := pick(d.value)
-		if len(vs) == 0 || vs[len(vs)-1] == 0 {
-			continue
-		}
-		p := Proposal{Metric: d.m,
-			Optimal: d.round(replay.Quantile(vs, OptimalQuantile)),
-			Warning: d.round(replay.Quantile(vs, WarningQuantile)),
-			Hard:    d.round(replay.Quantile(vs, HardQuantile))}
-		p.Optimal = max(p.Optimal, 1)
-		p.Warning = max(p.Warning, p.Optimal)
-		p.Hard = max(p.Hard, p.Warning)
-		g.Proposals = append(g.Proposals, p)
 	}
 	if len(g.Proposals) == 0 {
 		return g, nil
@@ -193,10 +146,100 @@ func adviseGroup(prices *pricing.Catalogue, system, model string, runs []replay.
 			value = d.value
 		}
 	}
-	for _, f := range figs {
+	for _, f := range s.figs {
 		g.Values = append(g.Values, Point{Value: value(f), Solved: f.solved})
 	}
-	vs := pick(value)
+	err := g.tradeOff(prices, runs, primary, s.pick(value))
+	return g, err
+}
+
+// sample is a group's runs' figures and which of them proposals are read
+// from.
+type sample struct {
+	figs  []runFigures
+	basis func(runFigures) bool
+}
+
+// pick is the basis runs' values of one metric, sorted.
+func (s sample) pick(value func(runFigures) int64) []int64 {
+	var vs []int64
+	for _, f := range s.figs {
+		if s.basis(f) {
+			vs = append(vs, value(f))
+		}
+	}
+	return replay.Sorted(vs)
+}
+
+// sample reads each run's figures, counts the solved runs, notes a run
+// recorded as totals only, and chooses the basis: the solved runs, or all
+// runs when fewer than MinSolved were solved. allUSD says every run's
+// dollars are known.
+func (g *Group) sample(prices *pricing.Catalogue, runs []replay.Run) (s sample, allUSD bool) {
+	s.figs = make([]runFigures, len(runs))
+	allUSD = true
+	for i, r := range runs {
+		s.figs[i] = figures(prices, r)
+		allUSD = allUSD && s.figs[i].usdOK
+		if s.figs[i].solved {
+			g.Solved++
+		}
+		if len(r.Calls) == 0 {
+			g.TotalsOnly = true
+		}
+	}
+	s.basis = func(f runFigures) bool { return f.solved }
+	if g.Solved < MinSolved {
+		g.Basis = fmt.Sprintf("all runs (only %d solved)", g.Solved)
+		s.basis = func(runFigures) bool { return true }
+	}
+	return s, allUSD
+}
+
+// metricDef is a metric a proposal can be made for: whether every run
+// knows it, how a run's value is read and how a threshold is rounded.
+type metricDef struct {
+	m     budget.Metric
+	ok    bool
+	value func(runFigures) int64
+	round func(int64) int64
+}
+
+// metricDefs lists the metrics in proposal order: money (when every run's
+// dollars are known), tokens, time (when every run's is).
+func metricDefs(figs []runFigures, allUSD bool) []metricDef {
+	hasTime := true
+	for _, f := range figs {
+		hasTime = hasTime && f.time > 0
+	}
+	return []metricDef{
+		{budget.Money, allUSD, func(f runFigures) int64 { return int64(f.usd) }, roundUSD},
+		{budget.Tokens, true, func(f runFigures) int64 { return f.tokens }, roundTokens},
+		{budget.Time, hasTime, func(f runFigures) int64 { return int64(f.time) }, roundTime},
+	}
+}
+
+// propose reads thresholds for d from the basis runs' sorted values vs, at
+// the optimal, warning and hard quantiles, rounded and kept in order; false
+// when d is unknown or every value is 0.
+func (d metricDef) propose(vs []int64) (Proposal, bool) {
+	if !d.ok || len(vs) == 0 || vs[len(vs)-1] == 0 {
+		return Proposal{}, false
+	}
+	p := Proposal{Metric: d.m,
+		Optimal: d.round(replay.Quantile(vs, OptimalQuantile)),
+		Warning: d.round(replay.Quantile(vs, WarningQuantile)),
+		Hard:    d.round(replay.Quantile(vs, HardQuantile))}
+	p.Optimal = max(p.Optimal, 1)
+	p.Warning = max(p.Warning, p.Optimal)
+	p.Hard = max(p.Hard, p.Warning)
+	return p, true
+}
+
+// tradeOff replays the group's runs under candidate hard caps on the
+// primary proposal's metric, one per distinct quantile of the basis runs'
+// sorted values vs.
+func (g *Group) tradeOff(prices *pricing.Catalogue, runs []replay.Run, primary Proposal, vs []int64) error {
 	seen := map[int64]bool{}
 	for _, q := range []struct {
 		label string
@@ -209,12 +252,12 @@ func adviseGroup(prices *pricing.Catalogue, system, model string, runs []replay.
 		seen[c] = true
 		cand, err := tryCap(prices, runs, primary.Metric, c)
 		if err != nil {
-			return g, err
+			return err
 		}
 		cand.Basis = q.label + " of " + map[bool]string{true: "solved", false: "all"}[g.Solved >= MinSolved]
 		g.TradeOff = append(g.TradeOff, cand)
 	}
-	return g, nil
+	return nil
 }
 
 func (p Proposal) roundFor(v int64) int64 {

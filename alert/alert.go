@@ -21,50 +21,43 @@ import (
 	"github.com/purser-dev/purser/redact"
 )
 
-// Kind is what an alert reports.
-type Kind string
+// Kind is what an alert reports (the domain's purser.AlertKind).
+type Kind = purser.AlertKind
 
 // The kinds of alert, in rising severity.
 const (
 	// Warning: a budget entered WARNING (passed its optimal line).
-	Warning Kind = "warning"
+	Warning = purser.AlertWarning
 	// WarningLine: a budget in WARNING passed its warning line, from which
 	// staged degrade actions apply.
-	WarningLine Kind = "warning_line"
+	WarningLine = purser.AlertWarningLine
 	// Hard: a budget reached its hard cap; the call in flight was cancelled.
-	Hard Kind = "hard"
+	Hard = purser.AlertHard
 	// Blocked: a task stopped BLOCKED by its budget.
-	Blocked Kind = "blocked"
+	Blocked = purser.AlertBlocked
 )
 
 // Kinds lists every kind, in rising severity.
-var Kinds = []Kind{Warning, WarningLine, Hard, Blocked}
+var Kinds = purser.AlertKinds
 
-// Format is the shape of a webhook's payload.
-type Format string
+// Format is the shape of a webhook's payload (the domain's
+// purser.AlertFormat).
+type Format = purser.AlertFormat
 
 // The payload formats.
 const (
 	// FormatJSON is Purser's own payload (see Payload).
-	FormatJSON Format = "json"
+	FormatJSON = purser.AlertFormatJSON
 	// FormatSlack is {"text": …}, what Slack's, Mattermost's and most chat
 	// tools' incoming webhooks take.
-	FormatSlack Format = "slack"
+	FormatSlack = purser.AlertFormatSlack
 )
 
-// Webhook is one receiver of alerts.
-type Webhook struct {
-	// Name identifies the webhook in messages; its URL is never printed (a
-	// Slack webhook's URL is itself a secret).
-	Name   string
-	URL    string
-	Format Format
-	// Events are the kinds sent to it; empty is every kind.
-	Events []Kind
-}
+// Webhook is one receiver of alerts (the domain's purser.AlertWebhook).
+type Webhook = purser.AlertWebhook
 
-// wants reports whether the webhook takes alerts of kind k.
-func (w Webhook) wants(k Kind) bool {
+// wants reports whether the webhook w takes alerts of kind k.
+func wants(w Webhook, k Kind) bool {
 	if len(w.Events) == 0 {
 		return true
 	}
@@ -76,29 +69,10 @@ func (w Webhook) wants(k Kind) bool {
 	return false
 }
 
-// Config configures a Notifier. Zero durations and counts take the defaults.
-type Config struct {
-	Webhooks []Webhook
-	// Timeout bounds one delivery attempt (default 10s).
-	Timeout time.Duration
-	// MaxAttempts is how many times an alert is tried (default 5).
-	MaxAttempts int
-	// Backoff is the wait before the first retry; it doubles after each
-	// failed attempt, up to MaxBackoff (defaults 1s and 30s).
-	Backoff    time.Duration
-	MaxBackoff time.Duration
-	// Flush is how long Close waits for alerts not yet delivered before it
-	// gives up on them (default 5s): the most a dead receiver can add to the
-	// end of a run. With an outbox, what it gave up on is tried again at
-	// the next start.
-	Flush time.Duration
-	// MaxAge is how old an alert left in the outbox may be and still be
-	// sent at a later start (default 24h); older ones expire.
-	MaxAge time.Duration
-	// MaxTotalAttempts is how many attempts an alert in the outbox gets in
-	// all, across starts (default 4 × MaxAttempts); then it expires.
-	MaxTotalAttempts int
-}
+// Config configures a Notifier (the domain's purser.AlertConfig, which
+// config reads purser.yaml's alerts: section into). Zero durations and
+// counts take the defaults.
+type Config = purser.AlertConfig
 
 // The defaults of Config.
 const (
@@ -110,7 +84,8 @@ const (
 	DefaultMaxAge      = 24 * time.Hour
 )
 
-func (c Config) withDefaults() Config {
+// withDefaults is c with every zero duration and count given its default.
+func withDefaults(c Config) Config {
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
 	}
@@ -245,7 +220,7 @@ type Options struct {
 // New starts a Notifier: one delivery queue per webhook, so a dead receiver
 // delays no other. Close it to flush.
 func New(cfg Config, opts Options) *Notifier {
-	cfg = cfg.withDefaults()
+	cfg = withDefaults(cfg)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -355,7 +330,7 @@ func (n *Notifier) queue(a Alert) {
 	var to []*sink
 	var ds []delivery
 	for _, s := range n.sinks {
-		if !s.hook.wants(a.Kind) {
+		if !wants(s.hook, a.Kind) {
 			continue
 		}
 		body, err := Body(s.hook.Format, a)

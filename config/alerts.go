@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/purser-dev/purser/alert"
+	"github.com/purser-dev/purser"
 )
 
 // alertsFile is the written form of purser.yaml's alerts: section.
@@ -35,7 +35,7 @@ type webhookFile struct {
 // Alerts is purser.yaml's alerts: section, checked. Webhooks given by
 // urlEnv are resolved by Config, when a run starts.
 type Alerts struct {
-	cfg    alert.Config
+	cfg    purser.AlertConfig
 	urlEnv map[int]string // webhook index → the variable holding its URL
 	doc    *document
 }
@@ -46,9 +46,9 @@ func (a *Alerts) Enabled() bool { return a != nil && len(a.cfg.Webhooks) > 0 }
 // Config is the notifier's configuration, with every urlEnv read from the
 // environment now; an unset or invalid one is an error located in
 // purser.yaml (its value is never printed).
-func (a *Alerts) Config() (alert.Config, error) {
+func (a *Alerts) Config() (purser.AlertConfig, error) {
 	if a == nil {
-		return alert.Config{}, nil
+		return purser.AlertConfig{}, nil
 	}
 	cfg := a.cfg
 	cfg.Webhooks = slices.Clone(a.cfg.Webhooks)
@@ -56,10 +56,10 @@ func (a *Alerts) Config() (alert.Config, error) {
 		field := fmt.Sprintf("alerts.webhooks[%d].urlEnv", i)
 		v := os.Getenv(name)
 		if v == "" {
-			return alert.Config{}, a.doc.at(field, fmt.Sprintf("$%s is not set: it should hold the webhook's URL", name), nil)
+			return purser.AlertConfig{}, a.doc.at(field, fmt.Sprintf("$%s is not set: it should hold the webhook's URL", name), nil)
 		}
 		if msg := webhookURLProblem(v); msg != "" {
-			return alert.Config{}, a.doc.at(field, fmt.Sprintf("$%s %s", name, msg), nil)
+			return purser.AlertConfig{}, a.doc.at(field, fmt.Sprintf("$%s %s", name, msg), nil)
 		}
 		cfg.Webhooks[i].URL = v
 	}
@@ -104,7 +104,7 @@ func (d *document) alerts(f *alertsFile) (*Alerts, error) {
 	names := map[string]bool{}
 	for i, w := range f.Webhooks {
 		field := fmt.Sprintf("webhooks[%d]", i)
-		hook := alert.Webhook{Name: w.Name, URL: w.URL, Format: alert.FormatJSON}
+		hook := purser.AlertWebhook{Name: w.Name, URL: w.URL, Format: purser.AlertFormatJSON}
 		if hook.Name == "" {
 			hook.Name = fmt.Sprintf("webhooks[%d]", i)
 		} else if names[hook.Name] {
@@ -126,20 +126,20 @@ func (d *document) alerts(f *alertsFile) (*Alerts, error) {
 		switch w.Format {
 		case "", "json":
 		case "slack":
-			hook.Format = alert.FormatSlack
+			hook.Format = purser.AlertFormatSlack
 		default:
 			fail(field+".format", fmt.Sprintf("%q: want json (Purser's payload) or slack ({\"text\": …})", w.Format))
 		}
 		for j, e := range w.Events {
-			if !slices.Contains(alert.Kinds, alert.Kind(e)) {
-				known := make([]string, len(alert.Kinds))
-				for k, kind := range alert.Kinds {
+			if !slices.Contains(purser.AlertKinds, purser.AlertKind(e)) {
+				known := make([]string, len(purser.AlertKinds))
+				for k, kind := range purser.AlertKinds {
 					known[k] = string(kind)
 				}
 				fail(fmt.Sprintf("%s.events[%d]", field, j), fmt.Sprintf("%q: want one of %s", e, strings.Join(known, ", ")))
 				continue
 			}
-			hook.Events = append(hook.Events, alert.Kind(e))
+			hook.Events = append(hook.Events, purser.AlertKind(e))
 		}
 		a.cfg.Webhooks = append(a.cfg.Webhooks, hook)
 	}

@@ -207,18 +207,30 @@ func yamlError(name string, err error) error {
 	return e
 }
 
+// decodeBudgeted parses data and decodes it strictly into v, after checking
+// the budget numbers it holds under budgetAt ("" when the file is a budget,
+// "budget." when it holds one) exactly, before the YAML library rounds them:
+// the first steps of reading every file that holds a budget.
+func decodeBudgeted(name string, data []byte, budgetAt string, v any) (*document, error) {
+	d, err := parse(name, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.checkNumbers(budgetAt, budgetNumbers); err != nil {
+		return nil, err
+	}
+	if err := d.decode(v); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
 // ParseBudget reads a budget in the spec's TaskBudgetConfig shape from YAML or
 // JSON and validates it. name labels errors.
 func ParseBudget(name string, data []byte) (budget.Config, error) {
-	d, err := parse(name, data)
-	if err != nil {
-		return budget.Config{}, err
-	}
-	if err := d.checkNumbers("", budgetNumbers); err != nil {
-		return budget.Config{}, err
-	}
 	var cfg budget.Config
-	if err := d.decode(&cfg); err != nil {
+	d, err := decodeBudgeted(name, data, "", &cfg)
+	if err != nil {
 		return budget.Config{}, err
 	}
 	if err := d.validateBudget(cfg, ""); err != nil {

@@ -13,15 +13,9 @@ func LoadNamedBudget(path string) (budget.Config, error) {
 	if err != nil {
 		return budget.Config{}, err
 	}
-	d, err := parse(path, data)
-	if err != nil {
-		return budget.Config{}, err
-	}
-	if err := d.checkNumbers("", budgetNumbers); err != nil {
-		return budget.Config{}, err
-	}
 	var cfg budget.Config
-	if err := d.decode(&cfg); err != nil {
+	d, err := decodeBudgeted(path, data, "", &cfg)
+	if err != nil {
 		return budget.Config{}, err
 	}
 	if err := purser.ValidateNamedBudgetConfig(cfg); err != nil {

@@ -142,64 +142,29 @@ func (l Loader) FindProject(dir string) (*Project, error) {
 	return &Project{Dir: abs, Backends: map[string]purser.BackendSpec{}, Database: DefaultDatabase(abs), Prices: pricing.Builtin()}, nil
 }
 
-// LoadProject reads a purser.yaml.
+// LoadProject reads a purser.yaml: the file decoded, then the project's
+// defaults (budget, degrade policy), its backends, its database, its alerts
+// and named budgets, and its prices, each in turn.
 func (l Loader) LoadProject(path string) (*Project, error) {
 	data, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
-	d, err := parse(path, data)
-	if err != nil {
-		return nil, err
-	}
-	if err := d.checkNumbers("budget.", budgetNumbers); err != nil {
-		return nil, err
-	}
 	var pf projectFile
-	if err := d.decode(&pf); err != nil {
+	d, err := decodeBudgeted(path, data, "budget.", &pf)
+	if err != nil {
 		return nil, err
 	}
 	dir := filepath.Dir(path)
 	p := &Project{File: path, Dir: dir, Backends: map[string]purser.BackendSpec{}, ModelTier: pf.ModelTier, Prices: pricing.Builtin(), doc: d}
-	if pf.Budget != nil {
-		if err := d.validateBudget(*pf.Budget, "budget."); err != nil {
-			return nil, err
-		}
-		p.Budget = pf.Budget
+	if err := p.defaults(&pf); err != nil {
+		return nil, err
 	}
-	if pf.Degrade != nil {
-		pol, err := d.degradePolicy(pf.Degrade, "degrade.")
-		if err != nil {
-			return nil, err
-		}
-		p.Degrade = &pol
+	if err := l.projectBackends(p, pf.Backends); err != nil {
+		return nil, err
 	}
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(pf.Backends)) {
-		spec, err := l.backendSpec(d, pf.Backends[name], "backends."+name+".", dir)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		spec.Name = name
-		p.Backends[name] = spec
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(sortErrors(errs)...)
-	}
-	p.Database = DefaultDatabase(dir)
-	if pf.Database != "" {
-		p.DatabaseSet = true
-		p.Database = pf.Database
-		if !strings.Contains(pf.Database, "://") { // a postgres:// URL is not a path
-			p.Database = resolvePath(dir, pf.Database)
-		}
-	}
-	switch pf.Durability {
-	case "", "normal", "full":
-		p.Durability = pf.Durability
-	default:
-		return nil, d.at("durability", fmt.Sprintf("want normal (survives Purser being killed) or full (survives a power cut too), got %q", pf.Durability), nil)
+	if err := p.storage(&pf); err != nil {
+		return nil, err
 	}
 	if pf.Alerts != nil {
 		a, err := d.alerts(pf.Alerts)
@@ -212,38 +177,116 @@ func (l Loader) LoadProject(path string) (*Project, error) {
 		return nil, err
 	}
 	p.DrawFrom = pf.DrawFrom
-	if pf.Pricing != "" {
-		c, err := pricing.LoadLiteLLM(resolvePath(dir, pf.Pricing))
+	if err := p.prices(&pf, data); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// defaults reads the budget and degrade policy the project's tasks default to.
+func (p *Project) defaults(pf *projectFile) error {
+	if pf.Budget != nil {
+		if err := p.doc.validateBudget(*pf.Budget, "budget."); err != nil {
+			return err
+		}
+		p.Budget = pf.Budget
+	}
+	if pf.Degrade != nil {
+		pol, err := p.doc.degradePolicy(pf.Degrade, "degrade.")
 		if err != nil {
-			return nil, d.at("pricing", err.Error(), err)
+			return err
+		}
+		p.Degrade = &pol
+	}
+	return nil
+}
+
+// projectBackends reads the backends: section, reporting every backend's
+// problems together.
+func (l Loader) projectBackends(p *Project, backends map[string]map[string]any) error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(backends)) {
+		spec, err := l.backendSpec(p.doc, backends[name], "backends."+name+".", p.Dir)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		spec.Name = name
+		p.Backends[name] = spec
+	}
+	if len(errs) > 0 {
+		return errors.Join(sortErrors(errs)...)
+	}
+	return nil
+}
+
+// storage reads where the ledger lives (database:, by default beside
+// purser.yaml) and what a committed entry survives (durability:).
+func (p *Project) storage(pf *projectFile) error {
+	p.Database = DefaultDatabase(p.Dir)
+	if pf.Database != "" {
+		p.DatabaseSet = true
+		p.Database = pf.Database
+		if !strings.Contains(pf.Database, "://") { // a postgres:// URL is not a path
+			p.Database = resolvePath(p.Dir, pf.Database)
+		}
+	}
+	switch pf.Durability {
+	case "", "normal", "full":
+		p.Durability = pf.Durability
+	default:
+		return p.doc.at("durability", fmt.Sprintf("want normal (survives Purser being killed) or full (survives a power cut too), got %q", pf.Durability), nil)
+	}
+	return nil
+}
+
+// prices lays over the built-in prices a LiteLLM catalogue (pricing:) and
+// then the file's own (prices:); data is the file, to name it as their
+// source.
+func (p *Project) prices(pf *projectFile, data []byte) error {
+	if pf.Pricing != "" {
+		c, err := pricing.LoadLiteLLM(resolvePath(p.Dir, pf.Pricing))
+		if err != nil {
+			return p.doc.at("pricing", err.Error(), err)
 		}
 		p.Prices.Merge(c)
 	}
 	for model, pr := range pf.Prices {
-		if pr.Input == nil || pr.Output == nil {
-			return nil, d.at("prices."+model, "want input and output, in dollars per million tokens", nil)
+		price, err := p.doc.price(model, pr)
+		if err != nil {
+			return err
 		}
-		perMillion := map[string]pricing.PicoUSD{}
-		for field, v := range map[string]*float64{"input": pr.Input, "output": pr.Output, "cacheRead": pr.CacheRead, "cacheWrite": pr.CacheWrite, "cacheWrite1h": pr.CacheWrite1h} {
-			if v == nil {
-				continue
-			}
-			if *v < 0 || *v > 1e6 {
-				return nil, d.at("prices."+model+"."+field, "want dollars per million tokens, from 0 to 1000000", nil)
-			}
-			perMillion[field] = pricing.PerMillion(*v)
-		}
-		given := func(field string, fallback pricing.PicoUSD) pricing.PicoUSD {
-			if v, ok := perMillion[field]; ok {
-				return v
-			}
-			return fallback
-		}
-		in := perMillion["input"]
-		p.Prices.Set(pricing.Entry{Model: model, Source: pricing.FileSource(path, data) + " (prices:)", Price: pricing.Price{Input: in, Output: perMillion["output"],
-			CacheRead: given("cacheRead", in), CacheWrite: given("cacheWrite", in), CacheWrite1h: given("cacheWrite1h", 0)}})
+		p.Prices.Set(pricing.Entry{Model: model, Source: pricing.FileSource(p.File, data) + " (prices:)", Price: price})
 	}
-	return p, nil
+	return nil
+}
+
+// price reads one model's prices:, in dollars per million tokens: a
+// cacheRead or cacheWrite left out is the input price, a cacheWrite1h left
+// out is 0.
+func (d *document) price(model string, pr priceFile) (pricing.Price, error) {
+	if pr.Input == nil || pr.Output == nil {
+		return pricing.Price{}, d.at("prices."+model, "want input and output, in dollars per million tokens", nil)
+	}
+	perMillion := map[string]pricing.PicoUSD{}
+	for field, v := range map[string]*float64{"input": pr.Input, "output": pr.Output, "cacheRead": pr.CacheRead, "cacheWrite": pr.CacheWrite, "cacheWrite1h": pr.CacheWrite1h} {
+		if v == nil {
+			continue
+		}
+		if *v < 0 || *v > 1e6 {
+			return pricing.Price{}, d.at("prices."+model+"."+field, "want dollars per million tokens, from 0 to 1000000", nil)
+		}
+		perMillion[field] = pricing.PerMillion(*v)
+	}
+	given := func(field string, fallback pricing.PicoUSD) pricing.PicoUSD {
+		if v, ok := perMillion[field]; ok {
+			return v
+		}
+		return fallback
+	}
+	in := perMillion["input"]
+	return pricing.Price{Input: in, Output: perMillion["output"],
+		CacheRead: given("cacheRead", in), CacheWrite: given("cacheWrite", in), CacheWrite1h: given("cacheWrite1h", 0)}, nil
 }
 
 func resolvePath(dir, p string) string {
@@ -269,165 +312,223 @@ func (l Loader) LoadTask(path string) (purser.Task, *Project, error) {
 	return t, proj, err
 }
 
-// ParseTask reads a task file against a project.
+// ParseTask reads a task file against a project: the file decoded, then each
+// part of the task read in turn (identity, workspace, validators, backend,
+// model tier, budget, degrade policy, named budgets), every problem found
+// collected and reported together, in the file's order.
 func (l Loader) ParseTask(path string, proj *Project) (purser.Task, error) {
 	data, err := readFile(path)
 	if err != nil {
 		return purser.Task{}, err
 	}
-	d, err := parse(path, data)
+	var tf taskFile
+	d, err := decodeBudgeted(path, data, "budget.", &tf)
 	if err != nil {
 		return purser.Task{}, err
 	}
-	if err := d.checkNumbers("budget.", budgetNumbers); err != nil {
-		return purser.Task{}, err
-	}
-	var tf taskFile
-	if err := d.decode(&tf); err != nil {
-		return purser.Task{}, err
-	}
 	abs, _ := filepath.Abs(path)
-	dir := filepath.Dir(abs)
-	t := purser.Task{ID: tf.ID, Goal: tf.Goal, Issue: tf.Issue, File: abs, ModelTier: tf.ModelTier,
+	r := &taskReader{l: l, d: d, tf: &tf, proj: proj, dir: filepath.Dir(abs)}
+	r.t = purser.Task{ID: tf.ID, Goal: tf.Goal, Issue: tf.Issue, File: abs, ModelTier: tf.ModelTier,
 		Planning: tf.Planning, SelfReview: tf.SelfReview, Degrade: purser.DefaultDegradePolicy()}
-	var errs []error
-	fail := func(field, msg string) { errs = append(errs, d.at(field, msg, nil)) }
+	r.identity()
+	r.workspace()
+	r.validators()
+	r.backend()
+	r.modelTier()
+	r.budget()
+	r.degrade()
+	r.drawFrom()
+	if len(r.errs) > 0 {
+		return purser.Task{}, errors.Join(sortErrors(r.errs)...)
+	}
+	return r.t, nil
+}
 
+// taskReader is one task file being read into a task: each step fills in
+// its part of t and adds what it finds wrong to errs, so that one reading
+// reports every problem; problems on the same line keep the steps' order.
+type taskReader struct {
+	l    Loader
+	d    *document
+	tf   *taskFile
+	proj *Project
+	dir  string // the task file's directory, which its paths are relative to
+	t    purser.Task
+	errs []error
+}
+
+// fail records a problem with field.
+func (r *taskReader) fail(field, msg string) { r.errs = append(r.errs, r.d.at(field, msg, nil)) }
+
+// identity checks the task's id and goal.
+func (r *taskReader) identity() {
 	switch {
-	case tf.ID == "":
-		fail("id", "is required")
-	case !taskID.MatchString(tf.ID):
-		fail("id", fmt.Sprintf("%q: want letters, digits, '.', '_' or '-', starting with a letter or digit, at most 128", tf.ID))
+	case r.tf.ID == "":
+		r.fail("id", "is required")
+	case !taskID.MatchString(r.tf.ID):
+		r.fail("id", fmt.Sprintf("%q: want letters, digits, '.', '_' or '-', starting with a letter or digit, at most 128", r.tf.ID))
 	}
-	if strings.TrimSpace(tf.Goal) == "" {
-		fail("goal", "is required")
+	if strings.TrimSpace(r.tf.Goal) == "" {
+		r.fail("goal", "is required")
 	}
-	if tf.Workspace == "" {
-		fail("workspace", "is required: the directory the agent works in, relative to this file")
-	} else {
-		t.Workspace = resolvePath(dir, tf.Workspace)
-		if msg := workspaceProblem(t.Workspace); msg != "" {
-			fail("workspace", msg)
-		}
+}
+
+// workspace resolves the workspace against the task file's directory and
+// checks it is a readable directory.
+func (r *taskReader) workspace() {
+	if r.tf.Workspace == "" {
+		r.fail("workspace", "is required: the directory the agent works in, relative to this file")
+		return
 	}
-	if len(tf.Validators) == 0 {
-		fail("validators", "at least one is required: a task is DONE when its validators pass")
+	r.t.Workspace = resolvePath(r.dir, r.tf.Workspace)
+	if msg := workspaceProblem(r.t.Workspace); msg != "" {
+		r.fail("workspace", msg)
+	}
+}
+
+// validators reads the validators: at least one, each named once, with a
+// command and an optional timeout.
+func (r *taskReader) validators() {
+	if len(r.tf.Validators) == 0 {
+		r.fail("validators", "at least one is required: a task is DONE when its validators pass")
 	}
 	names := map[string]bool{}
-	for i, v := range tf.Validators {
+	for i, v := range r.tf.Validators {
 		field := fmt.Sprintf("validators[%d]", i)
 		val := purser.Validator{Name: v.Name, Run: v.Run}
 		if v.Name == "" {
-			fail(field+".name", "is required")
+			r.fail(field+".name", "is required")
 		} else if names[v.Name] {
-			fail(field+".name", fmt.Sprintf("%q is used twice", v.Name))
+			r.fail(field+".name", fmt.Sprintf("%q is used twice", v.Name))
 		}
 		names[v.Name] = true
 		if strings.TrimSpace(v.Run) == "" {
-			fail(field+".run", "is required: the command to run in the workspace")
+			r.fail(field+".run", "is required: the command to run in the workspace")
 		}
 		if v.Timeout != "" {
 			dur, err := time.ParseDuration(v.Timeout)
 			if err != nil || dur <= 0 {
-				fail(field+".timeout", fmt.Sprintf("%q: want a duration such as 30s or 5m", v.Timeout))
+				r.fail(field+".timeout", fmt.Sprintf("%q: want a duration such as 30s or 5m", v.Timeout))
 			}
 			val.Timeout = dur
 		}
-		t.Validators = append(t.Validators, val)
+		r.t.Validators = append(r.t.Validators, val)
 	}
+}
 
+// backend resolves the task's backend (a name from purser.yaml, or a
+// mapping of its own) and checks its options against this machine, each
+// problem located where the backend was configured.
+func (r *taskReader) backend() {
 	// Where the task's backend was configured, to locate what its check finds.
 	var backendDoc *document
 	var backendPrefix string
-	switch b := tf.Backend.(type) {
+	switch b := r.tf.Backend.(type) {
 	case nil:
-		fail("backend", "is required: a backend named in purser.yaml, or a mapping with type:")
+		r.fail("backend", "is required: a backend named in purser.yaml, or a mapping with type:")
 	case string:
-		spec, ok := proj.Backends[b]
+		spec, ok := r.proj.Backends[b]
 		if ok {
-			backendDoc, backendPrefix = proj.doc, "backends."+b+"."
+			backendDoc, backendPrefix = r.proj.doc, "backends."+b+"."
 		} else {
-			known := make([]string, 0, len(proj.Backends))
-			for n := range proj.Backends {
-				known = append(known, n)
-			}
-			slices.Sort(known)
-			where := "no purser.yaml was found"
-			if proj.File != "" {
-				where = "known in " + proj.File + ": " + strings.Join(known, ", ")
-			}
-			fail("backend", fmt.Sprintf("%q is not a backend of the project (%s)", b, where))
+			r.fail("backend", fmt.Sprintf("%q is not a backend of the project (%s)", b, r.proj.backendsKnown()))
 		}
-		t.Backend = spec
+		r.t.Backend = spec
 	case map[string]any:
-		spec, err := l.backendSpec(d, b, "backend.", dir)
+		spec, err := r.l.backendSpec(r.d, b, "backend.", r.dir)
 		if err != nil {
-			errs = append(errs, err)
+			r.errs = append(r.errs, err)
 		} else {
-			backendDoc, backendPrefix = d, "backend."
+			backendDoc, backendPrefix = r.d, "backend."
 		}
 		spec.Name = spec.Type
-		t.Backend = spec
+		r.t.Backend = spec
 	default:
-		fail("backend", "want a backend name or a mapping with type:")
+		r.fail("backend", "want a backend name or a mapping with type:")
 	}
 
-	if opts, ok := t.Backend.Options.(BackendOptions); ok && backendDoc != nil {
-		if err := opts.Check(t.Backend.Dir); err != nil {
-			errs = append(errs, backendDoc.optionErrors(backendPrefix, err))
+	if opts, ok := r.t.Backend.Options.(BackendOptions); ok && backendDoc != nil {
+		if err := opts.Check(r.t.Backend.Dir); err != nil {
+			r.errs = append(r.errs, backendDoc.optionErrors(backendPrefix, err))
 		}
 	}
+}
 
-	if t.ModelTier == "" {
-		t.ModelTier = proj.ModelTier
+// backendsKnown says, for a task naming a backend the project lacks, which
+// backends it has and where.
+func (p *Project) backendsKnown() string {
+	if p.File == "" {
+		return "no purser.yaml was found"
 	}
-	if t.ModelTier == "" {
-		t.ModelTier = "standard"
+	known := make([]string, 0, len(p.Backends))
+	for n := range p.Backends {
+		known = append(known, n)
 	}
-	if len(t.Backend.Models) > 0 {
-		if _, ok := t.Backend.Model(t.ModelTier); !ok {
-			fail("modelTier", fmt.Sprintf("%q is not a model tier of backend %s (it has: %s)", t.ModelTier, t.Backend.Name, strings.Join(sortedKeys(t.Backend.Models), ", ")))
+	slices.Sort(known)
+	return "known in " + p.File + ": " + strings.Join(known, ", ")
+}
+
+// modelTier defaults the model tier (the task's, else the project's, else
+// standard) and checks the backend has it.
+func (r *taskReader) modelTier() {
+	if r.t.ModelTier == "" {
+		r.t.ModelTier = r.proj.ModelTier
+	}
+	if r.t.ModelTier == "" {
+		r.t.ModelTier = "standard"
+	}
+	if len(r.t.Backend.Models) > 0 {
+		if _, ok := r.t.Backend.Model(r.t.ModelTier); !ok {
+			r.fail("modelTier", fmt.Sprintf("%q is not a model tier of backend %s (it has: %s)", r.t.ModelTier, r.t.Backend.Name, strings.Join(sortedKeys(r.t.Backend.Models), ", ")))
 		}
 	}
+}
 
+// budget takes the task's budget, else the project's, and refuses one a
+// subscription backend would leave unenforced.
+func (r *taskReader) budget() {
 	switch {
-	case tf.Budget != nil:
-		if err := d.validateBudget(*tf.Budget, "budget."); err != nil {
-			errs = append(errs, err)
+	case r.tf.Budget != nil:
+		if err := r.d.validateBudget(*r.tf.Budget, "budget."); err != nil {
+			r.errs = append(r.errs, err)
 		}
-		t.Budget = *tf.Budget
-	case proj.Budget != nil:
-		t.Budget = *proj.Budget
+		r.t.Budget = *r.tf.Budget
+	case r.proj.Budget != nil:
+		r.t.Budget = *r.proj.Budget
 	default:
-		fail("budget", "is required here or in purser.yaml: at least hard.maxIterations")
+		r.fail("budget", "is required here or in purser.yaml: at least hard.maxIterations")
 	}
-	if err := subscriptionBudget(t, tf.Budget != nil, d, proj.doc); err != nil {
-		errs = append(errs, err)
+	if err := subscriptionBudget(r.t, r.tf.Budget != nil, r.d, r.proj.doc); err != nil {
+		r.errs = append(r.errs, err)
 	}
+}
 
-	if proj.Degrade != nil {
-		t.Degrade = *proj.Degrade
+// degrade takes the task's degrade policy, else the project's, else the
+// default one.
+func (r *taskReader) degrade() {
+	if r.proj.Degrade != nil {
+		r.t.Degrade = *r.proj.Degrade
 	}
-	if tf.Degrade != nil {
-		pol, err := d.degradePolicy(tf.Degrade, "degrade.")
+	if r.tf.Degrade != nil {
+		pol, err := r.d.degradePolicy(r.tf.Degrade, "degrade.")
 		if err != nil {
-			errs = append(errs, err)
+			r.errs = append(r.errs, err)
 		}
-		t.Degrade = pol
+		r.t.Degrade = pol
 	}
-	if err := d.drawFrom(tf.DrawFrom); err != nil {
-		errs = append(errs, err)
+}
+
+// drawFrom checks the task's named budgets and adds the project's.
+func (r *taskReader) drawFrom() {
+	if err := r.d.drawFrom(r.tf.DrawFrom); err != nil {
+		r.errs = append(r.errs, err)
 	}
 	// The project's budgets and the task's: a task cannot opt out of the
 	// budgets its project draws from.
-	t.DrawFrom = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(proj.DrawFrom), tf.DrawFrom...))))
-	if len(t.DrawFrom) == 0 {
-		t.DrawFrom = nil
+	r.t.DrawFrom = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(r.proj.DrawFrom), r.tf.DrawFrom...))))
+	if len(r.t.DrawFrom) == 0 {
+		r.t.DrawFrom = nil
 	}
-	if len(errs) > 0 {
-		return purser.Task{}, errors.Join(sortErrors(errs)...)
-	}
-	return t, nil
 }
 
 // drawFrom checks a drawFrom: list of named budgets: each a valid budget

@@ -133,30 +133,57 @@ func ReplayRun(cfg budget.Config, prices *pricing.Catalogue, r Run) (Result, err
 			CostUSD: r.TotalCostUSD, Model: r.Model}}
 	}
 	res.Calls = len(calls)
-	events := make([]budget.UsageEvent, len(calls))
-	var recorded budget.Totals
+	events, recorded := recordedEvents(prices, r, calls, res.TotalsOnly)
+	res.RecordedUSD, res.RecordedUSDSource, res.recorded = recorded.USD, recorded.USDSource(), recorded
+	res.NaiveSpentUSD = naiveSpend(cfg, events)
+	admitEach(m, events, &res)
+	st := m.Status()
+	res.SpentUSD, res.SpentTokens, res.USDSource = st.UsedUSD, st.UsedTokens, st.USDSource
+	res.SavedUSD = res.RecordedUSD - res.SpentUSD
+	res.SolvedCut = res.Stopped && r.Resolved != nil && *r.Resolved && res.StoppedAtCall != nil &&
+		(*res.StoppedAtCall < len(events) || res.TotalsOnly && res.SavedUSD > 0 || res.SpentTokens < recorded.Tokens)
+	return res, nil
+}
+
+// recordedEvents turns a run's recorded calls into usage events, priced
+// from the catalogue where the record has no cost, each timed from the call
+// before it (a run of totals only: the run's wall time); recorded is their
+// sum.
+func recordedEvents(prices *pricing.Catalogue, r Run, calls []Call, totalsOnly bool) (events []budget.UsageEvent, recorded budget.Totals) {
+	events = make([]budget.UsageEvent, len(calls))
 	for i, c := range calls {
-		ev := budget.UsageEvent{InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, CacheReadTokens: c.CacheReadTokens,
-			CacheWriteTokens: c.CacheWriteTokens, ReasoningTokens: min(c.ReasoningTokens, c.OutputTokens), Model: c.Model}
-		if ev.CacheReadTokens+ev.CacheWriteTokens > ev.InputTokens {
-			ev.CacheReadTokens, ev.CacheWriteTokens = min(ev.CacheReadTokens, ev.InputTokens), 0
-		}
-		if c.CostUSD != nil {
-			ev.USD, ev.CostSource = *c.CostUSD, budget.CostReported
-		}
-		ev = prices.Estimate(ev)
+		ev := prices.Estimate(recordedEvent(c))
 		if i > 0 && !c.At.IsZero() && !calls[i-1].At.IsZero() {
 			ev.Elapsed = max(c.At.Sub(calls[i-1].At), 0)
 		}
-		if res.TotalsOnly {
+		if totalsOnly {
 			ev.Elapsed = r.WallTime
 		}
 		events[i] = ev
 		recorded.Add(ev)
 	}
-	res.RecordedUSD, res.RecordedUSDSource, res.recorded = recorded.USD, recorded.USDSource(), recorded
-	res.NaiveSpentUSD = naiveSpend(cfg, events)
+	return events, recorded
+}
 
+// recordedEvent is one recorded call's usage, its parts kept within their
+// wholes (reasoning within output, cache within input), with its recorded
+// cost as reported when it has one.
+func recordedEvent(c Call) budget.UsageEvent {
+	ev := budget.UsageEvent{InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, CacheReadTokens: c.CacheReadTokens,
+		CacheWriteTokens: c.CacheWriteTokens, ReasoningTokens: min(c.ReasoningTokens, c.OutputTokens), Model: c.Model}
+	if ev.CacheReadTokens+ev.CacheWriteTokens > ev.InputTokens {
+		ev.CacheReadTokens, ev.CacheWriteTokens = min(ev.CacheReadTokens, ev.InputTokens), 0
+	}
+	if c.CostUSD != nil {
+		ev.USD, ev.CostSource = *c.CostUSD, budget.CostReported
+	}
+	return ev
+}
+
+// admitEach admits and commits the events in turn through m, as the engine
+// would, and records in res where the run entered WARNING and where (if
+// anywhere) it was stopped.
+func admitEach(m *budget.Manager, events []budget.UsageEvent, res *Result) {
 	for i, ev := range events {
 		n := i + 1
 		want := budget.Amount{Tokens: ev.Tokens()}
@@ -203,12 +230,6 @@ func ReplayRun(cfg budget.Config, prices *pricing.Catalogue, r Run) (Result, err
 			break
 		}
 	}
-	st := m.Status()
-	res.SpentUSD, res.SpentTokens, res.USDSource = st.UsedUSD, st.UsedTokens, st.USDSource
-	res.SavedUSD = res.RecordedUSD - res.SpentUSD
-	res.SolvedCut = res.Stopped && r.Resolved != nil && *r.Resolved && res.StoppedAtCall != nil &&
-		(*res.StoppedAtCall < len(events) || res.TotalsOnly && res.SavedUSD > 0 || res.SpentTokens < recorded.Tokens)
-	return res, nil
 }
 
 // clamp shrinks an event of totals to what is available, keeping its mix,

@@ -103,65 +103,120 @@ func agentName(u purser.CallUsage) string {
 // estimated or unknown; the degrade actions taken and when; the retries.
 func BudgetMD(r Report) []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "# Budget: task %s\n\n", r.Task.ID)
-	fmt.Fprintf(&b, "State: **%s**. Tier: **%s**", r.State, strings.ToUpper(r.Status.Tier.String()))
-	if r.Status.Tier != budget.Optimal {
-		fmt.Fprintf(&b, " (by %s)", r.Status.Cause)
-	}
-	fmt.Fprintf(&b, ". Money: %s.\n", budget.FormatUSD(r.Status.UsedUSD, r.Status.USDSource))
-	if r.Status.ListUSD > 0 {
-		fmt.Fprintf(&b, "\nAt list prices: %s. %s\n", budget.FormatListUSD(r.Status.ListUSD), listNote)
-	}
-	if r.Status.USDSource == budget.SourceUnknown || r.Status.USDSource == budget.SourcePartial {
-		b.WriteString("\nSome usage has no dollar figure: its backend reported none and its model has no known price. " +
-			"Unknown is not $0; tokens, time and iterations were enforced regardless.\n")
-	}
-
+	budgetHeader(&b, r)
 	b.WriteString("\n## Per metric\n\n")
 	metricTable(&b, r.Task.Budget, r.Status)
 	if r.RunStatus != nil {
 		b.WriteString("\nThe run's budget, shared by its tasks:\n\n")
 		metricTable(&b, r.RunBudget, *r.RunStatus)
 	}
+	usageSections(&b, r.Usage)
+	callsSection(&b, r.Calls, r.Usage)
+	pricesSection(&b, r.Prices)
+	retriesSection(&b, r.Calls)
+	degradesSection(&b, r.Degrades)
+	return redact.Bytes(b.Bytes())
+}
 
-	byIteration := groupUsage(r.Usage, func(u purser.CallUsage) string { return fmt.Sprint(u.Iteration) })
-	byKind := groupUsage(r.Usage, func(u purser.CallUsage) string { return string(u.Kind) })
-	byModel := groupUsage(r.Usage, func(u purser.CallUsage) string { return u.Model })
-	sections := []struct {
-		title, col string
-		groups     []*group
-	}{{"Per iteration", "iteration", byIteration}, {"Per call kind", "kind", byKind}, {"Per model", "model", byModel}}
+// budgetHeader writes BUDGET.md's title and its first lines: the state,
+// the tier and the money, and what the money figure cannot say.
+func budgetHeader(b *bytes.Buffer, r Report) {
+	fmt.Fprintf(b, "# Budget: task %s\n\n", r.Task.ID)
+	fmt.Fprintf(b, "State: **%s**. Tier: **%s**", r.State, strings.ToUpper(r.Status.Tier.String()))
+	if r.Status.Tier != budget.Optimal {
+		fmt.Fprintf(b, " (by %s)", r.Status.Cause)
+	}
+	fmt.Fprintf(b, ". Money: %s.\n", budget.FormatUSD(r.Status.UsedUSD, r.Status.USDSource))
+	if r.Status.ListUSD > 0 {
+		fmt.Fprintf(b, "\nAt list prices: %s. %s\n", budget.FormatListUSD(r.Status.ListUSD), listNote)
+	}
+	if r.Status.USDSource == budget.SourceUnknown || r.Status.USDSource == budget.SourcePartial {
+		b.WriteString("\nSome usage has no dollar figure: its backend reported none and its model has no known price. " +
+			"Unknown is not $0; tokens, time and iterations were enforced regardless.\n")
+	}
+}
+
+// usageSection is one of BUDGET.md's breakdowns of the usage.
+type usageSection struct {
+	title, col string
+	groups     []*group
+}
+
+// usageSections writes the usage broken down per iteration, per call kind,
+// per model and, where a sub-agent spent some of it, per agent.
+func usageSections(b *bytes.Buffer, usage []purser.CallUsage) {
+	byIteration := groupUsage(usage, func(u purser.CallUsage) string { return fmt.Sprint(u.Iteration) })
+	byKind := groupUsage(usage, func(u purser.CallUsage) string { return string(u.Kind) })
+	byModel := groupUsage(usage, func(u purser.CallUsage) string { return u.Model })
+	sections := []usageSection{{"Per iteration", "iteration", byIteration}, {"Per call kind", "kind", byKind}, {"Per model", "model", byModel}}
 	// Who spent it: only worth a table when a sub-agent spent some of it.
-	if bySubAgent := groupUsage(r.Usage, agentName); len(bySubAgent) > 1 || len(bySubAgent) == 1 && bySubAgent[0].key != MainAgent {
-		sections = append(sections, struct {
-			title, col string
-			groups     []*group
-		}{"Per sub-agent", "agent", bySubAgent})
+	if bySubAgent := groupUsage(usage, agentName); len(bySubAgent) > 1 || len(bySubAgent) == 1 && bySubAgent[0].key != MainAgent {
+		sections = append(sections, usageSection{"Per sub-agent", "agent", bySubAgent})
 	}
 	for _, s := range sections {
-		fmt.Fprintf(&b, "\n## %s\n\n| %s | calls | tokens | of which cached | USD |\n|---|---:|---:|---:|---|\n", s.title, s.col)
+		fmt.Fprintf(b, "\n## %s\n\n| %s | calls | tokens | of which cached | USD |\n|---|---:|---:|---:|---|\n", s.title, s.col)
 		for _, g := range s.groups {
-			fmt.Fprintf(&b, "| %s | %d | %d | %d | %s |\n", g.key, len(g.calls), g.totals.Tokens, g.cached, USDCell(g.totals))
+			fmt.Fprintf(b, "| %s | %d | %d | %d | %s |\n", g.key, len(g.calls), g.totals.Tokens, g.cached, USDCell(g.totals))
 		}
 		if len(s.groups) == 0 {
 			b.WriteString("| (no calls) | 0 | 0 | 0 | $0.00 |\n")
 		}
 	}
+}
 
+// callsSection writes the table of calls, one row each with its usage.
+func callsSection(b *bytes.Buffer, calls []purser.CallRecord, usage []purser.CallUsage) {
 	byCall := map[string]*budget.Totals{}
-	for _, u := range r.Usage {
+	for _, u := range usage {
 		if byCall[u.CallID] == nil {
 			byCall[u.CallID] = &budget.Totals{}
 		}
 		byCall[u.CallID].Merge(u.Totals)
 	}
 	b.WriteString("\n## Calls\n\n| # | iteration | kind | attempt | model | outcome | tokens | USD | reserved | note |\n|---:|---:|---|---:|---|---|---:|---|---|---|\n")
-	retries, inner, stalled := 0, 0, 0
-	for i, c := range r.Calls {
+	for i, c := range calls {
 		t := byCall[c.ID]
 		if t == nil {
 			t = &budget.Totals{}
 		}
+		fmt.Fprintf(b, "| %d | %d | %s | %d | %s | %s | %d | %s | %s | %s |\n", i+1, c.Iteration, c.Kind, c.Attempt, c.Model, c.Outcome,
+			t.Tokens, USDCell(*t), reservedCell(c), oneLine(callNote(c)))
+	}
+	if len(calls) == 0 {
+		b.WriteString("| - | - | - | - | - | - | 0 | $0.00 | - | no call was made |\n")
+	}
+}
+
+// callNote is a call's note cell: its error, its note, and the requests
+// its agent retried itself.
+func callNote(c purser.CallRecord) string {
+	var notes []string
+	for _, n := range []string{c.Error, c.Note} {
+		if n = strings.Trim(n, "; "); n != "" {
+			notes = append(notes, n)
+		}
+	}
+	if c.InnerRetries > 0 {
+		notes = append(notes, fmt.Sprintf("%d request(s) retried by the agent itself", c.InnerRetries))
+	}
+	return strings.Join(notes, "; ")
+}
+
+// reservedCell is what admission reserved for a call: tokens, and dollars
+// when it reserved any.
+func reservedCell(c purser.CallRecord) string {
+	reserved := fmt.Sprintf("%d tokens", c.Reserved.Tokens)
+	if c.Reserved.USD > 0 {
+		reserved += ", " + c.Reserved.USD.String()
+	}
+	return reserved
+}
+
+// retriesSection writes how many calls were retries, how many requests the
+// agents retried inside their calls, and how many calls stalled.
+func retriesSection(b *bytes.Buffer, calls []purser.CallRecord) {
+	retries, inner, stalled := 0, 0, 0
+	for _, c := range calls {
 		if c.Attempt > 1 {
 			retries++
 		}
@@ -169,49 +224,30 @@ func BudgetMD(r Report) []byte {
 		if c.Outcome == purser.CallStalled {
 			stalled++
 		}
-		var notes []string
-		for _, n := range []string{c.Error, c.Note} {
-			if n = strings.Trim(n, "; "); n != "" {
-				notes = append(notes, n)
-			}
-		}
-		if c.InnerRetries > 0 {
-			notes = append(notes, fmt.Sprintf("%d request(s) retried by the agent itself", c.InnerRetries))
-		}
-		reserved := fmt.Sprintf("%d tokens", c.Reserved.Tokens)
-		if c.Reserved.USD > 0 {
-			reserved += ", " + c.Reserved.USD.String()
-		}
-		fmt.Fprintf(&b, "| %d | %d | %s | %d | %s | %s | %d | %s | %s | %s |\n", i+1, c.Iteration, c.Kind, c.Attempt, c.Model, c.Outcome,
-			t.Tokens, USDCell(*t), reserved, oneLine(strings.Join(notes, "; ")))
 	}
-	if len(r.Calls) == 0 {
-		b.WriteString("| - | - | - | - | - | - | 0 | $0.00 | - | no call was made |\n")
-	}
-
-	pricesSection(&b, r.Prices)
-
-	fmt.Fprintf(&b, "\n## Retries\n\n%d retried call(s). Each retry is a call of its own above, admitted by the budget and counted.", retries)
+	fmt.Fprintf(b, "\n## Retries\n\n%d retried call(s). Each retry is a call of its own above, admitted by the budget and counted.", retries)
 	b.WriteString(" Nothing is retried after the hard cap.")
 	// The agent's own retries are Purser's to show even where its CLI would
 	// not let them be switched off: each was a request sent, inside a call.
-	fmt.Fprintf(&b, " %d request(s) retried by the agents themselves, inside their calls (their usage is in the calls').", inner)
+	fmt.Fprintf(b, " %d request(s) retried by the agents themselves, inside their calls (their usage is in the calls').", inner)
 	if stalled > 0 {
-		fmt.Fprintf(&b, " %d call(s) stalled: nothing came from the agent or the provider for the stall window, so they were ended and retried.", stalled)
+		fmt.Fprintf(b, " %d call(s) stalled: nothing came from the agent or the provider for the stall window, so they were ended and retried.", stalled)
 	}
 	b.WriteString("\n")
+}
 
+// degradesSection writes the degrade actions taken, and when.
+func degradesSection(b *bytes.Buffer, degrades []purser.DegradeRecord) {
 	b.WriteString("\n## Degrade actions\n\n")
-	if len(r.Degrades) == 0 {
+	if len(degrades) == 0 {
 		b.WriteString("None: the budget never reached WARNING during a call.\n")
-	} else {
-		b.WriteString("| when | iteration | call | action | budget | tier | metric | detail |\n|---|---:|---|---|---|---|---|---|\n")
-		for _, d := range r.Degrades {
-			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s |\n", d.At.UTC().Format(time.RFC3339), d.Iteration, d.Call, d.Action,
-				d.Scope, d.Tier, d.Metric, d.Detail)
-		}
+		return
 	}
-	return redact.Bytes(b.Bytes())
+	b.WriteString("| when | iteration | call | action | budget | tier | metric | detail |\n|---|---:|---|---|---|---|---|---|\n")
+	for _, d := range degrades {
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s | %s |\n", d.At.UTC().Format(time.RFC3339), d.Iteration, d.Call, d.Action,
+			d.Scope, d.Tier, d.Metric, d.Detail)
+	}
 }
 
 // listNote says what list dollars are, wherever they are shown.
