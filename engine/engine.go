@@ -15,6 +15,7 @@ import (
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/pricing"
+	"github.com/purser-dev/purser/workspace"
 )
 
 // BackendResolver returns the backend a task names.
@@ -82,6 +83,12 @@ type Config struct {
 	// budget the run draws from (Named.RunDraws), through the database, so
 	// that runs drawing from one budget never jointly overrun it.
 	Named purser.NamedBudgets
+	// Guard is the set of files no agent may write (workspace.Guard): New
+	// adds the Store's own files to it, and each task's backend's when it
+	// is resolved. A process running several engines gives them one guard,
+	// so that no task's agent writes what another engine keeps. Default: a
+	// guard of this engine's own.
+	Guard *workspace.Guard
 	// RunRefresh is how often a run's spend across every process is read
 	// back from the store while its tasks run; default: DefaultRunRefresh.
 	// A store that is a purser.RunUsageWatcher is also read on each change
@@ -121,6 +128,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.RunRefresh <= 0 {
 		c.RunRefresh = DefaultRunRefresh
+	}
+	if c.Guard == nil {
+		c.Guard = workspace.NewGuard()
 	}
 	return c
 }
@@ -180,6 +190,9 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, owner: cfg.Owners.Self(), runs: newRunSyncs()}
+	// No agent's edit protocol may write or delete the ledger, wherever it
+	// is.
+	cfg.Guard.ProtectFilesOf(cfg.Store)
 	e.watcher, _ = cfg.Store.(purser.RunUsageWatcher)
 	for _, s := range []any{cfg.Shared, cfg.Named} {
 		if d, ok := s.(purser.HoldDropper); ok && e.holds == nil {

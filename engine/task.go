@@ -14,6 +14,7 @@ import (
 	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/redact"
 	"github.com/purser-dev/purser/report"
+	"github.com/purser-dev/purser/workspace"
 )
 
 // taskRun is the state of one task while it runs.
@@ -128,6 +129,10 @@ func (t *taskRun) start(ctx context.Context, run *budget.Manager) error {
 	// The backend before the interrupted calls: it is what reads their
 	// session files.
 	t.backend, t.backendErr = e.cfg.Backends(t.task.Backend)
+	if t.backendErr == nil {
+		// A backend's own files (a transcript) are no agent's to write.
+		e.cfg.Guard.ProtectFilesOf(t.backend)
+	}
 	if err := t.markInterruptedCalls(ctx); err != nil {
 		return err
 	}
@@ -245,7 +250,7 @@ func (t *taskRun) runIteration(ctx context.Context) (done bool, err error) {
 	e.emit(t, purser.Event{Type: purser.EventIteration, Message: fmt.Sprintf("iteration %d starts", t.iteration)})
 	t.log.Info("iteration starts", "iteration", t.iteration)
 
-	before := contextbuild.Fingerprint(t.task.Workspace)
+	before := workspace.Fingerprint(t.task.Workspace)
 	if err := t.calls(ctx); err != nil {
 		if results, ok := t.revalidateAfterCap(ctx, err, before); ok {
 			return t.endIteration(ctx, it, results)
@@ -299,7 +304,7 @@ func (t *taskRun) revalidateAfterCap(ctx context.Context, stop error, before str
 	if !errors.As(stop, &be) || be.Metric == budget.Time || ctx.Err() != nil || len(t.task.Validators) == 0 {
 		return nil, false
 	}
-	if after := contextbuild.Fingerprint(t.task.Workspace); before != "" && after == before {
+	if after := workspace.Fingerprint(t.task.Workspace); before != "" && after == before {
 		return nil, false // the call changed nothing: nothing new to validate
 	}
 	t.log.Info("hard cap reached by a call that changed the workspace: running the validators once more", "metric", be.Metric)
@@ -471,7 +476,7 @@ func (t *taskRun) writeArtifacts(ctx context.Context, state purser.TaskState, ca
 	}
 	r.Task = t.task
 	r.State = state
-	r.InGitRepo = contextbuild.InGitRepo(t.task.Workspace)
+	r.InGitRepo = workspace.InGitRepo(t.task.Workspace)
 	r.DoneNote = t.doneNote
 	r.Cause = cause
 	r.Status = t.budget.Status()
@@ -482,7 +487,7 @@ func (t *taskRun) writeArtifacts(ctx context.Context, state purser.TaskState, ca
 	}
 	var errs []error
 	for name, body := range map[string][]byte{"STATUS.md": report.StatusMD(r), "BUDGET.md": report.BudgetMD(r)} {
-		if err := contextbuild.WriteArtifact(t.task.Workspace, name, body); err != nil {
+		if err := workspace.WriteArtifact(t.task.Workspace, name, body); err != nil {
 			errs = append(errs, err)
 		}
 		if err := e.cfg.Store.SaveArtifact(ctx, t.task.ID, name, body); err != nil {
