@@ -44,13 +44,18 @@ const DefaultHeartbeat = 2 * time.Second
 // takes to stop this process's calls.
 const DefaultRunRefresh = 500 * time.Millisecond
 
-// Config configures an Engine. Store, Backends, Validators and Context are
-// required; every other field has a default (see WithDefaults).
+// Config configures an Engine. Store, Backends, Validators, Context and
+// Artifacts are required; every other field has a default (see
+// WithDefaults).
 type Config struct {
 	Store      purser.Store
 	Backends   BackendResolver
 	Validators purser.ValidatorRunner
 	Context    *contextbuild.Builder
+	// Artifacts renders the STATUS.md and BUDGET.md the engine writes at a
+	// task's workspace root when it stops (report.Artifacts). It has no
+	// default: the engine does not know the renderers.
+	Artifacts purser.ArtifactRenderer
 	// Prices estimates what backends do not report; default: pricing.New().
 	Prices *pricing.Catalogue
 	Clock  budget.Clock // default: budget.SystemClock
@@ -149,6 +154,9 @@ func (c Config) validate() error {
 	}
 	if c.Context == nil {
 		missing = append(missing, "Context")
+	}
+	if c.Artifacts == nil {
+		missing = append(missing, "Artifacts")
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("engine config: %s required", strings.Join(missing, ", "))

@@ -13,7 +13,6 @@ import (
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/redact"
-	"github.com/purser-dev/purser/report"
 	"github.com/purser-dev/purser/workspace"
 )
 
@@ -468,29 +467,31 @@ func (t *taskRun) finish(ctx context.Context, state purser.TaskState, cause erro
 	return &StopError{TaskID: t.task.ID, State: state, Err: cause}
 }
 
+// writeArtifacts has Config.Artifacts render STATUS.md and BUDGET.md from
+// what the task's run knows as it stops, writes them at the workspace root
+// without following a link, and keeps them in the store.
 func (t *taskRun) writeArtifacts(ctx context.Context, state purser.TaskState, cause error) error {
 	e := t.e
-	r, err := report.Load(ctx, e.cfg.Store, t.task.ID)
+	stop := purser.TaskStop{Task: t.task, State: state, Cause: cause, Status: t.budget.Status(),
+		InGitRepo: workspace.InGitRepo(t.task.Workspace), DoneNote: t.doneNote}
+	if p := t.budget.Parent(); p != nil {
+		st := p.Status()
+		stop.RunStatus = &st
+		stop.RunBudget = p.Config()
+	}
+	statusMD, budgetMD, err := e.cfg.Artifacts.RenderArtifacts(ctx, e.cfg.Store, stop)
 	if err != nil {
 		return err
 	}
-	r.Task = t.task
-	r.State = state
-	r.InGitRepo = workspace.InGitRepo(t.task.Workspace)
-	r.DoneNote = t.doneNote
-	r.Cause = cause
-	r.Status = t.budget.Status()
-	if p := t.budget.Parent(); p != nil {
-		st := p.Status()
-		r.RunStatus = &st
-		r.RunBudget = p.Config()
-	}
 	var errs []error
-	for name, body := range map[string][]byte{"STATUS.md": report.StatusMD(r), "BUDGET.md": report.BudgetMD(r)} {
-		if err := workspace.WriteArtifact(t.task.Workspace, name, body); err != nil {
+	for _, a := range []struct {
+		name string
+		body []byte
+	}{{workspace.StatusFile, statusMD}, {workspace.BudgetFile, budgetMD}} {
+		if err := workspace.WriteArtifact(t.task.Workspace, a.name, a.body); err != nil {
 			errs = append(errs, err)
 		}
-		if err := e.cfg.Store.SaveArtifact(ctx, t.task.ID, name, body); err != nil {
+		if err := e.cfg.Store.SaveArtifact(ctx, t.task.ID, a.name, a.body); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/pricing"
 	"github.com/purser-dev/purser/redact"
+	"github.com/purser-dev/purser/report"
 	"github.com/purser-dev/purser/sqlite"
 	"github.com/purser-dev/purser/tui"
 	"github.com/purser-dev/purser/validate"
@@ -102,6 +103,7 @@ func newEngine(store store, prices *pricing.Catalogue, observe func(purser.Event
 		Backends:   backends(),
 		Validators: validate.Runner{},
 		Context:    cb,
+		Artifacts:  report.Artifacts{},
 		Guard:      workspace.NewGuard(),
 		Prices:     prices,
 		Observe:    observe,

@@ -18,6 +18,7 @@ import (
 	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/redact"
+	"github.com/purser-dev/purser/report"
 	"github.com/purser-dev/purser/validate"
 	"github.com/purser-dev/purser/workspace"
 )
@@ -335,7 +336,7 @@ func (w *worker) runTask(ctx context.Context, job purser.Job) (purser.TaskState,
 	if al != nil {
 		observe = al.observe
 	}
-	e, err := engine.New(engine.Config{Store: w.q, Backends: backends(), Validators: validate.Runner{}, Context: w.context, Guard: w.guard, Observe: observe,
+	e, err := engine.New(engine.Config{Store: w.q, Backends: backends(), Validators: validate.Runner{}, Context: w.context, Artifacts: report.Artifacts{}, Guard: w.guard, Observe: observe,
 		Prices: proj.Prices, Owners: w.owners, Shared: w.q, Named: w.q, Logger: w.log.With("task", task.ID)})
 	if err != nil {
 		return purser.StateFailed, err.Error()
