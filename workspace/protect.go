@@ -42,8 +42,10 @@ type FileOwner interface {
 // concurrent use. A nil *Guard protects Purser's files by name only; its
 // Protect methods need a non-nil one.
 type Guard struct {
-	mu    sync.RWMutex
-	paths []string // real, lower-cased absolute paths
+	mu sync.RWMutex
+	// paths are real, lower-cased absolute paths, each once: a worker's
+	// engines protect the same store and transcripts job after job.
+	paths map[string]struct{}
 }
 
 // NewGuard returns a Guard protecting paths (see Protect).
@@ -72,7 +74,12 @@ func (g *Guard) Protect(paths ...string) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.paths = append(g.paths, keys...)
+	if g.paths == nil {
+		g.paths = map[string]struct{}{}
+	}
+	for _, k := range keys {
+		g.paths[k] = struct{}{}
+	}
 }
 
 // ProtectDatabase protects an SQLite database file and its -wal, -shm and
@@ -97,7 +104,9 @@ func (g *Guard) With(paths ...string) *Guard {
 	if g != nil {
 		g.mu.RLock()
 		defer g.mu.RUnlock()
-		w.paths = append(w.paths, g.paths...)
+		for p := range g.paths {
+			w.paths[p] = struct{}{}
+		}
 	}
 	return w
 }
@@ -149,7 +158,7 @@ func (g *Guard) protectedReal(real string) bool {
 	key := foldKey(real)
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	for _, p := range g.paths {
+	for p := range g.paths {
 		if key == p || strings.HasPrefix(key, p+string(filepath.Separator)) {
 			return true
 		}
