@@ -13,7 +13,7 @@ func TestDependencyArrow(t *testing.T) {
 	forbidden := map[string][]string{
 		"github.com/purser-dev/purser":           {"/sqlite", "/backend/", "/engine", "/config", "os/exec", "database/sql"},
 		"github.com/purser-dev/purser/budget":    {"github.com/", "os", "io", "net", "database/sql", "log"},
-		"github.com/purser-dev/purser/engine":    {"/sqlite", "/backend/", "/config", "/validate", "database/sql", "os/exec"},
+		"github.com/purser-dev/purser/engine":    {"/sqlite", "/backend/", "/config", "/validate", "/report", "database/sql", "os/exec"},
 		"github.com/purser-dev/purser/pricing":   {"/sqlite", "/backend/", "/engine"},
 		"github.com/purser-dev/purser/tui":       {"/sqlite", "/backend/", "/engine", "/config"},
 		"github.com/purser-dev/purser/dashboard": {"/sqlite", "/postgres", "/backend/", "/engine", "/config"},
@@ -23,6 +23,12 @@ func TestDependencyArrow(t *testing.T) {
 		// (alerts, the dashboard, the TUI) consume those types, never the
 		// other way round.
 		"github.com/purser-dev/purser/config": {"/alert", "/dashboard", "/tui"},
+		// A store keeps records; it links no tokenizer. What an agent may
+		// not write is the workspace's Guard, which the wiring fills.
+		"github.com/purser-dev/purser/sqlite":   {"/contextbuild"},
+		"github.com/purser-dev/purser/postgres": {"/contextbuild"},
+		// Confinement and safe writes know nothing of who asks.
+		"github.com/purser-dev/purser/workspace": {"/sqlite", "/postgres", "/storetest", "/backend", "/engine", "/contextbuild", "/config"},
 	}
 	for pkg, bad := range forbidden {
 		out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, pkg).Output()

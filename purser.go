@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/workspace"
 )
 
 // TaskState is where a task is in its life.
@@ -217,6 +218,11 @@ type CallRequest struct {
 	// their own (Claude Code's --max-budget-usd) set it to this.
 	MaxUSD    budget.USD
 	Workspace string
+	// Guard says which files in and around Workspace are Purser's own: an
+	// edit protocol asks it where it may write (Guard.Writable) and never
+	// writes or deletes those. nil: Purser's files by name only (.purser/,
+	// STATUS.md and BUDGET.md).
+	Guard *workspace.Guard
 	// Price is how the engine prices the usage the backend reports (nil:
 	// it is recorded unpriced). Pricing happens in one place, where usage
 	// is recorded; backends report tokens, the model, and a cost only when

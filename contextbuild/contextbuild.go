@@ -18,6 +18,7 @@ import (
 	"github.com/tiktoken-go/tokenizer"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/workspace"
 )
 
 // MaxFileBytes is the most of one file put into a context.
@@ -38,6 +39,9 @@ type Input struct {
 	// holds (the engine keeps the last HistoryWindow).
 	HistoryOmitted int
 	Feedback       string // problems with the agent's last answer
+	// Guard says which files besides those Purser's by name the workspace
+	// listing leaves out (nil: those by name only).
+	Guard *workspace.Guard
 }
 
 // HistoryWindow is how many earlier iterations a prompt describes one line
@@ -147,16 +151,16 @@ func (b *Builder) Full(in Input) Context {
 	if h := historyText(in); h != "" {
 		ctx.Sections = append(ctx.Sections, b.section("history", "Earlier iterations", h))
 	}
-	if listing := Listing(in.Workspace); listing != "" {
+	if listing := Listing(in.Workspace, in.Guard); listing != "" {
 		ctx.Sections = append(ctx.Sections, b.section("listing", "Workspace files", listing))
 	}
 	return finish(ctx)
 }
 
-func (b *Builder) fileSections(workspace, issue string) []Section {
+func (b *Builder) fileSections(dir, issue string) []Section {
 	var out []Section
-	for _, rel := range ReferencedFiles(workspace, issue) {
-		real, err := Resolve(workspace, rel)
+	for _, rel := range ReferencedFiles(dir, issue) {
+		real, err := workspace.Resolve(dir, rel)
 		if err != nil {
 			continue
 		}
@@ -198,17 +202,17 @@ func (b *Builder) failingSections(failing []purser.ValidatorResult) []Section {
 	return out
 }
 
-// Listing lists the workspace's files, honouring its root .gitignore, one
-// path per line, at most MaxListing. Purser's own files (see Protect) are
-// left out.
-func Listing(workspace string) string {
+// Listing lists the files of the workspace dir, honouring its root
+// .gitignore, one path per line, at most MaxListing. Purser's own files (by
+// name, or protected by guard, which may be nil) are left out.
+func Listing(dir string, guard *workspace.Guard) string {
 	ign := gitignore.CompileIgnoreLines(".git/")
-	if g, err := gitignore.CompileIgnoreFileAndLines(filepath.Join(workspace, ".gitignore"), ".git/"); err == nil {
+	if g, err := gitignore.CompileIgnoreFileAndLines(filepath.Join(dir, ".gitignore"), ".git/"); err == nil {
 		ign = g
 	}
 	// WalkDir follows no symlink below its root, so root joined with a
 	// walked path is that entry's real path.
-	root, err := filepath.EvalSymlinks(workspace)
+	root, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return ""
 	}
@@ -222,7 +226,7 @@ func Listing(workspace string) string {
 		if d.IsDir() {
 			match += "/"
 		}
-		if d.Name() == ".git" || ign.MatchesPath(match) || protectedRel(rel) || protectedReal(p) {
+		if d.Name() == ".git" || ign.MatchesPath(match) || guard.Hides(root, rel) {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}

@@ -1,63 +1,17 @@
 package contextbuild_test
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/contextbuild"
+	"github.com/purser-dev/purser/workspace/workspacetest"
 )
 
-func workspace(t *testing.T) string {
-	t.Helper()
-	root := t.TempDir()
-	ws := filepath.Join(root, "ws")
-	for p, body := range map[string]string{
-		"ws/src/parser.go":   "package src\n",
-		"ws/README.md":       "readme\n",
-		"ws/build/out.bin":   "binary\n",
-		"ws/.gitignore":      "build/\n*.log\n",
-		"ws/debug.log":       "noise\n",
-		"outside/secret.txt": "do not read\n",
-	} {
-		p = filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(filepath.Join(root, "outside/secret.txt"), filepath.Join(ws, "link-out.txt")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("src/parser.go", filepath.Join(ws, "link-in.go")); err != nil {
-		t.Fatal(err)
-	}
-	return ws
-}
-
-// Issue-referenced paths never reach outside the workspace.
-func TestResolveRefusesPathsOutsideWorkspace(t *testing.T) {
-	ws := workspace(t)
-	for _, bad := range []string{"../outside/secret.txt", "/etc/passwd", "src/../../outside/secret.txt", "link-out.txt", "src/parser.go\x00.txt", ".."} {
-		if _, err := contextbuild.Resolve(ws, bad); !errors.Is(err, contextbuild.ErrOutsideWorkspace) {
-			t.Errorf("Resolve(%q) = %v, want ErrOutsideWorkspace", bad, err)
-		}
-	}
-	for _, good := range []string{"src/parser.go", "./README.md", "link-in.go"} {
-		if _, err := contextbuild.Resolve(ws, good); err != nil {
-			t.Errorf("Resolve(%q) = %v", good, err)
-		}
-	}
-}
-
 func TestReferencedFiles(t *testing.T) {
-	ws := workspace(t)
+	ws := workspacetest.Tree(t)
 	issue := "Parsing fails; see src/parser.go and README.md. Not ../outside/secret.txt, /etc/passwd, link-out.txt or missing.go."
 	got := contextbuild.ReferencedFiles(ws, issue)
 	if strings.Join(got, ",") != "src/parser.go,README.md" {
@@ -66,8 +20,8 @@ func TestReferencedFiles(t *testing.T) {
 }
 
 func TestListingHonoursGitignore(t *testing.T) {
-	ws := workspace(t)
-	l := contextbuild.Listing(ws)
+	ws := workspacetest.Tree(t)
+	l := contextbuild.Listing(ws, nil)
 	for _, want := range []string{"src/parser.go", "README.md", ".gitignore"} {
 		if !strings.Contains(l, want) {
 			t.Errorf("listing lacks %s:\n%s", want, l)
@@ -81,7 +35,7 @@ func TestListingHonoursGitignore(t *testing.T) {
 }
 
 func TestFailingFirstShrink(t *testing.T) {
-	ws := workspace(t)
+	ws := workspacetest.Tree(t)
 	b, err := contextbuild.New()
 	if err != nil {
 		t.Fatal(err)
@@ -120,26 +74,6 @@ func TestTrimMiddleKeepsValidUTF8(t *testing.T) {
 	got := contextbuild.TrimMiddle(s, 51)
 	if !strings.Contains(got, "[… cut …]") || strings.ContainsRune(got, '\uFFFD') || len(got) > 51 {
 		t.Fatalf("TrimMiddle = %q (%d bytes)", got, len(got))
-	}
-}
-
-// Writable confines a file to be written, which need not exist yet.
-func TestWritableRefusesPathsOutsideWorkspace(t *testing.T) {
-	ws := workspace(t)
-	for _, bad := range []string{"../outside/new.txt", "/tmp/x", "a/../../x", "link-out.txt", "x\x00y", ".", ""} {
-		if _, err := contextbuild.Writable(ws, bad); !errors.Is(err, contextbuild.ErrOutsideWorkspace) && !strings.Contains(fmt.Sprint(err), "symlink") {
-			t.Errorf("Writable(%q) = %v, want a refusal", bad, err)
-		}
-	}
-	os.Symlink(filepath.Join(filepath.Dir(ws), "outside"), filepath.Join(ws, "out-dir"))
-	if _, err := contextbuild.Writable(ws, "out-dir/deeper/new.txt"); !errors.Is(err, contextbuild.ErrOutsideWorkspace) {
-		t.Errorf("a path through a symlinked directory: %v", err)
-	}
-	root, _ := filepath.EvalSymlinks(ws)
-	for _, good := range []string{"new.txt", "src/new/deep/file.go", "./README.md"} {
-		if p, err := contextbuild.Writable(ws, good); err != nil || p != filepath.Join(root, filepath.Clean(good)) {
-			t.Errorf("Writable(%q) = %q, %v", good, p, err)
-		}
 	}
 }
 

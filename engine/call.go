@@ -110,7 +110,7 @@ func (t *taskRun) prepare(ctx context.Context, kind purser.CallKind, attempt int
 	model, _ := t.task.Backend.Model(tier)
 
 	in := contextbuild.Input{Goal: t.task.Goal, Issue: t.task.Issue, Workspace: t.task.Workspace,
-		Failing: t.failing, Plan: t.plan, History: t.history, HistoryOmitted: t.historyOmitted, Feedback: t.feedback}
+		Failing: t.failing, Plan: t.plan, History: t.history, HistoryOmitted: t.historyOmitted, Feedback: t.feedback, Guard: e.cfg.Guard}
 	cctx := e.cfg.Context.Full(in)
 	if d.on(purser.ShrinkContext) {
 		shrink := t.task.Degrade.Shrink
@@ -216,7 +216,7 @@ func (t *taskRun) makeCall(ctx context.Context, pc *preparedCall, res *budget.Re
 	stall = max(stall, 0)
 	result, callErr := t.backend.Call(callCtx, purser.CallRequest{TaskID: t.task.ID, Kind: pc.kind, Iteration: t.iteration, Attempt: pc.rec.Attempt,
 		Model: pc.model, Prompt: pc.prompt, ContextTokens: pc.ctx.Tokens, MaxOutputTokens: pc.rec.MaxOutputTokens, MaxUSD: maxUSD,
-		Workspace: t.task.Workspace, Price: usage.price, StallTimeout: stall}, usage.report)
+		Workspace: t.task.Workspace, Guard: e.cfg.Guard, Price: usage.price, StallTimeout: stall}, usage.report)
 	// The backend has returned; a goroutine of it that outlived its call
 	// may not write the record now.
 	recMu.Lock()

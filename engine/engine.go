@@ -15,6 +15,7 @@ import (
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/pricing"
+	"github.com/purser-dev/purser/workspace"
 )
 
 // BackendResolver returns the backend a task names.
@@ -43,13 +44,18 @@ const DefaultHeartbeat = 2 * time.Second
 // takes to stop this process's calls.
 const DefaultRunRefresh = 500 * time.Millisecond
 
-// Config configures an Engine. Store, Backends, Validators and Context are
-// required; every other field has a default (see WithDefaults).
+// Config configures an Engine. Store, Backends, Validators, Context and
+// Artifacts are required; every other field has a default (see
+// WithDefaults).
 type Config struct {
 	Store      purser.Store
 	Backends   BackendResolver
 	Validators purser.ValidatorRunner
 	Context    *contextbuild.Builder
+	// Artifacts renders the STATUS.md and BUDGET.md the engine writes at a
+	// task's workspace root when it stops (report.Artifacts). It has no
+	// default: the engine does not know the renderers.
+	Artifacts purser.ArtifactRenderer
 	// Prices estimates what backends do not report; default: pricing.New().
 	Prices *pricing.Catalogue
 	Clock  budget.Clock // default: budget.SystemClock
@@ -82,6 +88,12 @@ type Config struct {
 	// budget the run draws from (Named.RunDraws), through the database, so
 	// that runs drawing from one budget never jointly overrun it.
 	Named purser.NamedBudgets
+	// Guard is the set of files no agent may write (workspace.Guard): New
+	// adds the Store's own files to it, and each task's backend's when it
+	// is resolved. A process running several engines gives them one guard,
+	// so that no task's agent writes what another engine keeps. Default: a
+	// guard of this engine's own.
+	Guard *workspace.Guard
 	// RunRefresh is how often a run's spend across every process is read
 	// back from the store while its tasks run; default: DefaultRunRefresh.
 	// A store that is a purser.RunUsageWatcher is also read on each change
@@ -122,6 +134,9 @@ func (c Config) WithDefaults() Config {
 	if c.RunRefresh <= 0 {
 		c.RunRefresh = DefaultRunRefresh
 	}
+	if c.Guard == nil {
+		c.Guard = workspace.NewGuard()
+	}
 	return c
 }
 
@@ -139,6 +154,9 @@ func (c Config) validate() error {
 	}
 	if c.Context == nil {
 		missing = append(missing, "Context")
+	}
+	if c.Artifacts == nil {
+		missing = append(missing, "Artifacts")
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("engine config: %s required", strings.Join(missing, ", "))
@@ -180,6 +198,9 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, owner: cfg.Owners.Self(), runs: newRunSyncs()}
+	// No agent's edit protocol may write or delete the ledger, wherever it
+	// is.
+	cfg.Guard.ProtectFilesOf(cfg.Store)
 	e.watcher, _ = cfg.Store.(purser.RunUsageWatcher)
 	for _, s := range []any{cfg.Shared, cfg.Named} {
 		if d, ok := s.(purser.HoldDropper); ok && e.holds == nil {

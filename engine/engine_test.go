@@ -20,6 +20,7 @@ import (
 	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/pricing"
 	"github.com/purser-dev/purser/prompt"
+	"github.com/purser-dev/purser/report"
 	"github.com/purser-dev/purser/sqlite"
 	"github.com/purser-dev/purser/validate"
 )
@@ -61,6 +62,7 @@ func newFixture(t testing.TB, script string) *fixture {
 		Backends:   func(spec purser.BackendSpec) (purser.Backend, error) { return sim.New(spec) },
 		Validators: validate.Runner{},
 		Context:    cb,
+		Artifacts:  report.Artifacts{},
 		Prices:     pricing.Builtin(),
 		Retry:      engine.RetryPolicy{Max: 2, Base: time.Millisecond},
 		Observe: func(ev purser.Event) {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
-	"github.com/purser-dev/purser/contextbuild"
+	"github.com/purser-dev/purser/workspace"
 )
 
 // RequestError is a run or resume the engine refused before anything ran or
@@ -305,10 +305,10 @@ func (e *Engine) budgetChange(rec purser.TaskRecord, task purser.Task, raise *Bu
 	change := &purser.BudgetChange{TaskID: task.ID, At: e.cfg.Clock.Now(), Source: task.File, From: rec.Budget, To: task.Budget}
 	if raise != nil {
 		change.Source, change.By = raise.Source, raise.By
-		if contextbuild.Contains(task.Workspace, raise.Source) {
+		if workspace.Contains(task.Workspace, raise.Source) {
 			return nil, refused("budget file %s lies inside task %s's workspace, where the agent can write: give a file outside it", raise.Source, task.ID)
 		}
-	} else if contextbuild.Contains(task.Workspace, task.File) {
+	} else if workspace.Contains(task.Workspace, task.File) {
 		return nil, refused("task %s: its budget in %s changed since it was recorded (%s, now %s), and that file lies inside the task's workspace, where the agent can write; the change is refused. To change the budget, resume with --budget FILE (a file outside the workspace)",
 			task.ID, task.File, describeBudget(&rec.Budget), describeBudget(&task.Budget))
 	}

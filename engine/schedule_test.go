@@ -14,6 +14,7 @@ import (
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/engine"
+	"github.com/purser-dev/purser/report"
 	"github.com/purser-dev/purser/validate"
 )
 
@@ -72,6 +73,7 @@ func TestNewRefusesAConfigMissingARequiredField(t *testing.T) {
 		{"no backends", func(c *engine.Config) { c.Backends = nil }, "Backends"},
 		{"no validators", func(c *engine.Config) { c.Validators = nil }, "Validators"},
 		{"no context builder", func(c *engine.Config) { c.Context = nil }, "Context"},
+		{"no artifact renderer", func(c *engine.Config) { c.Artifacts = nil }, "Artifacts"},
 		{"negative retry base", func(c *engine.Config) { c.Retry.Base = -time.Second }, "Retry.Base"},
 	}
 	for _, c := range cases {
@@ -85,7 +87,7 @@ func TestNewRefusesAConfigMissingARequiredField(t *testing.T) {
 			}
 		})
 	}
-	if _, err := engine.New(engine.Config{Store: f.store, Backends: f.cfg.Backends, Validators: validate.Runner{}, Context: cb}); err != nil {
+	if _, err := engine.New(engine.Config{Store: f.store, Backends: f.cfg.Backends, Validators: validate.Runner{}, Context: cb, Artifacts: report.Artifacts{}}); err != nil {
 		t.Fatalf("New with only the required fields: %v", err)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/redact"
-	"github.com/purser-dev/purser/report"
+	"github.com/purser-dev/purser/workspace"
 )
 
 // taskRun is the state of one task while it runs.
@@ -128,6 +128,10 @@ func (t *taskRun) start(ctx context.Context, run *budget.Manager) error {
 	// The backend before the interrupted calls: it is what reads their
 	// session files.
 	t.backend, t.backendErr = e.cfg.Backends(t.task.Backend)
+	if t.backendErr == nil {
+		// A backend's own files (a transcript) are no agent's to write.
+		e.cfg.Guard.ProtectFilesOf(t.backend)
+	}
 	if err := t.markInterruptedCalls(ctx); err != nil {
 		return err
 	}
@@ -245,7 +249,7 @@ func (t *taskRun) runIteration(ctx context.Context) (done bool, err error) {
 	e.emit(t, purser.Event{Type: purser.EventIteration, Message: fmt.Sprintf("iteration %d starts", t.iteration)})
 	t.log.Info("iteration starts", "iteration", t.iteration)
 
-	before := contextbuild.Fingerprint(t.task.Workspace)
+	before := workspace.Fingerprint(t.task.Workspace)
 	if err := t.calls(ctx); err != nil {
 		if results, ok := t.revalidateAfterCap(ctx, err, before); ok {
 			return t.endIteration(ctx, it, results)
@@ -299,7 +303,7 @@ func (t *taskRun) revalidateAfterCap(ctx context.Context, stop error, before str
 	if !errors.As(stop, &be) || be.Metric == budget.Time || ctx.Err() != nil || len(t.task.Validators) == 0 {
 		return nil, false
 	}
-	if after := contextbuild.Fingerprint(t.task.Workspace); before != "" && after == before {
+	if after := workspace.Fingerprint(t.task.Workspace); before != "" && after == before {
 		return nil, false // the call changed nothing: nothing new to validate
 	}
 	t.log.Info("hard cap reached by a call that changed the workspace: running the validators once more", "metric", be.Metric)
@@ -463,29 +467,31 @@ func (t *taskRun) finish(ctx context.Context, state purser.TaskState, cause erro
 	return &StopError{TaskID: t.task.ID, State: state, Err: cause}
 }
 
+// writeArtifacts has Config.Artifacts render STATUS.md and BUDGET.md from
+// what the task's run knows as it stops, writes them at the workspace root
+// without following a link, and keeps them in the store.
 func (t *taskRun) writeArtifacts(ctx context.Context, state purser.TaskState, cause error) error {
 	e := t.e
-	r, err := report.Load(ctx, e.cfg.Store, t.task.ID)
+	stop := purser.TaskStop{Task: t.task, State: state, Cause: cause, Status: t.budget.Status(),
+		InGitRepo: workspace.InGitRepo(t.task.Workspace), DoneNote: t.doneNote}
+	if p := t.budget.Parent(); p != nil {
+		st := p.Status()
+		stop.RunStatus = &st
+		stop.RunBudget = p.Config()
+	}
+	statusMD, budgetMD, err := e.cfg.Artifacts.RenderArtifacts(ctx, e.cfg.Store, stop)
 	if err != nil {
 		return err
 	}
-	r.Task = t.task
-	r.State = state
-	r.InGitRepo = contextbuild.InGitRepo(t.task.Workspace)
-	r.DoneNote = t.doneNote
-	r.Cause = cause
-	r.Status = t.budget.Status()
-	if p := t.budget.Parent(); p != nil {
-		st := p.Status()
-		r.RunStatus = &st
-		r.RunBudget = p.Config()
-	}
 	var errs []error
-	for name, body := range map[string][]byte{"STATUS.md": report.StatusMD(r), "BUDGET.md": report.BudgetMD(r)} {
-		if err := contextbuild.WriteArtifact(t.task.Workspace, name, body); err != nil {
+	for _, a := range []struct {
+		name string
+		body []byte
+	}{{workspace.StatusFile, statusMD}, {workspace.BudgetFile, budgetMD}} {
+		if err := workspace.WriteArtifact(t.task.Workspace, a.name, a.body); err != nil {
 			errs = append(errs, err)
 		}
-		if err := e.cfg.Store.SaveArtifact(ctx, t.task.ID, name, body); err != nil {
+		if err := e.cfg.Store.SaveArtifact(ctx, t.task.ID, a.name, a.body); err != nil {
 			errs = append(errs, err)
 		}
 	}

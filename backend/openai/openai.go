@@ -30,6 +30,7 @@ import (
 	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/redact"
+	"github.com/purser-dev/purser/workspace"
 )
 
 // Protocol is the system message that tells the model how to edit files.
@@ -202,7 +203,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		report(budget.UsageEvent{Model: req.Model, CostSource: budget.CostUnknown})
 		res.Note = "the server reported no usage"
 	}
-	applied, problems := Apply(req.Workspace, text.String())
+	applied, problems := Apply(req.Guard, req.Workspace, text.String())
 	res.Note = strings.TrimPrefix(res.Note+fmt.Sprintf("; %d file(s) written", applied), "; ")
 	if len(problems) > 0 {
 		res.Feedback = "Some of your file blocks were not applied:\n" + strings.Join(problems, "\n")
@@ -328,16 +329,17 @@ type redactedError struct{ err error }
 func (e redactedError) Error() string { return redact.String(e.err.Error()) }
 func (e redactedError) Unwrap() error { return e.err }
 
-// Apply writes the answer's file blocks into the workspace and returns how
-// many were applied, and what could not be, with why.
-func Apply(workspace, answer string) (applied int, problems []string) {
+// Apply writes the answer's file blocks into the workspace dir and returns
+// how many were applied, and what could not be, with why. guard says which
+// files are Purser's own (nil: those by name only).
+func Apply(guard *workspace.Guard, dir, answer string) (applied int, problems []string) {
 	lines := strings.Split(answer, "\n")
 	for i := 0; i < len(lines); i++ {
 		line := strings.TrimRight(lines[i], "\r")
 		switch {
 		case strings.HasPrefix(line, "=== DELETE:"):
 			path := strings.TrimSpace(strings.TrimPrefix(line, "=== DELETE:"))
-			target, err := contextbuild.Writable(workspace, path)
+			target, err := guard.Writable(dir, path)
 			if err == nil {
 				err = os.Remove(target)
 			}
@@ -361,14 +363,14 @@ func Apply(workspace, answer string) (applied int, problems []string) {
 			}
 			content := strings.Join(lines[i+1:end], "\n") + "\n"
 			i = end
-			target, err := contextbuild.Writable(workspace, path)
+			target, err := guard.Writable(dir, path)
 			if err == nil {
 				err = os.MkdirAll(filepath.Dir(target), 0o755)
 			}
 			if err == nil {
 				// Replaced, not written into: a hard link to a file outside
 				// the workspace is never written through.
-				err = contextbuild.ReplaceFile(target, []byte(content), 0o644)
+				err = workspace.ReplaceFile(target, []byte(content), 0o644)
 			}
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("file %q: %v", path, err))

@@ -20,6 +20,7 @@ import (
 	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/pricing"
+	"github.com/purser-dev/purser/report"
 	"github.com/purser-dev/purser/sqlite"
 	"github.com/purser-dev/purser/validate"
 )
@@ -171,7 +172,7 @@ func TestAdmissionIsExact(t *testing.T) {
 	defer store.Close()
 	cb, _ := contextbuild.New()
 	b := newBackend(t, srv.URL)
-	e, err := engine.New(engine.Config{Store: store, Validators: validate.Runner{}, Context: cb, Prices: pricing.Builtin(),
+	e, err := engine.New(engine.Config{Store: store, Validators: validate.Runner{}, Context: cb, Artifacts: report.Artifacts{}, Prices: pricing.Builtin(),
 		Backends: func(purser.BackendSpec) (purser.Backend, error) { return b, nil }, Retry: engine.RetryPolicy{Max: -1}})
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend/sim"
 	"github.com/purser-dev/purser/budget"
-	"github.com/purser-dev/purser/contextbuild"
+	"github.com/purser-dev/purser/workspace"
 )
 
 // Issue 15 #4: a workspace file hard-linked to one outside is replaced by a
@@ -69,7 +69,7 @@ func TestFilesCannotTouchPursersOwnFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = b.Call(context.Background(), purser.CallRequest{Workspace: ws}, func(budget.UsageEvent) {})
-			if !errors.Is(err, contextbuild.ErrProtected) {
+			if !errors.Is(err, workspace.ErrProtected) {
 				t.Fatalf("Call = %v, want ErrProtected", err)
 			}
 			if got, _ := os.ReadFile(filepath.Join(dir, file)); strings.Contains(string(got), "forged") {

@@ -17,8 +17,8 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
-	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/redact"
+	"github.com/purser-dev/purser/workspace"
 )
 
 // Step is one scripted call.
@@ -152,9 +152,17 @@ func New(spec purser.BackendSpec) (*Backend, error) {
 	b := &Backend{steps: s.Steps}
 	if o.Transcript != "" {
 		b.transcript = resolve(spec.Dir, o.Transcript)
-		contextbuild.Protect(b.transcript)
 	}
 	return b, nil
+}
+
+// OwnFiles returns the transcript, if any (a workspace.FileOwner): no
+// agent may write it.
+func (b *Backend) OwnFiles() []string {
+	if b.transcript == "" {
+		return nil
+	}
+	return []string{b.transcript}
 }
 
 func resolve(dir, p string) string {
@@ -216,8 +224,10 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	case "fatal":
 		return purser.CallResult{}, fmt.Errorf("sim step %d: scripted fatal error", i)
 	}
+	// The transcript is the sim's own whatever guard it is handed.
+	guard := req.Guard.With(b.OwnFiles()...)
 	for p, content := range step.Files {
-		if err := writeFile(req.Workspace, p, content); err != nil {
+		if err := writeFile(guard, req.Workspace, p, content); err != nil {
 			return purser.CallResult{}, fmt.Errorf("sim step %d: %w", i, err)
 		}
 	}
@@ -284,23 +294,23 @@ func (b *Backend) write(line TranscriptLine) error {
 }
 
 func checkRel(p string) error {
-	if clean, err := contextbuild.CheckRelative(p); err != nil || clean == "." {
+	if clean, err := workspace.CheckRelative(p); err != nil || clean == "." {
 		return fmt.Errorf("file %q: want a path inside the workspace", p)
 	}
 	return nil
 }
 
-// writeFile writes content to rel inside workspace, refusing any path that
-// leads out, through a symlink or otherwise. It replaces the file rather
-// than writing into it, so a hard link to a file outside is never written
-// through.
-func writeFile(workspace, rel, content string) error {
-	target, err := contextbuild.Writable(workspace, rel)
+// writeFile writes content to rel inside the workspace dir, refusing any
+// path that leads out, through a symlink or otherwise, and Purser's own
+// files (guard). It replaces the file rather than writing into it, so a
+// hard link to a file outside is never written through.
+func writeFile(guard *workspace.Guard, dir, rel, content string) error {
+	target, err := guard.Writable(dir, rel)
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 		return err
 	}
-	return contextbuild.ReplaceFile(target, []byte(content), 0o644)
+	return workspace.ReplaceFile(target, []byte(content), 0o644)
 }

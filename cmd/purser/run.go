@@ -21,9 +21,11 @@ import (
 	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/pricing"
 	"github.com/purser-dev/purser/redact"
+	"github.com/purser-dev/purser/report"
 	"github.com/purser-dev/purser/sqlite"
 	"github.com/purser-dev/purser/tui"
 	"github.com/purser-dev/purser/validate"
+	"github.com/purser-dev/purser/workspace"
 )
 
 // exitInterrupted is the exit code of a run stopped by a signal: its tasks
@@ -82,7 +84,7 @@ func openDatabaseHere(ctx context.Context, dbFlag string) (store, database, erro
 // enforces its budget.
 func refuseDatabaseInWorkspace(db database, tasks []purser.Task) error {
 	for _, t := range tasks {
-		if isDatabaseFile(db.Path) && contextbuild.Contains(t.Workspace, db.Path) {
+		if isDatabaseFile(db.Path) && workspace.Contains(t.Workspace, db.Path) {
 			return badInput(fmt.Errorf("task %s: its workspace %s holds the database in use, %s; an agent working there could rewrite the ledger that enforces its budget. Keep the database outside every workspace (--db, PURSER_DB or database: in purser.yaml)", t.ID, t.Workspace, db))
 		}
 	}
@@ -101,6 +103,8 @@ func newEngine(store store, prices *pricing.Catalogue, observe func(purser.Event
 		Backends:   backends(),
 		Validators: validate.Runner{},
 		Context:    cb,
+		Artifacts:  report.Artifacts{},
+		Guard:      workspace.NewGuard(),
 		Prices:     prices,
 		Observe:    observe,
 		Owners:     proc.Owners{},

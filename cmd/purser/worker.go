@@ -18,7 +18,9 @@ import (
 	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/redact"
+	"github.com/purser-dev/purser/report"
 	"github.com/purser-dev/purser/validate"
+	"github.com/purser-dev/purser/workspace"
 )
 
 // errLeaseLost is the cause of a task stopped because its worker lost the
@@ -59,6 +61,7 @@ type worker struct {
 	self    string
 	lease   time.Duration
 	context *contextbuild.Builder
+	guard   *workspace.Guard // shared by the engines of every job
 	log     *slog.Logger
 	out     io.Writer
 	outMu   sync.Mutex
@@ -116,7 +119,7 @@ host must see the task files and workspaces at the same paths.`,
 				return err
 			}
 			owners := &leaseOwners{}
-			w := &worker{q: q, db: where, owners: owners, self: owners.Self(), lease: lease, context: cb, out: cmd.OutOrStdout(),
+			w := &worker{q: q, db: where, owners: owners, self: owners.Self(), lease: lease, context: cb, guard: workspace.NewGuard(), out: cmd.OutOrStdout(),
 				log: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
 			return w.serve(cmd.Context(), concurrency, poll, drain)
 		},
@@ -333,7 +336,7 @@ func (w *worker) runTask(ctx context.Context, job purser.Job) (purser.TaskState,
 	if al != nil {
 		observe = al.observe
 	}
-	e, err := engine.New(engine.Config{Store: w.q, Backends: backends(), Validators: validate.Runner{}, Context: w.context, Observe: observe,
+	e, err := engine.New(engine.Config{Store: w.q, Backends: backends(), Validators: validate.Runner{}, Context: w.context, Artifacts: report.Artifacts{}, Guard: w.guard, Observe: observe,
 		Prices: proj.Prices, Owners: w.owners, Shared: w.q, Named: w.q, Logger: w.log.With("task", task.ID)})
 	if err != nil {
 		return purser.StateFailed, err.Error()

@@ -1,11 +1,15 @@
-package contextbuild
+// Package workspace keeps an agent's work inside its workspace and off
+// Purser's own files: it confines paths (CheckRelative, Resolve, Writable),
+// knows which files are Purser's (a Guard, made once per process by the
+// wiring), writes without following links (ReplaceFile) and writes STATUS.md
+// and BUDGET.md (WriteArtifact). It imports no store, backend or engine.
+package workspace
 
 import (
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 )
 
@@ -54,14 +58,15 @@ func Resolve(workspace, rel string) (string, error) {
 	return real, nil
 }
 
-// Writable returns where to write (or delete) the file rel inside
-// workspace, which need not exist yet. It refuses what CheckRelative
-// refuses, the workspace itself, a path whose deepest existing directory
-// resolves outside the workspace through a symlink, a target that is
-// itself a symlink, and Purser's own files (ErrProtected). Create missing directories only after it returns, and
-// write with ReplaceFile, never into the file: it may be hard-linked to one
-// outside the workspace.
-func Writable(workspace, rel string) (string, error) {
+// Writable returns where an agent's edit protocol may write (or delete)
+// the file rel inside workspace, which need not exist yet. It refuses what
+// CheckRelative refuses, the workspace itself, a path whose deepest
+// existing directory resolves outside the workspace through a symlink, a
+// target that is itself a symlink, and Purser's own files (ErrProtected):
+// by name, or given to g. Create missing directories only after it
+// returns, and write with ReplaceFile, never into the file: it may be
+// hard-linked to one outside the workspace.
+func (g *Guard) Writable(workspace, rel string) (string, error) {
 	clean, err := CheckRelative(rel)
 	if err != nil {
 		return "", err
@@ -84,7 +89,7 @@ func Writable(workspace, rel string) (string, error) {
 			break
 		}
 	}
-	if isProtected(root, clean) {
+	if g.isProtected(root, clean) {
 		return "", fmt.Errorf("%q: %w", rel, ErrProtected)
 	}
 	target := filepath.Join(root, clean)
@@ -92,36 +97,6 @@ func Writable(workspace, rel string) (string, error) {
 		return "", fmt.Errorf("%q is a symlink; not following it", rel)
 	}
 	return target, nil
-}
-
-// pathLike finds words in an issue that look like file paths: with a
-// directory separator or a file extension.
-var pathLike = regexp.MustCompile(`[A-Za-z0-9_./\-]+`)
-
-// ReferencedFiles returns the files named in text that exist inside the
-// workspace, as workspace-relative paths, in order of first mention.
-func ReferencedFiles(workspace, text string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, w := range pathLike.FindAllString(text, -1) {
-		w = strings.TrimRight(w, ".,:;")
-		if !strings.Contains(w, "/") && !strings.Contains(strings.TrimPrefix(w, "."), ".") {
-			continue
-		}
-		if seen[w] {
-			continue
-		}
-		seen[w] = true
-		real, err := Resolve(workspace, w)
-		if err != nil {
-			continue
-		}
-		if fi, err := os.Stat(real); err != nil || !fi.Mode().IsRegular() {
-			continue
-		}
-		out = append(out, filepath.Clean(w))
-	}
-	return out
 }
 
 // Contains reports whether path lies inside dir (or is dir), with links

@@ -1,4 +1,4 @@
-package contextbuild_test
+package workspace_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/purser-dev/purser/contextbuild"
+	"github.com/purser-dev/purser/workspace"
 )
 
 func readString(t *testing.T, p string) string {
@@ -27,9 +27,9 @@ func TestWriteArtifactRefusesPlantedLinks(t *testing.T) {
 		plant func(target, at string) error
 		want  error
 	}{
-		{"symlink to a file outside", os.Symlink, contextbuild.ErrLinkedTarget},
-		{"hard link to a file outside", os.Link, contextbuild.ErrLinkedTarget},
-		{"dangling symlink", func(target, at string) error { return os.Symlink(target+".new", at) }, contextbuild.ErrLinkedTarget},
+		{"symlink to a file outside", os.Symlink, workspace.ErrLinkedTarget},
+		{"hard link to a file outside", os.Link, workspace.ErrLinkedTarget},
+		{"dangling symlink", func(target, at string) error { return os.Symlink(target+".new", at) }, workspace.ErrLinkedTarget},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ws, outside := t.TempDir(), t.TempDir()
@@ -40,7 +40,7 @@ func TestWriteArtifactRefusesPlantedLinks(t *testing.T) {
 			if err := tc.plant(keys, filepath.Join(ws, "STATUS.md")); err != nil {
 				t.Fatal(err)
 			}
-			err := contextbuild.WriteArtifact(ws, "STATUS.md", []byte("# status\n"))
+			err := workspace.WriteArtifact(ws, "STATUS.md", []byte("# status\n"))
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), "STATUS.md") {
 				t.Fatalf("WriteArtifact = %v, want %v naming STATUS.md", err, tc.want)
 			}
@@ -57,7 +57,7 @@ func TestWriteArtifactRefusesPlantedLinks(t *testing.T) {
 func TestWriteArtifactWritesAndReplaces(t *testing.T) {
 	ws := t.TempDir()
 	for _, body := range []string{"first\n", "second\n"} {
-		if err := contextbuild.WriteArtifact(ws, "BUDGET.md", []byte(body)); err != nil {
+		if err := workspace.WriteArtifact(ws, "BUDGET.md", []byte(body)); err != nil {
 			t.Fatal(err)
 		}
 		if got := readString(t, filepath.Join(ws, "BUDGET.md")); got != body {
@@ -73,14 +73,14 @@ func TestWriteArtifactWritesAndReplaces(t *testing.T) {
 		t.Fatalf("temporary files left behind: %v", entries)
 	}
 	for _, bad := range []string{"../STATUS.md", "sub/STATUS.md", "/tmp/STATUS.md", ""} {
-		if err := contextbuild.WriteArtifact(ws, bad, []byte("x")); err == nil {
+		if err := workspace.WriteArtifact(ws, bad, []byte("x")); err == nil {
 			t.Errorf("WriteArtifact(%q) accepted a name that is not a plain file at the root", bad)
 		}
 	}
 	if err := os.Mkdir(filepath.Join(ws, "STATUS.md"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := contextbuild.WriteArtifact(ws, "STATUS.md", []byte("x")); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+	if err := workspace.WriteArtifact(ws, "STATUS.md", []byte("x")); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Fatalf("a directory at STATUS.md: %v", err)
 	}
 }
@@ -98,7 +98,7 @@ func TestReplaceFileDoesNotWriteThroughHardLinks(t *testing.T) {
 	if err := os.Link(secret, inside); err != nil {
 		t.Fatal(err)
 	}
-	if err := contextbuild.ReplaceFile(inside, []byte("echo pwned\n"), 0o644); err != nil {
+	if err := workspace.ReplaceFile(inside, []byte("echo pwned\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if got := readString(t, secret); got != "the user's shell setup\n" {
@@ -110,7 +110,7 @@ func TestReplaceFileDoesNotWriteThroughHardLinks(t *testing.T) {
 	if fi, _ := os.Stat(inside); fi.Mode().Perm() != 0o755 {
 		t.Fatalf("replaced file mode %v, want its old 0755 kept", fi.Mode().Perm())
 	}
-	if err := contextbuild.ReplaceFile(filepath.Join(ws, "new.txt"), []byte("x"), 0o644); err != nil {
+	if err := workspace.ReplaceFile(filepath.Join(ws, "new.txt"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if fi, _ := os.Stat(filepath.Join(ws, "new.txt")); fi.Mode().Perm() != 0o644 {

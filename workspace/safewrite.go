@@ -1,4 +1,4 @@
-package contextbuild
+package workspace
 
 import (
 	"errors"

@@ -1,0 +1,31 @@
+package report
+
+import (
+	"context"
+
+	"github.com/purser-dev/purser"
+)
+
+// Artifacts renders STATUS.md and BUDGET.md for the engine: the
+// purser.ArtifactRenderer the wiring gives engine.Config.
+type Artifacts struct{}
+
+var _ purser.ArtifactRenderer = Artifacts{}
+
+// RenderArtifacts loads the task's history from s and renders StatusMD and
+// BudgetMD from it and what the engine knows of the stop.
+func (Artifacts) RenderArtifacts(ctx context.Context, s purser.Store, stop purser.TaskStop) (statusMD, budgetMD []byte, err error) {
+	r, err := Load(ctx, s, stop.Task.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.Task = stop.Task
+	r.State = stop.State
+	r.Cause = stop.Cause
+	r.Status = stop.Status
+	r.RunStatus = stop.RunStatus
+	r.RunBudget = stop.RunBudget
+	r.InGitRepo = stop.InGitRepo
+	r.DoneNote = stop.DoneNote
+	return StatusMD(r), BudgetMD(r), nil
+}
