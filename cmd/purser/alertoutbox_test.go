@@ -11,6 +11,7 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/alert"
+	"github.com/purser-dev/purser/app"
 	"github.com/purser-dev/purser/postgres/pgtest"
 )
 
@@ -29,9 +30,9 @@ func TestAlertOutboxTwoDrainersSendEachAlertOnce(t *testing.T) {
 		t.Run(db.name, func(t *testing.T) {
 			t.Parallel()
 			path := db.path(t)
-			open := func() store {
+			open := func() app.Store {
 				t.Helper()
-				s, err := openStore(t.Context(), database{Path: path}, true)
+				s, err := app.OpenStore(t.Context(), app.Database{Path: path}, true)
 				if err != nil {
 					t.Fatal(err)
 				}

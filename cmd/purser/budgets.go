@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/app"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
 )
@@ -33,22 +32,10 @@ from it inside the current window.`,
 	return cmd
 }
 
-// openBudgetsStore opens the project's database (--db, PURSER_DB or
+// openBudgets opens the project's database (--db, PURSER_DB or
 // purser.yaml's database:); create makes a new one where none is.
-func openBudgetsStore(ctx context.Context, dbFlag string, create bool) (store, error) {
-	if !create {
-		s, _, err := openDatabaseHere(ctx, dbFlag)
-		return s, err
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return nil, err
-	}
-	proj, err := config.FindProject(wd)
-	if err != nil {
-		return nil, badInput(err)
-	}
-	return openStore(ctx, locateDatabase(dbFlag, proj), true)
+func openBudgets(cmd *cobra.Command, db string, create bool) (*app.App, error) {
+	return app.Open(cmd.Context(), app.Options{DB: db, Create: create, Backends: backends(), LoadTask: loadTask, Stderr: cmd.ErrOrStderr()})
 }
 
 func newBudgetsCreateCmd() *cobra.Command {
@@ -73,11 +60,12 @@ func newBudgetsCreateCmd() *cobra.Command {
 			if err := b.Validate(); err != nil {
 				return badInput(fmt.Errorf("named budget: %w", err))
 			}
-			s, err := openBudgetsStore(cmd.Context(), db, true)
+			a, err := openBudgets(cmd, db, true)
 			if err != nil {
 				return err
 			}
-			defer s.Close()
+			defer a.Close()
+			s := a.Store
 			if err := s.CreateBudget(cmd.Context(), b); err != nil {
 				if errors.Is(err, purser.ErrBudgetExists) {
 					return badInput(fmt.Errorf("named budget %s exists; change it with purser budgets raise %s --file FILE", b.Name, b.Name))
@@ -88,7 +76,7 @@ func newBudgetsCreateCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", "", dbFlagHelp)
+	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
 	cmd.Flags().StringVar(&file, "file", "", "the budget file (YAML or JSON): optimal/warning/hard over usd and tokens")
 	cmd.Flags().StringVar(&window, "window", "", "the calendar window its spend resets on: day, week (from Monday) or month")
 	cmd.Flags().StringVar(&zone, "zone", "", "the IANA time zone of the window's boundaries, e.g. Europe/Berlin (default UTC)")
@@ -113,11 +101,12 @@ func newBudgetsRaiseCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := openBudgetsStore(cmd.Context(), db, false)
+			a, err := openBudgets(cmd, db, false)
 			if err != nil {
 				return err
 			}
-			defer s.Close()
+			defer a.Close()
+			s := a.Store
 			old, err := s.NamedBudget(cmd.Context(), args[0])
 			if errors.Is(err, purser.ErrNotFound) {
 				return badInput(fmt.Errorf("no named budget %s; create it with purser budgets create", args[0]))
@@ -133,7 +122,7 @@ func newBudgetsRaiseCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", "", dbFlagHelp)
+	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
 	cmd.Flags().StringVar(&file, "file", "", "the new budget file (YAML or JSON)")
 	return cmd
 }
@@ -172,11 +161,12 @@ func newBudgetsShowCmd() *cobra.Command {
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			s, err := openBudgetsStore(ctx, db, false)
+			a, err := openBudgets(cmd, db, false)
 			if err != nil {
 				return err
 			}
-			defer s.Close()
+			defer a.Close()
+			s := a.Store
 			var names []string
 			if len(args) == 1 {
 				names = args
@@ -229,7 +219,7 @@ func newBudgetsShowCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", "", dbFlagHelp)
+	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -11,8 +11,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/app"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/redact"
+	"github.com/purser-dev/purser/report"
 )
 
 // ciSystems are the CI systems --ci knows.
@@ -57,7 +59,7 @@ func readCITasks(ctx context.Context, store purser.Store, ids []string, skipMiss
 		if err != nil {
 			return nil, err
 		}
-		st, _, err := recordedStatus(ctx, store, id)
+		st, _, err := report.RecordedStatus(ctx, store, id)
 		if err != nil {
 			return nil, err
 		}
@@ -201,11 +203,12 @@ budget; 1 a task FAILED; 2 bad input.`,
 			if err := checkCI(ci); err != nil {
 				return err
 			}
-			store, _, err := openDatabaseHere(cmd.Context(), db)
+			a, err := openHere(cmd, db)
 			if err != nil {
 				return err
 			}
-			defer store.Close()
+			defer a.Close()
+			store := a.Store
 			tasks, err := writeCIReport(cmd.Context(), cmd.OutOrStdout(), store, args, false)
 			if err != nil {
 				return err
@@ -227,7 +230,7 @@ budget; 1 a task FAILED; 2 bad input.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", "", dbFlagHelp)
+	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
 	cmd.Flags().StringVar(&ci, "ci", "github", "the CI system: github")
 	return cmd
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/purser-dev/purser/app"
 )
 
 // taskArgCommands are the commands whose arguments are task ids, completed
@@ -29,12 +31,12 @@ func completeTaskIDs(cmd *cobra.Command, args []string, toComplete string) ([]co
 		return nil, cobra.ShellCompDirectiveNoFileComp // one task only
 	}
 	db, _ := cmd.Flags().GetString("db")
-	store, _, err := openDatabaseHere(cmd.Context(), db)
+	a, err := app.Open(cmd.Context(), app.Options{DB: db})
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	defer store.Close()
-	recs, err := store.Tasks(cmd.Context())
+	defer a.Close()
+	recs, err := a.Store.Tasks(cmd.Context())
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}

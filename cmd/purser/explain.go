@@ -12,9 +12,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/app"
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/redact"
+	"github.com/purser-dev/purser/report"
 )
 
 func newExplainCmd() *cobra.Command {
@@ -28,11 +30,13 @@ why, the validators' last results, and what to do next.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeTaskIDs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store, where, err := openDatabaseHere(cmd.Context(), db)
+			a, err := openHere(cmd, db)
 			if err != nil {
 				return err
 			}
-			defer store.Close()
+			defer a.Close()
+			store := a.Store
+			where := a.DB
 			e, err := readExplanation(cmd.Context(), store, args[0])
 			if errors.Is(err, purser.ErrNotFound) {
 				return badInput(fmt.Errorf("no task %q in %s", args[0], where))
@@ -43,7 +47,7 @@ why, the validators' last results, and what to do next.`,
 			return e.write(cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", "", dbFlagHelp)
+	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
 	return cmd
 }
 
@@ -61,7 +65,7 @@ func readExplanation(ctx context.Context, store purser.Store, id string) (explan
 	if err != nil {
 		return explanation{}, err
 	}
-	st, _, err := recordedStatus(ctx, store, id)
+	st, _, err := report.RecordedStatus(ctx, store, id)
 	if err != nil {
 		return explanation{}, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/purser-dev/purser/app"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/replay"
@@ -20,11 +21,12 @@ func loadCorpus(ctx context.Context, args []string, fromDB bool, db string) ([]r
 	case fromDB && len(args) > 0:
 		return nil, badInput(fmt.Errorf("give a corpus file or --from-db, not both"))
 	case fromDB:
-		store, _, err := openDatabaseHere(ctx, db)
+		a, err := app.Open(ctx, app.Options{DB: db})
 		if err != nil {
 			return nil, err
 		}
-		defer store.Close()
+		defer a.Close()
+		store := a.Store
 		return replay.FromStore(ctx, store)
 	case len(args) != 1:
 		return nil, badInput(fmt.Errorf("give one corpus file (JSON Lines), or --from-db"))

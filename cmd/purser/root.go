@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/purser-dev/purser/app"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/redact"
 )
@@ -31,7 +32,7 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 // badInput marks err as the input's fault (exit 2).
-func badInput(err error) error { return &exitError{code: exitBadInput, err: err} }
+func badInput(err error) error { return app.BadInput(err) }
 
 // run executes the command line and returns the process's exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -50,6 +51,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case errors.As(err, &ee):
 		return ee.code
+	case app.IsBadInput(err):
+		return exitBadInput
 	case errors.As(err, &be):
 		return exitBudgetStop
 	case !errors.As(err, &re):

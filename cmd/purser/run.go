@@ -8,109 +8,27 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/purser-dev/purser"
-	"github.com/purser-dev/purser/backend/proc"
+	"github.com/purser-dev/purser/app"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
-	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/engine"
-	"github.com/purser-dev/purser/pricing"
 	"github.com/purser-dev/purser/redact"
-	"github.com/purser-dev/purser/report"
-	"github.com/purser-dev/purser/sqlite"
 	"github.com/purser-dev/purser/tui"
-	"github.com/purser-dev/purser/validate"
-	"github.com/purser-dev/purser/workspace"
 )
 
 // exitInterrupted is the exit code of a run stopped by a signal: its tasks
 // are left resumable.
 const exitInterrupted = 130
 
-// database is the database a command uses, and the rule that chose it.
-type database struct {
-	Path string
-	From string // which rule: --db, PURSER_DB, purser.yaml's database:, or the default
-	// Durability is purser.yaml's durability: for a SQLite file, what a
-	// committed entry survives.
-	Durability sqlite.Durability
-}
-
-func (d database) String() string { return shownDatabase(d.Path) + " (" + d.From + ")" }
-
-// dbFlagHelp is the --db flag's help: the one rule that finds the database.
-const dbFlagHelp = "database: a SQLite file path or a postgres:// URL (default: $PURSER_DB, else purser.yaml's database:, else the project's folder in $XDG_STATE_HOME/purser)"
-
-// locateDatabase applies the one rule that finds the database: --db, then
-// PURSER_DB, then purser.yaml's database:, then the project's default (in
-// the user's state directory, outside every workspace).
-func locateDatabase(flag string, proj *config.Project) database {
-	db := database{Path: proj.Database, From: "the default for the project in " + proj.Dir, Durability: sqlite.Durability(proj.Durability)}
-	switch {
-	case flag != "":
-		db.Path, db.From = flag, "--db"
-	case os.Getenv("PURSER_DB") != "":
-		db.Path, db.From = os.Getenv("PURSER_DB"), "PURSER_DB"
-	case proj.DatabaseSet:
-		db.From = "database: in " + proj.File
-	}
-	return db
-}
-
-// openDatabaseHere opens the database of the working directory's project
-// (or the one --db or PURSER_DB names). Reading commands never create one:
-// a missing database is an error that says which was looked for.
-func openDatabaseHere(ctx context.Context, dbFlag string) (store, database, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return nil, database{}, err
-	}
-	proj, err := config.FindProject(wd)
-	if err != nil {
-		return nil, database{}, badInput(err)
-	}
-	db := locateDatabase(dbFlag, proj)
-	store, err := openStore(ctx, db, false)
-	return store, db, errNoDatabase(db, err)
-}
-
-// refuseDatabaseInWorkspace refuses tasks whose workspace holds the
-// database: an agent working there could read or rewrite the ledger that
-// enforces its budget.
-func refuseDatabaseInWorkspace(db database, tasks []purser.Task) error {
-	for _, t := range tasks {
-		if isDatabaseFile(db.Path) && workspace.Contains(t.Workspace, db.Path) {
-			return badInput(fmt.Errorf("task %s: its workspace %s holds the database in use, %s; an agent working there could rewrite the ledger that enforces its budget. Keep the database outside every workspace (--db, PURSER_DB or database: in purser.yaml)", t.ID, t.Workspace, db))
-		}
-	}
-	return nil
-}
-
-// newEngine wires the engine: the store, the backends, the validators, the
-// context builder and the prices; observe is told of every event.
-func newEngine(store store, prices *pricing.Catalogue, observe func(purser.Event)) (*engine.Engine, error) {
-	cb, err := contextbuild.New()
-	if err != nil {
-		return nil, err
-	}
-	return engine.New(engine.Config{
-		Store:      store,
-		Backends:   backends(),
-		Validators: validate.Runner{},
-		Context:    cb,
-		Artifacts:  report.Artifacts{},
-		Guard:      workspace.NewGuard(),
-		Prices:     prices,
-		Observe:    observe,
-		Owners:     proc.Owners{},
-		Shared:     store,
-		Named:      store,
-	})
+// openHere opens the database of the working directory's project (or the
+// one --db or PURSER_DB names): a missing database is bad input that says
+// which was looked for, never a new one.
+func openHere(cmd *cobra.Command, db string) (*app.App, error) {
+	return app.Open(cmd.Context(), app.Options{DB: db, Backends: backends(), LoadTask: loadTask, Stderr: cmd.ErrOrStderr()})
 }
 
 // session is one command's engine and live view, interrupted by a signal
@@ -120,38 +38,29 @@ type session struct {
 	interrupt context.CancelCauseFunc
 	engine    *engine.Engine
 	view      *tui.Live
-	alerts    *alerts // nil without alerts: in purser.yaml
+	app       *app.App
 }
 
-func newSession(cmd *cobra.Command, store store, proj *config.Project, tasks []purser.Task, runBudget *budget.Config, asJSON bool) (*session, error) {
-	al, err := startAlerts(cmd.Context(), cmd.ErrOrStderr(), proj, store, tasks)
-	if err != nil {
+func newSession(cmd *cobra.Command, a *app.App, tasks []purser.Task, runBudget *budget.Config, asJSON bool) (*session, error) {
+	if err := a.StartAlerts(cmd.Context(), tasks); err != nil {
 		return nil, err
 	}
 	ctx, interrupt := context.WithCancelCause(cmd.Context())
 	view := tui.NewLive(cmd.OutOrStdout(), tui.LiveOptions{Tasks: tasks, RunBudget: runBudget,
 		Interrupt: func() { interrupt(errSignal) }, Quit: quitNow, JSON: asJSON})
-	observe := view.Observe
-	if al != nil {
-		// The notifier only queues: delivery never holds up the engine.
-		observe = func(ev purser.Event) {
-			view.Observe(ev)
-			al.observe(ev)
-		}
-	}
-	e, err := newEngine(store, proj.Prices, observe)
+	e, err := a.NewEngine(app.EngineOptions{Observe: view.Observe})
 	if err != nil {
 		interrupt(nil)
-		al.close(cmd.ErrOrStderr())
+		a.EndAlerts()
 		return nil, err
 	}
-	return &session{ctx: ctx, interrupt: interrupt, engine: e, view: view, alerts: al}, nil
+	return &session{ctx: ctx, interrupt: interrupt, engine: e, view: view, app: a}, nil
 }
 
 // end stops the session: it delivers the alerts still queued (bounded by
 // alerts.flush) and releases the context. Safe to call more than once.
-func (s *session) end(stderr io.Writer) {
-	s.alerts.close(stderr)
+func (s *session) end() {
+	s.app.EndAlerts()
 	s.interrupt(nil)
 }
 
@@ -185,49 +94,29 @@ tasks that had not started are left untouched).`,
 			if err != nil {
 				return err
 			}
-			// A webhook whose URL variable is unset is bad input, found
-			// before the database is opened or anything runs.
-			if _, err := proj.Alerts.Config(); err != nil {
-				return badInput(err)
-			}
-			var runCfg *budget.Config
-			if runBudget != "" {
-				cfg, err := config.LoadBudget(runBudget)
-				if err != nil {
-					return badInput(err)
-				}
-				runCfg = &cfg
-			}
 			// Joining a named run without its budget: the engine checks
 			// against the run's stored budget before each call.
-			if runName == "" || runCfg != nil {
-				if err := checkUnpriced(cmd.ErrOrStderr(), tasks, runCfg, proj.Prices); err != nil {
-					return badInput(err)
-				}
-			}
-			where := locateDatabase(db, proj)
-			if err := refuseDatabaseInWorkspace(where, tasks); err != nil {
-				return err
-			}
-			store, err := openStore(cmd.Context(), where, true)
+			a, err := app.Open(cmd.Context(), app.Options{DB: db, Project: proj, Create: true, Backends: backends(), LoadTask: loadTask, Stderr: cmd.ErrOrStderr(),
+				Preflight: app.Preflight{Tasks: tasks, Alerts: true, RunBudgetFile: runBudget, Unpriced: runName == "" || runBudget != ""}})
 			if err != nil {
 				return err
 			}
-			defer store.Close()
+			defer a.Close()
 			if drawFrom != "" {
-				if runName, err = drawFromNamed(cmd.Context(), store, runName, drawFrom); err != nil {
+				if runName, err = app.DrawFrom(cmd.Context(), a.Store, runName, drawFrom); err != nil {
 					return err
 				}
 			}
-			s, err := newSession(cmd, store, proj, tasks, shownRunBudget(cmd.Context(), store, runName, runCfg), asJSON)
+			runCfg := a.RunBudget
+			s, err := newSession(cmd, a, tasks, a.ShownRunBudget(cmd.Context(), runName, runCfg), asJSON)
 			if err != nil {
 				return err
 			}
-			defer s.end(cmd.ErrOrStderr())
+			defer s.end()
 			stopView := s.view.Start()
 			outcomes, err := s.engine.RunBatch(s.ctx, engine.Batch{Tasks: tasks, Name: runName, Budget: runCfg, Parallel: parallel})
 			stopView()
-			s.end(cmd.ErrOrStderr())
+			s.end()
 			if err != nil {
 				return requestError(err)
 			}
@@ -241,7 +130,7 @@ tasks that had not started are left untouched).`,
 				for i, t := range tasks {
 					ids[i] = t.ID
 				}
-				_, ciErr = writeCIReport(cmd.Context(), notes, store, ids, true)
+				_, ciErr = writeCIReport(cmd.Context(), notes, a.Store, ids, true)
 			}
 			err = outcome(notes, cmd.ErrOrStderr(), outcomes)
 			if ciErr != nil {
@@ -255,7 +144,7 @@ tasks that had not started are left untouched).`,
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", "", dbFlagHelp)
+	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "how many tasks run at once")
 	cmd.Flags().StringVar(&runBudget, "run-budget", "", "a budget file (YAML or JSON) shared by all the tasks of this run")
 	cmd.Flags().StringVar(&runName, "run", "", "name the run, so that other purser processes on the same database can join it and share its budget")
@@ -263,50 +152,6 @@ tasks that had not started are left untouched).`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON Lines (for CI and scripts) instead of the live view")
 	cmd.Flags().StringVar(&ci, "ci", "", "report the run to a CI system when it ends: github (job summary in $GITHUB_STEP_SUMMARY, ::warning/::error annotations)")
 	return cmd
-}
-
-// drawFromNamed records that the run draws from the named budgets listed
-// (comma-separated) and returns the run's name: a run that has none is
-// given one, since draws are recorded against the run before it starts.
-func drawFromNamed(ctx context.Context, s store, runName, list string) (string, error) {
-	names := splitNames(list)
-	if len(names) == 0 {
-		return runName, badInput(fmt.Errorf("--draw-from %q: want named budgets, comma-separated", list))
-	}
-	if runName == "" {
-		runName = "run-" + time.Now().UTC().Format("20060102T150405.000000000")
-	}
-	if err := s.DrawFrom(ctx, runName, names); err != nil {
-		if errors.Is(err, purser.ErrNotFound) {
-			return runName, badInput(fmt.Errorf("--draw-from: %w (create it with purser budgets create NAME --file FILE --window month)", err))
-		}
-		return runName, err
-	}
-	return runName, nil
-}
-
-// splitNames is a comma-separated list's names, trimmed, empty ones left
-// out.
-func splitNames(list string) []string {
-	var names []string
-	for n := range strings.SplitSeq(list, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			names = append(names, n)
-		}
-	}
-	return names
-}
-
-// shownRunBudget is the run budget the live view shows: the one given, else
-// that of the run named, if it exists and has one.
-func shownRunBudget(ctx context.Context, store purser.Store, runID string, given *budget.Config) *budget.Config {
-	if given != nil || runID == "" {
-		return given
-	}
-	if run, err := store.Run(ctx, runID); err == nil {
-		return run.Budget
-	}
-	return nil
 }
 
 // loadTasks reads the task files; two files may not share a task id. The
@@ -413,14 +258,14 @@ budget is still exhausted, the task is refused with BudgetExhaustedError
 (exit 3) and no call starts.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store, where, err := openDatabaseHere(cmd.Context(), db)
+			a, err := openHere(cmd, db)
 			if err != nil {
 				return err
 			}
-			defer store.Close()
-			rec, err := store.Task(cmd.Context(), args[0])
+			defer a.Close()
+			rec, err := a.Store.Task(cmd.Context(), args[0])
 			if errors.Is(err, purser.ErrNotFound) {
-				return badInput(fmt.Errorf("no task %q in %s", args[0], where))
+				return badInput(fmt.Errorf("no task %q in %s", args[0], a.DB))
 			}
 			if err != nil {
 				return err
@@ -436,14 +281,15 @@ budget is still exhausted, the task is refused with BudgetExhaustedError
 			if task.ID != rec.ID {
 				return badInput(fmt.Errorf("%s now has id %q, not %q", rec.File, task.ID, rec.ID))
 			}
-			if err := refuseDatabaseInWorkspace(where, []purser.Task{task}); err != nil {
+			if err := a.Preflight(cmd.Context(), app.Preflight{Tasks: []purser.Task{task}}); err != nil {
 				return err
 			}
-			s, err := newSession(cmd, store, proj, []purser.Task{task}, shownRunBudget(cmd.Context(), store, rec.RunID, nil), asJSON)
+			a.Project = proj // the task's alerts and prices
+			s, err := newSession(cmd, a, []purser.Task{task}, a.ShownRunBudget(cmd.Context(), rec.RunID, nil), asJSON)
 			if err != nil {
 				return err
 			}
-			defer s.end(cmd.ErrOrStderr())
+			defer s.end()
 			stopView := s.view.Start()
 			var raise *engine.BudgetRaise
 			if budgetFile != "" {
@@ -456,7 +302,7 @@ budget is still exhausted, the task is refused with BudgetExhaustedError
 			}
 			o, err := s.engine.Resume(s.ctx, task, raise)
 			stopView()
-			s.end(cmd.ErrOrStderr())
+			s.end()
 			if err != nil {
 				return requestError(err)
 			}
@@ -467,7 +313,7 @@ budget is still exhausted, the task is refused with BudgetExhaustedError
 			return outcome(cmd.OutOrStdout(), cmd.ErrOrStderr(), []engine.TaskOutcome{o})
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", "", dbFlagHelp)
+	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
 	cmd.Flags().StringVar(&budgetFile, "budget", "", "a new budget for the task (a budget file outside its workspace); the change is recorded")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON Lines (for CI and scripts) instead of the live view")
 	return cmd

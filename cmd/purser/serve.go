@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/purser-dev/purser/app"
 	"github.com/purser-dev/purser/dashboard"
 )
 
@@ -36,11 +37,13 @@ func newServeCmd() *cobra.Command {
 			if err := dashboard.CheckBind(addr, token); err != nil {
 				return badInput(err)
 			}
-			store, where, err := openDatabaseHere(cmd.Context(), db)
+			a, err := openHere(cmd, db)
 			if err != nil {
 				return err
 			}
-			defer store.Close()
+			defer a.Close()
+			store := a.Store
+			where := a.DB
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return badInput(fmt.Errorf("listen on %s: %w", addr, err))
@@ -72,7 +75,7 @@ func newServeCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", "", dbFlagHelp)
+	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
 	cmd.Flags().StringVar(&addr, "addr", defaultServeAddr, "address to listen on; other than loopback needs --token")
 	cmd.Flags().StringVar(&token, "token", "", "token every request must carry (default $PURSER_SERVE_TOKEN)")
 	return cmd

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/app"
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/tui"
@@ -62,11 +63,13 @@ func newStatusCmd() *cobra.Command {
 		Short: "Show tasks, their state and their budget",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store, where, err := openDatabaseHere(cmd.Context(), db)
+			a, err := openHere(cmd, db)
 			if err != nil {
 				return err
 			}
-			defer store.Close()
+			defer a.Close()
+			store := a.Store
+			where := a.DB
 			var recs []purser.TaskRecord
 			if len(args) == 1 {
 				rec, err := store.Task(cmd.Context(), args[0])
@@ -83,7 +86,7 @@ func newStatusCmd() *cobra.Command {
 			out := struct {
 				Database string           `json:"database"`
 				Tasks    []taskStatusJSON `json:"tasks"`
-			}{Database: shownDatabase(where.Path), Tasks: []taskStatusJSON{}}
+			}{Database: app.ShownDatabase(where.Path), Tasks: []taskStatusJSON{}}
 			for _, rec := range recs {
 				totals, err := store.UsageTotals(cmd.Context(), rec.ID)
 				if err != nil {
@@ -124,7 +127,7 @@ func newStatusCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", "", dbFlagHelp)
+	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print {\"database\": PATH, \"tasks\": [...]} as JSON")
 	return cmd
 }

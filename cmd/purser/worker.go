@@ -1,71 +1,15 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/purser-dev/purser"
-	"github.com/purser-dev/purser/backend/proc"
-	"github.com/purser-dev/purser/config"
-	"github.com/purser-dev/purser/contextbuild"
-	"github.com/purser-dev/purser/engine"
-	"github.com/purser-dev/purser/redact"
-	"github.com/purser-dev/purser/report"
-	"github.com/purser-dev/purser/validate"
-	"github.com/purser-dev/purser/workspace"
+	"github.com/purser-dev/purser/app"
+	"github.com/purser-dev/purser/worker"
 )
-
-// errLeaseLost is the cause of a task stopped because its worker lost the
-// job's lease: another worker may be running it now.
-var errLeaseLost = errors.New("the job's lease was lost")
-
-// leaseOwners is a worker's Owners: a process on this host is gone when
-// it is (proc.Owners); a worker on any host is gone, for the task, once
-// the queue granted its job anew after its lease ran out.
-type leaseOwners struct {
-	proc.Owners
-	mu   sync.Mutex
-	lost map[string]bool
-}
-
-// Gone reports whether owner is gone: its lease ran out, or its process is.
-func (o *leaseOwners) Gone(owner string) bool {
-	o.mu.Lock()
-	lost := o.lost[owner]
-	o.mu.Unlock()
-	return lost || o.Owners.Gone(owner)
-}
-
-func (o *leaseOwners) leaseLost(owner string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.lost == nil {
-		o.lost = map[string]bool{}
-	}
-	o.lost[owner] = true
-}
-
-// worker takes jobs from the queue and runs their tasks.
-type worker struct {
-	q       jobStore
-	db      database
-	owners  *leaseOwners
-	self    string
-	lease   time.Duration
-	context *contextbuild.Builder
-	guard   *workspace.Guard // shared by the engines of every job
-	log     *slog.Logger
-	out     io.Writer
-	outMu   sync.Mutex
-}
 
 func newWorkerCmd() *cobra.Command {
 	var db string
@@ -100,28 +44,13 @@ host must see the task files and workspaces at the same paths.`,
 			if poll <= 0 {
 				return badInput(fmt.Errorf("--poll: want a positive duration, got %s", poll))
 			}
-			wd, err := os.Getwd()
+			a, err := app.Open(cmd.Context(), app.Options{DB: db, Create: true, Queue: cmd.Name(), Backends: backends(), LoadTask: loadTask, Stderr: cmd.ErrOrStderr()})
 			if err != nil {
 				return err
 			}
-			proj, err := config.FindProject(wd)
-			if err != nil {
-				return badInput(err)
-			}
-			where := locateDatabase(db, proj)
-			q, err := openJobStore(cmd, where)
-			if err != nil {
-				return err
-			}
-			defer q.Close()
-			cb, err := contextbuild.New()
-			if err != nil {
-				return err
-			}
-			owners := &leaseOwners{}
-			w := &worker{q: q, db: where, owners: owners, self: owners.Self(), lease: lease, context: cb, guard: workspace.NewGuard(), out: cmd.OutOrStdout(),
-				log: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
-			return w.serve(cmd.Context(), concurrency, poll, drain)
+			defer a.Close()
+			return worker.Serve(cmd.Context(), a, worker.Options{Concurrency: concurrency, Lease: lease, Poll: poll, Drain: drain, Out: cmd.OutOrStdout(),
+				Log: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "", "the database the workers share: a postgres:// URL (workers on many hosts) or a SQLite file (workers on this machine) (default: $PURSER_DB, else purser.yaml's database:, else the project's)")
@@ -130,231 +59,4 @@ host must see the task files and workspaces at the same paths.`,
 	cmd.Flags().DurationVar(&poll, "poll", 500*time.Millisecond, "how often an idle worker looks for a job")
 	cmd.Flags().BoolVar(&drain, "drain", false, "exit once every job on the queue is finished (for batches and tests)")
 	return cmd
-}
-
-func (w *worker) say(format string, args ...any) {
-	w.outMu.Lock()
-	defer w.outMu.Unlock()
-	fmt.Fprintf(w.out, format+"\n", args...)
-}
-
-// lineWriter passes what is written to it to the worker's output whole,
-// under its lock, so that lines of tasks running at once never mix.
-type lineWriter struct{ w *worker }
-
-func (l lineWriter) Write(p []byte) (int, error) {
-	l.w.outMu.Lock()
-	defer l.w.outMu.Unlock()
-	return l.w.out.Write(p)
-}
-
-// serve claims jobs while a slot is free, until ctx ends (or, draining,
-// until no job is left unfinished), and waits for the tasks it runs.
-func (w *worker) serve(ctx context.Context, concurrency int, poll time.Duration, drain bool) error {
-	slots := make(chan struct{}, concurrency)
-	var running sync.WaitGroup
-	defer running.Wait()
-	for {
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return nil
-		}
-		job, ok, err := w.q.ClaimJob(ctx, w.self, w.lease)
-		if err != nil || !ok {
-			<-slots
-			if err != nil && ctx.Err() == nil {
-				w.log.Warn("claiming a job", "error", redact.String(err.Error()))
-			}
-			if err == nil && drain && len(slots) == 0 {
-				if done, err := w.allFinished(ctx); err == nil && done {
-					return nil
-				}
-			}
-			select {
-			case <-time.After(poll):
-			case <-ctx.Done():
-				return nil
-			}
-			continue
-		}
-		running.Add(1)
-		go func() {
-			defer running.Done()
-			defer func() { <-slots }()
-			w.run(ctx, job)
-		}()
-	}
-}
-
-// allFinished says whether every job on the queue is finished.
-func (w *worker) allFinished(ctx context.Context) (bool, error) {
-	jobs, err := w.q.Jobs(ctx, "")
-	if err != nil {
-		return false, err
-	}
-	for _, j := range jobs {
-		if j.State != purser.JobFinished {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
-// run runs one job's task while renewing its lease, and settles the job:
-// finished with the task's state, given back when the worker was stopped,
-// left alone when its lease was lost.
-func (w *worker) run(ctx context.Context, job purser.Job) {
-	if job.LeaseLost != "" {
-		w.owners.leaseLost(job.LeaseLost)
-	}
-	w.say("claimed %s (run %s, attempt %d)", job.TaskID, job.RunID, job.Attempts)
-	taskCtx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	stopRenewing := w.renew(taskCtx, job, stop)
-	state, why := w.runTask(taskCtx, job)
-	stopRenewing()
-	if errors.Is(context.Cause(taskCtx), errLeaseLost) {
-		w.say("%s: lease lost; stopped here (%s)", job.TaskID, why)
-		return
-	}
-	settle := context.WithoutCancel(ctx)
-	// The job is settled by the task's state as recorded: a stop the store
-	// could not record (it was unreachable) leaves the job to run out its
-	// lease and go to another worker, which resumes the task.
-	rec, err := w.q.Task(settle, job.TaskID)
-	switch {
-	case err != nil && !errors.Is(err, purser.ErrNotFound):
-		w.say("%s: %s, but its state could not be read back; the job is left to its lease (%s)", job.TaskID, state, why)
-		return
-	case err == nil && rec.State == purser.StateRunning && state != purser.StateRunning:
-		w.say("%s: %s here, still RUNNING as recorded; the job is left to its lease (%s)", job.TaskID, state, why)
-		return
-	case err == nil && state == purser.StateFailed && rec.State != purser.StateFailed:
-		// It failed before it started (a task file that no longer loads).
-		if err := w.q.SetTaskState(settle, job.TaskID, purser.StateFailed, why); err != nil {
-			w.say("%s: FAILED, unrecorded; the job is left to its lease (%s)", job.TaskID, why)
-			return
-		}
-	}
-	switch {
-	case ctx.Err() != nil:
-		err = w.q.ReleaseJob(settle, job.TaskID, w.self, 0)
-		w.say("%s: given back to the queue (%s)", job.TaskID, why)
-	case state == purser.StatePending || state == purser.StateRunning:
-		// Refused before it ran (another process runs it, or the engine
-		// would not take it): given back, to come round later and later
-		// rather than at once, again and again.
-		after := refusalBackoff(job.Attempts)
-		err = w.q.ReleaseJob(settle, job.TaskID, w.self, after)
-		w.say("%s: given back to the queue, to be tried again in %s (%s)", job.TaskID, after, why)
-	default:
-		err = w.q.FinishJob(settle, job.TaskID, w.self, string(state))
-		w.say("%s: %s (%s)", job.TaskID, state, why)
-	}
-	if err != nil {
-		w.log.Warn("settling a job", "task", job.TaskID, "error", redact.String(err.Error()))
-	}
-}
-
-// refusalBackoff is how long a job the engine refused waits before it can be
-// claimed again: 1 s after its first lease, doubling with each, at most 5
-// minutes (a task another process runs may take hours; one that can never
-// run is said each time it comes round).
-func refusalBackoff(attempts int) time.Duration {
-	return min(time.Second<<min(max(attempts-1, 0), 9), 5*time.Minute)
-}
-
-// renew renews the job's lease every third of it; a lease lost, or not
-// renewed for a whole lease, stops the task.
-func (w *worker) renew(ctx context.Context, job purser.Job, stop context.CancelCauseFunc) func() {
-	last := time.Now()
-	var once sync.Once
-	return every(w.lease/3, func() {
-		err := w.q.RenewLease(context.WithoutCancel(ctx), job.TaskID, w.self, w.lease)
-		switch {
-		case err == nil:
-			last = time.Now()
-		case errors.Is(err, purser.ErrLeaseLost) || time.Since(last) >= w.lease:
-			once.Do(func() { stop(fmt.Errorf("%w: %v", errLeaseLost, err)) })
-		default:
-			w.log.Warn("renewing a lease", "task", job.TaskID, "error", redact.String(err.Error()))
-		}
-	})
-}
-
-// every calls fn every d until the returned function is called, which
-// returns once fn is no longer running.
-func every(d time.Duration, fn func()) (stop func()) {
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(d)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				fn()
-			}
-		}
-	}()
-	return func() { close(done); <-stopped }
-}
-
-// runTask runs the job's task in its run and returns the state it ended in
-// and why.
-func (w *worker) runTask(ctx context.Context, job purser.Job) (purser.TaskState, string) {
-	task, proj, err := loadTask(job.TaskFile)
-	if err != nil {
-		return purser.StateFailed, redact.String(err.Error())
-	}
-	if task.ID != job.TaskID {
-		return purser.StateFailed, fmt.Sprintf("%s now has id %q, not %q", job.TaskFile, task.ID, job.TaskID)
-	}
-	// The task file may have moved its workspace over the database (a
-	// SQLite file) since it was submitted: an agent there could rewrite the
-	// ledger.
-	if err := refuseDatabaseInWorkspace(w.db, []purser.Task{task}); err != nil {
-		return purser.StateFailed, redact.String(err.Error())
-	}
-	// A drawFrom: added to the file since it was submitted, naming a budget
-	// the database does not know, fails the task here rather than have the
-	// engine refuse it, and the job go round the queue, again and again.
-	if _, err := submitDraws(ctx, w.q, "", []string{job.TaskFile}, []purser.Task{task}); err != nil {
-		return purser.StateFailed, redact.String(err.Error())
-	}
-	// The task's alerts: purser.yaml's webhooks, as purser run sends them;
-	// first those an earlier process left undelivered.
-	al, err := startAlerts(ctx, lineWriter{w}, proj, w.q, []purser.Task{task})
-	if err != nil {
-		return purser.StateFailed, redact.String(err.Error())
-	}
-	defer al.close(lineWriter{w})
-	var observe func(purser.Event)
-	if al != nil {
-		observe = al.observe
-	}
-	e, err := engine.New(engine.Config{Store: w.q, Backends: backends(), Validators: validate.Runner{}, Context: w.context, Artifacts: report.Artifacts{}, Guard: w.guard, Observe: observe,
-		Prices: proj.Prices, Owners: w.owners, Shared: w.q, Named: w.q, Logger: w.log.With("task", task.ID)})
-	if err != nil {
-		return purser.StateFailed, err.Error()
-	}
-	outcomes, err := e.RunBatch(ctx, engine.Batch{Tasks: []purser.Task{task}, Name: job.RunID, Parallel: 1})
-	if err != nil {
-		// Refused before it ran: its task RUNNING in a live process here.
-		return purser.StatePending, redact.String(err.Error())
-	}
-	o := outcomes[0]
-	var se *engine.StopError
-	switch {
-	case o.Skipped:
-		return purser.StateDone, "already DONE"
-	case o.Err == nil:
-		return purser.StateDone, "all validators passed"
-	case errors.As(o.Err, &se):
-		return se.State, redact.String(engine.Describe(o.Err))
-	}
-	return purser.StateFailed, redact.String(o.Err.Error())
 }

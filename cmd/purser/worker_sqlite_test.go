@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/app"
 	"github.com/purser-dev/purser/sqlite"
 )
 
@@ -26,11 +27,11 @@ func openSQLiteQueue(t *testing.T, db string) *sqlite.Store {
 	return s
 }
 
-// checkQueueLedger is checkLedger (fleet_test.go) for any jobStore: every
+// checkQueueLedger is checkLedger (fleet_test.go) for any app.JobStore: every
 // call's ledger usage is what the sim streamed (interrupted ones no more),
 // each task's total is its calls', every call the sim completed is in the
 // ledger, and the run's total is its tasks'.
-func checkQueueLedger(t *testing.T, s jobStore, taskFiles []string, dir string, output int64) fleetLedger {
+func checkQueueLedger(t *testing.T, s app.JobStore, taskFiles []string, dir string, output int64) fleetLedger {
 	t.Helper()
 	ctx := context.Background()
 	l := fleetLedger{tasks: map[string]purser.TaskRecord{}, spent: map[string]int64{}}
@@ -229,7 +230,7 @@ func TestSQLiteQueueKilledWorkersJobsAreTakenOver(t *testing.T) {
 
 // queueCallInFlight reports whether a call of a task the worker claimed is
 // in flight, on either store (callInFlight, fleet_test.go, opens PostgreSQL).
-func queueCallInFlight(t *testing.T, s jobStore, w *workerProc) func() bool {
+func queueCallInFlight(t *testing.T, s app.JobStore, w *workerProc) func() bool {
 	t.Helper()
 	return func() bool {
 		for _, line := range strings.Split(w.out.String(), "\n") {

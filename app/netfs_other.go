@@ -1,6 +1,6 @@
 //go:build !linux
 
-package main
+package app
 
 // networkFilesystem is not detected off Linux: the documentation says a
 // SQLite queue serves workers on one machine.

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -10,12 +10,13 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/alert"
 	"github.com/purser-dev/purser/backend/proc"
-	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/report"
 )
 
-// alerts is a run's webhook notifier, when purser.yaml configures one.
-type alerts struct {
+// Alerts is a run's webhook notifier, when purser.yaml configures one. A nil
+// *Alerts is a valid notifier that sends nothing.
+type Alerts struct {
 	n *alert.Notifier
 
 	mu     sync.Mutex
@@ -23,21 +24,21 @@ type alerts struct {
 	once   sync.Once
 }
 
-// startAlerts starts the notifier purser.yaml's alerts: section asks for,
+// StartAlerts starts the notifier purser.yaml's alerts: section asks for,
 // or returns nil when it asks for none. Every alert goes through the
 // store's outbox, and what an earlier process left undelivered (it was
 // killed, or its receiver was down) is queued first, said on stderr. Tasks
 // the store already knows start from the tier they reached, so a resumed
 // task's lines are not announced twice.
-func startAlerts(ctx context.Context, stderr io.Writer, proj *config.Project, store store, tasks []purser.Task) (*alerts, error) {
+func StartAlerts(ctx context.Context, stderr io.Writer, proj *config.Project, store Store, tasks []purser.Task) (*Alerts, error) {
 	if proj == nil || !proj.Alerts.Enabled() {
 		return nil, nil
 	}
 	cfg, err := proj.Alerts.Config()
 	if err != nil {
-		return nil, badInput(err)
+		return nil, BadInput(err)
 	}
-	a := &alerts{}
+	a := &Alerts{}
 	a.n = alert.New(cfg, alert.Options{Logf: func(format string, args ...any) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
@@ -56,7 +57,7 @@ func startAlerts(ctx context.Context, stderr io.Writer, proj *config.Project, st
 		fmt.Fprintf(stderr, "purser: delivering %d alert(s) an earlier run did not deliver\n", rec.Queued)
 	}
 	for _, t := range tasks {
-		st, state, err := recordedStatus(ctx, store, t.ID)
+		st, state, err := report.RecordedStatus(ctx, store, t.ID)
 		if errors.Is(err, purser.ErrNotFound) {
 			continue
 		}
@@ -69,35 +70,17 @@ func startAlerts(ctx context.Context, stderr io.Writer, proj *config.Project, st
 	return a, nil
 }
 
-// recordedStatus is a recorded task's budget status and state, as the
-// store has them.
-func recordedStatus(ctx context.Context, store purser.Store, id string) (budget.Status, purser.TaskState, error) {
-	rec, err := store.Task(ctx, id)
-	if err != nil {
-		return budget.Status{}, "", err
-	}
-	totals, err := store.UsageTotals(ctx, rec.ID)
-	if err != nil {
-		return budget.Status{}, "", err
-	}
-	totals.Time = rec.Elapsed
-	m, err := budget.NewManager(rec.Budget, budget.Options{Initial: totals})
-	if err != nil {
-		return budget.Status{}, "", fmt.Errorf("task %s: %w", rec.ID, err)
-	}
-	return m.Status(), rec.State, nil
-}
-
-// observe is the notifier's engine observer (a no-op without alerts).
-func (a *alerts) observe(ev purser.Event) {
+// Observe is the notifier's engine observer (a no-op without alerts). The
+// notifier only queues: delivery never holds up the engine.
+func (a *Alerts) Observe(ev purser.Event) {
 	if a != nil {
 		a.n.Observe(ev)
 	}
 }
 
-// close delivers what is queued, waiting at most alerts.flush, and tells
+// Close delivers what is queued, waiting at most alerts.flush, and tells
 // stderr what could not be delivered. Safe to call more than once.
-func (a *alerts) close(stderr io.Writer) {
+func (a *Alerts) Close(stderr io.Writer) {
 	if a == nil {
 		return
 	}

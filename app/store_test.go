@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -17,11 +17,11 @@ import (
 
 func TestOpenStoreTakesAFilePathAsSQLite(t *testing.T) {
 	ctx := context.Background()
-	db := database{Path: filepath.Join(t.TempDir(), "p.db"), From: "--db"}
-	if _, err := openStore(ctx, db, false); !errors.Is(err, os.ErrNotExist) {
+	db := Database{Path: filepath.Join(t.TempDir(), "p.db"), From: "--db"}
+	if _, err := OpenStore(ctx, db, false); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("reading a database that is not there: %v, want os.ErrNotExist", err)
 	}
-	s, err := openStore(ctx, db, true)
+	s, err := OpenStore(ctx, db, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestOpenStoreTakesAFilePathAsSQLite(t *testing.T) {
 	if _, ok := s.(*sqlite.Store); !ok {
 		t.Fatalf("a file path opened a %T", s)
 	}
-	if s, err = openStore(ctx, db, false); err != nil {
+	if s, err = OpenStore(ctx, db, false); err != nil {
 		t.Fatalf("reading the database once made: %v", err)
 	}
 	s.Close()
@@ -37,11 +37,11 @@ func TestOpenStoreTakesAFilePathAsSQLite(t *testing.T) {
 
 func TestOpenStoreTakesAPostgresURL(t *testing.T) {
 	ctx := context.Background()
-	db := database{Path: pgtest.NewSchema(t), From: "PURSER_DB"}
-	if _, err := openStore(ctx, db, false); !errors.Is(err, os.ErrNotExist) {
+	db := Database{Path: pgtest.NewSchema(t), From: "PURSER_DB"}
+	if _, err := OpenStore(ctx, db, false); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("reading a database Purser never set up: %v, want os.ErrNotExist", err)
 	}
-	s, err := openStore(ctx, db, true)
+	s, err := OpenStore(ctx, db, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestOpenStoreTakesAPostgresURL(t *testing.T) {
 	if _, ok := s.(*postgres.Store); !ok {
 		t.Fatalf("a postgres:// URL opened a %T", s)
 	}
-	if r, err := openStore(ctx, db, false); err != nil {
+	if r, err := OpenStore(ctx, db, false); err != nil {
 		t.Fatalf("reading the database once set up: %v", err)
 	} else {
 		r.Close()
@@ -70,7 +70,7 @@ func TestDatabaseMayBeAPostgresURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PURSER_DB", "")
-	for _, db := range []database{locateDatabase("", proj), locateDatabase(url, proj)} {
+	for _, db := range []Database{LocateDatabase("", proj), LocateDatabase(url, proj)} {
 		if db.Path != url {
 			t.Errorf("database from %s is %q, want the URL as given", db.From, db.Path)
 		}
@@ -78,12 +78,12 @@ func TestDatabaseMayBeAPostgresURL(t *testing.T) {
 			t.Errorf("database shown as %q: want the host, not the password", shown)
 		}
 		ws := purser.Task{ID: "t", Workspace: dir}
-		if err := refuseDatabaseInWorkspace(db, []purser.Task{ws}); err != nil {
+		if err := RefuseDatabaseInWorkspace(db, []purser.Task{ws}); err != nil {
 			t.Errorf("a server's database was refused as inside a workspace: %v", err)
 		}
 	}
 	t.Setenv("PURSER_DB", url)
-	if db := locateDatabase("", proj); db.Path != url || db.From != "PURSER_DB" {
+	if db := LocateDatabase("", proj); db.Path != url || db.From != "PURSER_DB" {
 		t.Errorf("PURSER_DB gave %+v", db)
 	}
 }
@@ -91,8 +91,8 @@ func TestDatabaseMayBeAPostgresURL(t *testing.T) {
 // A server that cannot be reached: the error names it, without the
 // password, and nothing is opened.
 func TestOpenStoreErrorHidesThePassword(t *testing.T) {
-	db := database{Path: "postgres://ann:s3cret-pw@127.0.0.1:1/purser?connect_timeout=5", From: "--db"}
-	_, err := openStore(context.Background(), db, true)
+	db := Database{Path: "postgres://ann:s3cret-pw@127.0.0.1:1/purser?connect_timeout=5", From: "--db"}
+	_, err := OpenStore(context.Background(), db, true)
 	if err == nil {
 		t.Fatal("opened a database on a port where nothing listens")
 	}

@@ -1,0 +1,223 @@
+// Package app is where Purser is wired: the one place that finds the project
+// and its database, opens the store, makes the checks before any money is
+// spent, starts the alerts and builds the engine. The commands (cmd/purser)
+// turn flags into Options and print what App returns; the worker (package
+// worker) runs queued tasks through it.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend/proc"
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/contextbuild"
+	"github.com/purser-dev/purser/engine"
+	"github.com/purser-dev/purser/pricing"
+	"github.com/purser-dev/purser/report"
+	"github.com/purser-dev/purser/validate"
+	"github.com/purser-dev/purser/workspace"
+)
+
+// LoadTaskFunc reads a task file and its project, with every check that can
+// be made before a cent is spent.
+type LoadTaskFunc func(path string) (purser.Task, *config.Project, error)
+
+// Options say what Open opens and checks.
+type Options struct {
+	// DB is the --db flag ("": PURSER_DB, else purser.yaml's database:,
+	// else the project's default).
+	DB string
+	// Project is the project whose database is opened; nil: the working
+	// directory's.
+	Project *config.Project
+	// Create makes a new database where there is none (commands that write).
+	// Without it a missing database is bad input that says which was looked
+	// for.
+	Create bool
+	// Queue, when set, names the queue command (submit, worker) opening the
+	// database: it must have a job queue, and a SQLite file on a network
+	// filesystem is refused.
+	Queue string
+	// Preflight is what to check before any money is spent.
+	Preflight Preflight
+	// Backends resolves the backends tasks name; LoadTask reads task files.
+	Backends engine.BackendResolver
+	LoadTask LoadTaskFunc
+	// Stderr is told the warnings of the checks and of the alerts.
+	Stderr io.Writer
+}
+
+// App is an open project: its database and what runs tasks on it.
+type App struct {
+	Project *config.Project
+	DB      Database
+	Store   Store
+	// Queue is Store's job queue, when Options.Queue asked for one.
+	Queue JobStore
+	// RunBudget is the run budget of Preflight.RunBudgetFile (nil: none).
+	RunBudget *budget.Config
+	Backends  engine.BackendResolver
+	LoadTask  LoadTaskFunc
+	// Alerts is the notifier StartAlerts started (nil: none).
+	Alerts *Alerts
+
+	stderr io.Writer
+}
+
+// Open finds the project and its database, makes the checks of
+// o.Preflight that need no database, opens the store, and makes those that
+// read it. Close releases what it opened.
+func Open(ctx context.Context, o Options) (*App, error) {
+	proj := o.Project
+	if proj == nil {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		if proj, err = config.FindProject(wd); err != nil {
+			return nil, BadInput(err)
+		}
+	}
+	stderr := o.Stderr
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	a := &App{Project: proj, DB: LocateDatabase(o.DB, proj), Backends: o.Backends, LoadTask: o.LoadTask, stderr: stderr}
+	run, err := o.Preflight.beforeOpen(stderr, proj, a.DB, o.Backends)
+	if err != nil {
+		return nil, err
+	}
+	a.RunBudget = run
+	if o.Queue != "" {
+		if err := refuseNetworkQueue(o.Queue, a.DB); err != nil {
+			return nil, err
+		}
+	}
+	s, err := OpenStore(ctx, a.DB, o.Create)
+	if err != nil {
+		if !o.Create && errors.Is(err, os.ErrNotExist) {
+			return nil, BadInput(fmt.Errorf("no database at %s: nothing has run here yet (give --db or PURSER_DB to read another)", a.DB))
+		}
+		return nil, err
+	}
+	if o.Queue != "" {
+		q, ok := s.(JobStore)
+		if !ok {
+			s.Close()
+			return nil, fmt.Errorf("%s: this database has no job queue", a.DB)
+		}
+		a.Queue = q
+	}
+	a.Store = s
+	if err := o.Preflight.afterOpen(ctx, s); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// Close delivers the alerts still queued (bounded by alerts.flush) and
+// closes the store. Safe to call more than once.
+func (a *App) Close() error {
+	a.EndAlerts()
+	if a.Store == nil {
+		return nil
+	}
+	err := a.Store.Close()
+	a.Store = nil
+	return err
+}
+
+// StartAlerts starts purser.yaml's alerts for the tasks (see StartAlerts);
+// the engines NewEngine builds afterwards send them.
+func (a *App) StartAlerts(ctx context.Context, tasks []purser.Task) error {
+	al, err := StartAlerts(ctx, a.stderr, a.Project, a.Store, tasks)
+	a.Alerts = al
+	return err
+}
+
+// EndAlerts delivers the alerts still queued, bounded by alerts.flush, and
+// says on stderr what could not be. Safe to call more than once.
+func (a *App) EndAlerts() { a.Alerts.Close(a.stderr) }
+
+// EngineOptions are what differs between the engines an App builds.
+type EngineOptions struct {
+	// Observe is told of every event (and the alerts, after it).
+	Observe func(purser.Event)
+	// Prices price the usage; nil: the project's.
+	Prices *pricing.Catalogue
+	// Owners says which processes are gone; nil: this host's (proc.Owners).
+	Owners purser.Owners
+	// Context builds the agents' context; nil: a new builder.
+	Context *contextbuild.Builder
+	// Guard keeps Purser's own files from the agents; nil: a new one. A
+	// worker shares one between the engines of its jobs.
+	Guard  *workspace.Guard
+	Logger *slog.Logger
+}
+
+// NewEngine wires the engine: the store, the backends, the validators, the
+// context builder and the prices.
+func (a *App) NewEngine(o EngineOptions) (*engine.Engine, error) {
+	cb := o.Context
+	if cb == nil {
+		var err error
+		if cb, err = contextbuild.New(); err != nil {
+			return nil, err
+		}
+	}
+	prices := o.Prices
+	if prices == nil {
+		prices = a.Project.Prices
+	}
+	guard := o.Guard
+	if guard == nil {
+		guard = workspace.NewGuard()
+	}
+	var owners purser.Owners = proc.Owners{}
+	if o.Owners != nil {
+		owners = o.Owners
+	}
+	observe := o.Observe
+	if al := a.Alerts; al != nil {
+		observe = func(ev purser.Event) {
+			if o.Observe != nil {
+				o.Observe(ev)
+			}
+			al.Observe(ev)
+		}
+	}
+	return engine.New(engine.Config{
+		Store:      a.Store,
+		Backends:   a.Backends,
+		Validators: validate.Runner{},
+		Context:    cb,
+		Artifacts:  report.Artifacts{},
+		Guard:      guard,
+		Prices:     prices,
+		Observe:    observe,
+		Owners:     owners,
+		Shared:     a.Store,
+		Named:      a.Store,
+		Logger:     o.Logger,
+	})
+}
+
+// ShownRunBudget is the run budget a live view shows: the one given, else
+// that of the run named, if it exists and has one.
+func (a *App) ShownRunBudget(ctx context.Context, runID string, given *budget.Config) *budget.Config {
+	if given != nil || runID == "" {
+		return given
+	}
+	if run, err := a.Store.Run(ctx, runID); err == nil {
+		return run.Budget
+	}
+	return nil
+}

@@ -1,0 +1,213 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/engine"
+	"github.com/purser-dev/purser/pricing"
+	"github.com/purser-dev/purser/workspace"
+)
+
+// Preflight is what is checked before any money is spent, the checks every
+// command that runs tasks (run, resume, submit, worker) asks for. Those that
+// need no database are made before it is opened; the others once it is.
+type Preflight struct {
+	// Tasks are refused when their workspace holds the database: an agent
+	// working there could rewrite the ledger that enforces its budget.
+	Tasks []purser.Task
+	// Files are the tasks' files, in order: where a drawFrom: came from.
+	Files []string
+	// Alerts: purser.yaml's alerts must be deliverable (a webhook whose URL
+	// variable is unset is bad input).
+	Alerts bool
+	// Unpriced: a call only a money cap would bound, on a model with no
+	// price, is refused; one merely unpriced is warned of.
+	Unpriced bool
+	// RunBudgetFile is the run's budget file (--run-budget), loaded and
+	// checked after the alerts and before the prices ("": none). Open
+	// keeps it in App.RunBudget.
+	RunBudgetFile string
+	// Draws: the tasks' drawFrom: must name budgets the database knows
+	// (checked once it is open).
+	Draws bool
+}
+
+// beforeOpen makes the checks that need no database, in the order the
+// commands have always made them, and returns the run budget loaded.
+func (p Preflight) beforeOpen(stderr io.Writer, proj *config.Project, db Database, backends engine.BackendResolver) (*budget.Config, error) {
+	if p.Alerts && proj != nil {
+		// A webhook whose URL variable is unset is bad input, found
+		// before the database is opened or anything runs.
+		if _, err := proj.Alerts.Config(); err != nil {
+			return nil, BadInput(err)
+		}
+	}
+	var run *budget.Config
+	if p.RunBudgetFile != "" {
+		cfg, err := config.LoadBudget(p.RunBudgetFile)
+		if err != nil {
+			return nil, BadInput(err)
+		}
+		run = &cfg
+	}
+	if p.Unpriced {
+		if err := CheckUnpriced(stderr, backends, p.Tasks, run, proj.Prices); err != nil {
+			return nil, BadInput(err)
+		}
+	}
+	return run, RefuseDatabaseInWorkspace(db, p.Tasks)
+}
+
+// afterOpen makes the checks that read the database.
+func (p Preflight) afterOpen(ctx context.Context, s Store) error {
+	if !p.Draws {
+		return nil
+	}
+	_, err := Draws(ctx, s, "", p.Files, p.Tasks)
+	return err
+}
+
+// Preflight makes the checks before spending on an open App: those of Open
+// and those that read the database.
+func (a *App) Preflight(ctx context.Context, p Preflight) error {
+	if _, err := p.beforeOpen(a.stderr, a.Project, a.DB, a.Backends); err != nil {
+		return err
+	}
+	return p.afterOpen(ctx, a.Store)
+}
+
+// RefuseDatabaseInWorkspace refuses tasks whose workspace holds the
+// database: an agent working there could read or rewrite the ledger that
+// enforces its budget.
+func RefuseDatabaseInWorkspace(db Database, tasks []purser.Task) error {
+	for _, t := range tasks {
+		if db.IsFile() && workspace.Contains(t.Workspace, db.Path) {
+			return BadInput(fmt.Errorf("task %s: its workspace %s holds the database in use, %s; an agent working there could rewrite the ledger that enforces its budget. Keep the database outside every workspace (--db, PURSER_DB or database: in purser.yaml)", t.ID, t.Workspace, db))
+		}
+	}
+	return nil
+}
+
+// callModels are the models a task may call: its starting tier's, and the
+// cheap tier's when switch_tier_cheap may move it there.
+func callModels(t purser.Task) []string {
+	start, _ := t.Backend.Model(t.ModelTier)
+	models := []string{start}
+	if cheap, ok := t.Backend.Model(purser.CheapTier); ok && cheap != start {
+		for _, s := range t.Degrade.Steps {
+			if s.Action == purser.SwitchTierCheap {
+				models = append(models, cheap)
+				break
+			}
+		}
+	}
+	return models
+}
+
+// CheckUnpriced warns on w, before anything is spent, of each model the
+// tasks may call that has no price, and returns the refusals: the calls the
+// engine would refuse because only a money cap would bound them (run is the
+// run's budget, or nil). The engine makes the same check before every call;
+// this one says so before a database is opened.
+func CheckUnpriced(w io.Writer, backends engine.BackendResolver, tasks []purser.Task, run *budget.Config, prices *pricing.Catalogue) error {
+	var errs []error
+	for _, t := range tasks {
+		var fence purser.SpendFence
+		if b, err := backends(t.Backend); err == nil {
+			fence, _ = b.(purser.SpendFence)
+		}
+		for _, model := range callModels(t) {
+			u := engine.CheckUnpriced(prices, t, run, model, fence != nil && fence.FencesUSD(model))
+			switch {
+			case u == nil:
+			case u.Refused != nil:
+				errs = append(errs, u.Refused)
+			default:
+				fmt.Fprintln(w, "purser:", u.Warning())
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SplitNames is a comma-separated list's names, trimmed, empty ones left
+// out.
+func SplitNames(list string) []string {
+	var names []string
+	for n := range strings.SplitSeq(list, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// DrawFrom records that the run draws from the named budgets listed
+// (comma-separated, --draw-from) and returns the run's name: a run that has
+// none is given one, since draws are recorded against the run before it
+// starts.
+func DrawFrom(ctx context.Context, s purser.NamedBudgets, runName, list string) (string, error) {
+	names := SplitNames(list)
+	if len(names) == 0 {
+		return runName, BadInput(fmt.Errorf("--draw-from %q: want named budgets, comma-separated", list))
+	}
+	if runName == "" {
+		runName = "run-" + time.Now().UTC().Format("20060102T150405.000000000")
+	}
+	if err := s.DrawFrom(ctx, runName, names); err != nil {
+		if errors.Is(err, purser.ErrNotFound) {
+			return runName, BadInput(fmt.Errorf("--draw-from: %w (create it with purser budgets create NAME --file FILE --window month)", err))
+		}
+		return runName, err
+	}
+	return runName, nil
+}
+
+// Draws is the named budgets a queued run draws from: those of flag
+// (--draw-from, comma-separated) and of the task files' drawFrom:, each
+// checked to exist, so that a name the database does not know is bad input
+// naming it and where it came from (before anything is queued or run).
+func Draws(ctx context.Context, s purser.NamedBudgets, flag string, files []string, tasks []purser.Task) ([]string, error) {
+	type draw struct{ name, from string }
+	var draws []draw
+	if flag != "" {
+		names := SplitNames(flag)
+		if len(names) == 0 {
+			return nil, BadInput(fmt.Errorf("--draw-from %q: want named budgets, comma-separated", flag))
+		}
+		for _, n := range names {
+			if err := purser.ValidateBudgetName(n); err != nil {
+				return nil, BadInput(fmt.Errorf("--draw-from: %w", err))
+			}
+			draws = append(draws, draw{n, "--draw-from"})
+		}
+	}
+	for i, t := range tasks {
+		for _, n := range t.DrawFrom {
+			draws = append(draws, draw{n, files[i] + " (drawFrom:)"})
+		}
+	}
+	var names []string
+	for _, d := range draws {
+		if slices.Contains(names, d.name) {
+			continue
+		}
+		if _, err := s.NamedBudget(ctx, d.name); errors.Is(err, purser.ErrNotFound) {
+			return nil, BadInput(fmt.Errorf("%s: no named budget %q (create it with purser budgets create %s --file FILE --window month)", d.from, d.name, d.name))
+		} else if err != nil {
+			return nil, err
+		}
+		names = append(names, d.name)
+	}
+	slices.Sort(names)
+	return names, nil
+}
