@@ -4,17 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/app"
-	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/report"
 )
 
 func newBudgetsCmd() *cobra.Command {
@@ -72,7 +70,7 @@ func newBudgetsCreateCmd() *cobra.Command {
 				}
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "created named budget %s: %s per %s%s\n", b.Name, capsText(b.Caps()), b.Window, zoneText(b.Zone))
+			fmt.Fprintf(cmd.OutOrStdout(), "created named budget %s: %s per %s%s\n", b.Name, report.CapsText(b.Caps()), b.Window, report.ZoneText(b.Zone))
 			return nil
 		},
 	}
@@ -118,38 +116,13 @@ func newBudgetsRaiseCmd() *cobra.Command {
 			if err := s.RaiseBudget(cmd.Context(), r); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "raised named budget %s: %s → %s per %s\n", old.Name, capsText(old.Caps()), capsText(purser.NamedBudget{Budget: cfg}.Caps()), old.Window)
+			fmt.Fprintf(cmd.OutOrStdout(), "raised named budget %s: %s → %s per %s\n", old.Name, report.CapsText(old.Caps()), report.CapsText(purser.NamedBudget{Budget: cfg}.Caps()), old.Window)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
 	cmd.Flags().StringVar(&file, "file", "", "the new budget file (YAML or JSON)")
 	return cmd
-}
-
-// namedBudgetJSON is a named budget as `budgets show --json` prints it.
-type namedBudgetJSON struct {
-	Name        string                 `json:"name"`
-	Window      purser.BudgetWindow    `json:"window"`
-	Zone        string                 `json:"zone"`
-	WindowStart time.Time              `json:"windowStart"`
-	WindowEnd   time.Time              `json:"windowEnd"`
-	Tier        string                 `json:"tier"`
-	Budget      budget.Config          `json:"budget"`
-	SpentUSD    json.Number            `json:"spentUsd"`
-	SpentTokens int64                  `json:"spentTokens"`
-	HeldUSD     json.Number            `json:"heldUsd"`
-	HeldTokens  int64                  `json:"heldTokens"`
-	Runs        []string               `json:"runs"`
-	Raises      []namedBudgetRaiseJSON `json:"raises"`
-}
-
-type namedBudgetRaiseJSON struct {
-	At     time.Time     `json:"at"`
-	By     string        `json:"by"`
-	Source string        `json:"source"`
-	From   budget.Config `json:"from"`
-	To     budget.Config `json:"to"`
 }
 
 func newBudgetsShowCmd() *cobra.Command {
@@ -180,7 +153,7 @@ func newBudgetsShowCmd() *cobra.Command {
 				}
 			}
 			now := time.Now()
-			out := []namedBudgetJSON{}
+			out := []report.NamedBudgetJSON{}
 			for _, name := range names {
 				st, err := s.NamedBudgetStatus(ctx, name, now)
 				if errors.Is(err, purser.ErrNotFound) {
@@ -193,15 +166,7 @@ func newBudgetsShowCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				j := namedBudgetJSON{Name: st.Name, Window: st.Window, Zone: st.Zone, WindowStart: st.WindowStart, WindowEnd: st.WindowEnd,
-					Tier: st.Tier().String(), Budget: st.Budget, SpentUSD: json.Number(st.Spent.USD.Decimal()), SpentTokens: st.Spent.Tokens,
-					HeldUSD: json.Number(st.Held.USD.Decimal()), HeldTokens: st.Held.Tokens, Runs: st.Runs, Raises: []namedBudgetRaiseJSON{}}
-				if j.Runs == nil {
-					j.Runs = []string{}
-				}
-				for _, r := range raises {
-					j.Raises = append(j.Raises, namedBudgetRaiseJSON{At: r.At, By: r.By, Source: r.Source, From: r.From, To: r.To})
-				}
+				j := report.NamedBudgetView(st, raises)
 				out = append(out, j)
 			}
 			if asJSON {
@@ -214,7 +179,7 @@ func newBudgetsShowCmd() *cobra.Command {
 				return nil
 			}
 			for _, j := range out {
-				printNamedBudget(cmd.OutOrStdout(), j)
+				report.WriteNamedBudget(cmd.OutOrStdout(), j)
 			}
 			return nil
 		},
@@ -222,42 +187,4 @@ func newBudgetsShowCmd() *cobra.Command {
 	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
-}
-
-func printNamedBudget(w io.Writer, j namedBudgetJSON) {
-	b := purser.NamedBudget{Budget: j.Budget}
-	fmt.Fprintf(w, "%s  %s  (per %s%s, %s to %s)\n", j.Name, strings.ToUpper(j.Tier), j.Window, zoneText(j.Zone),
-		j.WindowStart.Format(time.RFC3339), j.WindowEnd.Format(time.RFC3339))
-	fmt.Fprintf(w, "  spent  $%s, %d tokens of %s\n", j.SpentUSD, j.SpentTokens, capsText(b.Caps()))
-	if j.HeldTokens > 0 || j.HeldUSD != "0" {
-		fmt.Fprintf(w, "  held by calls in flight  $%s, %d tokens\n", j.HeldUSD, j.HeldTokens)
-	}
-	runs := "none"
-	if len(j.Runs) > 0 {
-		runs = strings.Join(j.Runs, ", ")
-	}
-	fmt.Fprintf(w, "  runs drawing from it: %s\n", runs)
-	for _, r := range j.Raises {
-		fmt.Fprintf(w, "  raised %s by %s from %s: %s → %s\n", r.At.UTC().Format(time.RFC3339), r.By, r.Source,
-			capsText(purser.NamedBudget{Budget: r.From}.Caps()), capsText(purser.NamedBudget{Budget: r.To}.Caps()))
-	}
-}
-
-// capsText is a budget's hard caps in words.
-func capsText(caps budget.Amount) string {
-	var parts []string
-	if caps.USD != budget.UnlimitedUSD {
-		parts = append(parts, caps.USD.String())
-	}
-	if caps.Tokens != budget.Unlimited.Tokens {
-		parts = append(parts, fmt.Sprintf("%d tokens", caps.Tokens))
-	}
-	return "hard " + strings.Join(parts, ", ")
-}
-
-func zoneText(zone string) string {
-	if zone == "" {
-		return " UTC"
-	}
-	return " " + zone
 }

@@ -9,8 +9,9 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/purser-dev/purser/internal/proctest"
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/purser-dev/purser/internal/proctest"
 )
 
 func TestMain(m *testing.M) {

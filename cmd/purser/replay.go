@@ -4,15 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/purser-dev/purser/app"
-	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/replay"
+	"github.com/purser-dev/purser/report"
 )
 
 // loadCorpus reads runs from a corpus file, or from Purser's database.
@@ -80,7 +78,7 @@ Purser's own history instead.`,
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
 			}
-			return printReplay(cmd.OutOrStdout(), rep)
+			return report.WriteReplay(cmd.OutOrStdout(), rep)
 		},
 	}
 	cmd.Flags().StringVar(&budgetPath, "budget", "", "budget file, YAML or JSON (required)")
@@ -89,27 +87,4 @@ Purser's own history instead.`,
 	cmd.Flags().BoolVar(&fromDB, "from-db", false, "replay Purser's own history instead of a corpus")
 	cmd.Flags().StringVar(&db, "db", "", "database path, with --from-db")
 	return cmd
-}
-
-func printReplay(w io.Writer, rep replay.Report) error {
-	s := rep.Summary
-	fmt.Fprintf(w, "%d runs replayed (%d calls): %d stopped, %d of %d solved runs cut.\n", s.Runs, s.Calls, s.Stopped, s.SolvedCut, s.Solved)
-	fmt.Fprintf(w, "Recorded spend %s; under this budget %s; saved %s.\n",
-		budget.FormatUSD(s.RecordedUSD, s.USDSource), budget.FormatUSD(s.SpentUSD, s.USDSource), budget.FormatUSD(s.SavedUSD, s.USDSource))
-	fmt.Fprintf(w, "A check-then-spend rule would have gone %s past the hard cap; admission goes nowhere past it.\n", s.NaiveOvershootUSD)
-	if s.TotalsOnly > 0 {
-		fmt.Fprintf(w, "%d runs have totals only: their savings (total − cap) are lower bounds, and their stop point unknown.\n", s.TotalsOnly)
-	}
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SYSTEM\tMODEL\tRUNS\tSTOPPED\tSOLVED CUT\tRECORDED\tSPENT\tSAVED\tNOTE")
-	for _, g := range rep.Groups {
-		note := ""
-		if g.TotalsOnly == g.Runs {
-			note = "totals only: savings are lower bounds"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\t%s\t%s\n", g.System, g.Model, g.Runs, g.Stopped, g.SolvedCut, g.Solved,
-			budget.FormatUSD(g.RecordedUSD, g.USDSource), budget.FormatUSD(g.SpentUSD, g.USDSource), budget.FormatUSD(g.SavedUSD, g.USDSource), note)
-	}
-	return tw.Flush()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/redact"
+	"github.com/purser-dev/purser/report"
 	"github.com/purser-dev/purser/tui"
 )
 
@@ -130,7 +131,7 @@ tasks that had not started are left untouched).`,
 				for i, t := range tasks {
 					ids[i] = t.ID
 				}
-				_, ciErr = writeCIReport(cmd.Context(), notes, a.Store, ids, true)
+				_, ciErr = report.WriteCIReport(cmd.Context(), notes, a.Store, ids, true)
 			}
 			err = outcome(notes, cmd.ErrOrStderr(), outcomes)
 			if ciErr != nil {

@@ -1,0 +1,227 @@
+package report
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/redact"
+)
+
+// Explanation is what purser explain says of a task, in plain words: why it
+// is in its tier, what was degraded, and what to do next.
+type Explanation struct {
+	rec         purser.TaskRecord
+	status      budget.Status
+	degrades    []purser.DegradeRecord
+	last        *purser.IterationRecord // the last iteration with validator results
+	interrupted bool
+}
+
+// ExplainStore is what an explanation reads of a store.
+type ExplainStore interface {
+	TaskUsage
+	Degrades(ctx context.Context, taskID string) ([]purser.DegradeRecord, error)
+	Iterations(ctx context.Context, taskID string) ([]purser.IterationRecord, error)
+}
+
+// ReadExplanation reads what explains task id; gone says whether the
+// process that owns a RUNNING task is gone (it was interrupted).
+func ReadExplanation(ctx context.Context, store ExplainStore, id string, gone func(owner string) bool) (Explanation, error) {
+	rec, err := store.Task(ctx, id)
+	if err != nil {
+		return Explanation{}, err
+	}
+	st, err := RecordStatus(ctx, store, rec)
+	if err != nil {
+		return Explanation{}, err
+	}
+	degrades, err := store.Degrades(ctx, id)
+	if err != nil {
+		return Explanation{}, err
+	}
+	its, err := store.Iterations(ctx, id)
+	if err != nil {
+		return Explanation{}, err
+	}
+	e := Explanation{rec: rec, status: st, degrades: degrades,
+		interrupted: rec.State == purser.StateRunning && gone(rec.Owner)}
+	for i := len(its) - 1; i >= 0; i-- {
+		if len(its[i].Validators) > 0 {
+			e.last = &its[i]
+			break
+		}
+	}
+	return e, nil
+}
+
+// configKey is a metric's key in a budget.
+func configKey(m budget.Metric) string {
+	switch m {
+	case budget.Money:
+		return "usd"
+	case budget.Tokens:
+		return "tokens"
+	case budget.Time:
+		return "timeMinutes"
+	}
+	return "maxIterations"
+}
+
+// usedMetric is a metric's use, in its unit, for people.
+func usedMetric(st budget.Status, m budget.Metric) string {
+	if m == budget.Money {
+		return budget.FormatUSD(st.UsedUSD, st.USDSource)
+	}
+	return m.Format(st.Used(m))
+}
+
+// Write says the explanation on w.
+func (e Explanation) Write(w io.Writer) error {
+	rec, st := e.rec, e.status
+	cfg := rec.Budget
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+
+	// The state, in a sentence.
+	state := string(rec.State)
+	if e.interrupted {
+		state = "RUNNING (interrupted: the process running it is gone)"
+	}
+	p("Task %s is %s; its budget is in tier %s.\n", rec.ID, state, strings.ToUpper(st.Tier.String()))
+	if rec.Reason != "" {
+		p("Why it stopped: %s.\n", strings.TrimSuffix(redact.Display(rec.Reason), "."))
+	}
+
+	// The tier, and the metric that set it.
+	switch st.Tier {
+	case budget.Optimal:
+		p("\nEvery metric is below its optimal line: nothing has been degraded on its account.\n")
+	case budget.Warning:
+		line, _ := cfg.Threshold(budget.Optimal, st.Cause)
+		if _, ok := cfg.Threshold(budget.Optimal, st.Cause); !ok {
+			line, _ = cfg.Threshold(budget.Warning, st.Cause)
+		}
+		p("\nIt is in WARNING because of %s: %s used, past the line of %s where WARNING starts.\n", st.Cause, usedMetric(st, st.Cause), st.Cause.Format(line))
+		if st.PastWarningLine {
+			p("It has also passed its warning line, so degrade actions staged \"at: warning\" apply.\n")
+		}
+	case budget.Hard:
+		hard, _ := cfg.Threshold(budget.Hard, st.Cause)
+		p("\nIt is at HARD because of %s: %s used, at or past the hard cap of %s. No further call starts.\n", st.Cause, usedMetric(st, st.Cause), st.Cause.Format(hard))
+	}
+	if st.USDSource == budget.SourcePartial {
+		p("Some of its dollar figures are unknown (a backend reported none and the model has no price): the money used is a lower bound.\n")
+	}
+	if st.USDSource == budget.SourceUnknown && st.UsedTokens > 0 {
+		p("None of its dollar figures is known: money is not enforced; tokens, time and iterations are.\n")
+	}
+
+	// Each metric against its lines.
+	p("\nEach metric against its lines:\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, m := range budget.Metrics {
+		var lines []string
+		for _, t := range []budget.Tier{budget.Optimal, budget.Warning, budget.Hard} {
+			if v, ok := cfg.Threshold(t, m); ok {
+				lines = append(lines, t.String()+" "+m.Format(v))
+			}
+		}
+		if len(lines) == 0 {
+			fmt.Fprintf(tw, "  %s\t%s\tnot enforced (no line configured)\t\n", m, usedMetric(st, m))
+			continue
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", m, usedMetric(st, m), strings.Join(lines, ", "), strings.ToUpper(cfg.MetricTier(m, st.Used(m)).String()))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	// What was degraded.
+	if len(e.degrades) == 0 {
+		p("\nNothing was degraded.\n")
+	} else {
+		p("\nWhat was degraded, to spend less (%d action(s)):\n", len(e.degrades))
+		for _, d := range e.degrades {
+			p("  - iteration %d, %s call: %s — %s, because the %s budget's %s was in %s", d.Iteration, d.Call, d.Action, actionMeaning(d.Action), d.Scope, d.Metric, strings.ToUpper(d.Tier.String()))
+			if d.Detail != "" {
+				p(" (%s)", redact.Display(d.Detail))
+			}
+			p("\n")
+		}
+	}
+
+	// The validators' last word.
+	if e.last != nil {
+		var failing []string
+		for _, v := range e.last.Validators {
+			if !v.Passed {
+				failing = append(failing, v.Name)
+			}
+		}
+		if len(failing) == 0 {
+			p("\nAt iteration %d every validator passed.\n", e.last.N)
+		} else {
+			p("\nAt iteration %d these validators failed: %s.\n", e.last.N, strings.Join(failing, ", "))
+		}
+	}
+
+	p("\nWhat to do next:\n")
+	for _, step := range e.nextSteps() {
+		p("  - %s\n", step)
+	}
+	return nil
+}
+
+// actionMeaning says what a degrade action does.
+func actionMeaning(a purser.DegradeAction) string {
+	switch a {
+	case purser.ShrinkContext:
+		return "a smaller context (the goal, the failing output and the files the issue names)"
+	case purser.RepairOnlyMode:
+		return "a prompt asking only to fix the failing validators"
+	case purser.DisableSelfReview:
+		return "no planning or self-review calls"
+	case purser.SwitchTierCheap:
+		return "the backend's cheap model"
+	}
+	return "a degrade action"
+}
+
+// nextSteps are what the user can do about the task, in its state.
+func (e Explanation) nextSteps() []string {
+	rec, st := e.rec, e.status
+	statusMD := filepath.Join(rec.Workspace, "STATUS.md")
+	switch {
+	case e.interrupted:
+		return []string{"Continue it where it was cut: purser resume " + rec.ID + " (nothing of the dead call is left running)."}
+	case rec.State == purser.StateDone && st.Tier == budget.Optimal:
+		return []string{"Nothing: its validators pass, within its optimal budget."}
+	case rec.State == purser.StateDone:
+		return []string{
+			"Nothing is needed: its validators pass.",
+			fmt.Sprintf("It cost more than its optimal line on %s. If that is usual for such tasks, raise optimal.%s; `purser advise --from-db` proposes lines from your history.", st.Cause, configKey(st.Cause)),
+		}
+	case rec.State == purser.StateBlocked:
+		steps := []string{fmt.Sprintf("Look at what the agent left, as it left it: %s has the manual steps (and the validators' state); BUDGET.md beside it, the spend call by call.", statusMD)}
+		if st.Tier == budget.Hard {
+			hard, _ := rec.Budget.Threshold(budget.Hard, st.Cause)
+			steps = append(steps, fmt.Sprintf("To let it go on, raise budget.hard.%s (now %s) in a budget file outside the workspace, then: purser resume %s --budget FILE.", configKey(st.Cause), st.Cause.Format(hard), rec.ID))
+		} else if strings.Contains(rec.Reason, `named "`) {
+			steps = append(steps, fmt.Sprintf("A named budget its run draws from stopped it (the reason above names it): raise it with purser budgets raise NAME --file FILE, or wait for its window to reset, then: purser resume %s.", rec.ID))
+		} else {
+			steps = append(steps, fmt.Sprintf("Its own budget is not at HARD: the run's budget (or the next call's worst case not fitting) stopped it. Raise the run's budget (--run-budget) or the task's hard caps, then: purser resume %s --budget FILE.", rec.ID))
+		}
+		steps = append(steps, "Or finish it by hand from where it stopped, or make the goal smaller.")
+		return steps
+	case rec.State == purser.StateFailed:
+		return []string{"It failed for a reason that is not the budget (above). Fix that cause (the backend, the validators, the workspace), then: purser resume " + rec.ID + ".", "STATUS.md at " + statusMD + " has the details."}
+	case rec.State == purser.StatePending:
+		return []string{"It has not finished: purser resume " + rec.ID + " continues it (or purser run " + rec.File + ")."}
+	}
+	return []string{"It is running in another process: watch it with purser status " + rec.ID + " or purser serve."}
+}
