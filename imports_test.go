@@ -29,6 +29,9 @@ func TestDependencyArrow(t *testing.T) {
 		"github.com/purser-dev/purser/postgres": {"/contextbuild"},
 		// Confinement and safe writes know nothing of who asks.
 		"github.com/purser-dev/purser/workspace": {"/sqlite", "/postgres", "/storetest", "/backend", "/engine", "/contextbuild", "/config"},
+		// Only app opens a store: the commands and the worker go through it.
+		"github.com/purser-dev/purser/cmd/purser": {"/sqlite", "/postgres"},
+		"github.com/purser-dev/purser/worker":     {"/sqlite", "/postgres", "/config"},
 	}
 	for pkg, bad := range forbidden {
 		out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, pkg).Output()

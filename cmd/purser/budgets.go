@@ -112,7 +112,7 @@ func newBudgetsRaiseCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r := purser.NamedBudgetRaise{Name: old.Name, At: time.Now(), By: whoami(), Source: abs, From: old.Budget, To: cfg}
+			r := purser.NamedBudgetRaise{Name: old.Name, At: time.Now(), By: app.Whoami(), Source: abs, From: old.Budget, To: cfg}
 			if err := s.RaiseBudget(cmd.Context(), r); err != nil {
 				return err
 			}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/user"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -91,7 +89,7 @@ tasks that had not started are left untouched).`,
 			if err := checkCI(ci); err != nil {
 				return err
 			}
-			tasks, proj, err := loadTasks(args)
+			tasks, proj, err := app.LoadTasks(loadTask, args)
 			if err != nil {
 				return err
 			}
@@ -153,29 +151,6 @@ tasks that had not started are left untouched).`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON Lines (for CI and scripts) instead of the live view")
 	cmd.Flags().StringVar(&ci, "ci", "", "report the run to a CI system when it ends: github (job summary in $GITHUB_STEP_SUMMARY, ::warning/::error annotations)")
 	return cmd
-}
-
-// loadTasks reads the task files; two files may not share a task id. The
-// project is the first task's.
-func loadTasks(paths []string) ([]purser.Task, *config.Project, error) {
-	var tasks []purser.Task
-	var proj *config.Project
-	ids := map[string]string{}
-	for _, path := range paths {
-		t, p, err := loadTask(path)
-		if err != nil {
-			return nil, nil, badInput(err)
-		}
-		if other, ok := ids[t.ID]; ok {
-			return nil, nil, badInput(fmt.Errorf("%s: task id %q is also the id of %s", path, t.ID, other))
-		}
-		ids[t.ID] = path
-		if proj == nil {
-			proj = p
-		}
-		tasks = append(tasks, t)
-	}
-	return tasks, proj, nil
 }
 
 // requestError turns a request the engine refused into bad input (exit 2).
@@ -299,7 +274,7 @@ budget is still exhausted, the task is refused with BudgetExhaustedError
 					return badInput(err)
 				}
 				abs, _ := filepath.Abs(budgetFile)
-				raise = &engine.BudgetRaise{Budget: cfg, Source: abs, By: whoami()}
+				raise = &engine.BudgetRaise{Budget: cfg, Source: abs, By: app.Whoami()}
 			}
 			o, err := s.engine.Resume(s.ctx, task, raise)
 			stopView()
@@ -318,14 +293,4 @@ budget is still exhausted, the task is refused with BudgetExhaustedError
 	cmd.Flags().StringVar(&budgetFile, "budget", "", "a new budget for the task (a budget file outside its workspace); the change is recorded")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON Lines (for CI and scripts) instead of the live view")
 	return cmd
-}
-
-// whoami names the user for records of their acts: user@host.
-func whoami() string {
-	name := "unknown"
-	if u, err := user.Current(); err == nil {
-		name = u.Username
-	}
-	host, _ := os.Hostname()
-	return name + "@" + host
 }

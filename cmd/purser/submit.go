@@ -43,7 +43,7 @@ the run's tasks against them, as purser run --draw-from does.`,
 			if !engine.ValidRunName(runName) {
 				return badInput(fmt.Errorf("--run %q: want a name of letters, digits, '.', '_' or '-' (at most 128), shared by the workers", runName))
 			}
-			tasks, proj, err := loadTasks(args)
+			tasks, proj, err := app.LoadTasks(loadTask, args)
 			if err != nil {
 				return err
 			}
