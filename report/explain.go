@@ -84,7 +84,6 @@ func usedMetric(st budget.Status, m budget.Metric) string {
 // Write says the explanation on w.
 func (e Explanation) Write(w io.Writer) error {
 	rec, st := e.rec, e.status
-	cfg := rec.Budget
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 
 	// The state, in a sentence.
@@ -96,8 +95,25 @@ func (e Explanation) Write(w io.Writer) error {
 	if rec.Reason != "" {
 		p("Why it stopped: %s.\n", strings.TrimSuffix(redact.Display(rec.Reason), "."))
 	}
+	e.writeTier(p)
+	if err := e.writeMetrics(w); err != nil {
+		return err
+	}
+	e.writeDegrades(p)
+	e.writeValidators(p)
+	p("\nWhat to do next:\n")
+	for _, step := range e.nextSteps() {
+		p("  - %s\n", step)
+	}
+	return nil
+}
 
-	// The tier, and the metric that set it.
+// printf is how the parts of an explanation write.
+type printf func(format string, args ...any)
+
+// writeTier says the tier, and the metric that set it.
+func (e Explanation) writeTier(p printf) {
+	st, cfg := e.status, e.rec.Budget
 	switch st.Tier {
 	case budget.Optimal:
 		p("\nEvery metric is below its optimal line: nothing has been degraded on its account.\n")
@@ -120,9 +136,12 @@ func (e Explanation) Write(w io.Writer) error {
 	if st.USDSource == budget.SourceUnknown && st.UsedTokens > 0 {
 		p("None of its dollar figures is known: money is not enforced; tokens, time and iterations are.\n")
 	}
+}
 
-	// Each metric against its lines.
-	p("\nEach metric against its lines:\n")
+// writeMetrics says each metric against its lines.
+func (e Explanation) writeMetrics(w io.Writer) error {
+	st, cfg := e.status, e.rec.Budget
+	fmt.Fprintf(w, "\nEach metric against its lines:\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, m := range budget.Metrics {
 		var lines []string
@@ -137,11 +156,11 @@ func (e Explanation) Write(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", m, usedMetric(st, m), strings.Join(lines, ", "), strings.ToUpper(cfg.MetricTier(m, st.Used(m)).String()))
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
+	return tw.Flush()
+}
 
-	// What was degraded.
+// writeDegrades says what was degraded.
+func (e Explanation) writeDegrades(p printf) {
 	if len(e.degrades) == 0 {
 		p("\nNothing was degraded.\n")
 	} else {
@@ -154,8 +173,10 @@ func (e Explanation) Write(w io.Writer) error {
 			p("\n")
 		}
 	}
+}
 
-	// The validators' last word.
+// writeValidators says the validators' last word.
+func (e Explanation) writeValidators(p printf) {
 	if e.last != nil {
 		var failing []string
 		for _, v := range e.last.Validators {
@@ -169,12 +190,6 @@ func (e Explanation) Write(w io.Writer) error {
 			p("\nAt iteration %d these validators failed: %s.\n", e.last.N, strings.Join(failing, ", "))
 		}
 	}
-
-	p("\nWhat to do next:\n")
-	for _, step := range e.nextSteps() {
-		p("  - %s\n", step)
-	}
-	return nil
 }
 
 // actionMeaning says what a degrade action does.

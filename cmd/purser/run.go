@@ -93,8 +93,9 @@ tasks that had not started are left untouched).`,
 			if err != nil {
 				return err
 			}
-			// Joining a named run without its budget: the engine checks
-			// against the run's stored budget before each call.
+			// Unpriced calls are checked here unless the run is joined without
+			// its budget: the engine checks against the run's stored budget
+			// before each call.
 			a, err := app.Open(cmd.Context(), app.Options{DB: db, Project: proj, Create: true, Backends: backends(), LoadTask: loadTask, Stderr: cmd.ErrOrStderr(),
 				Preflight: app.Preflight{Tasks: tasks, Alerts: true, RunBudgetFile: runBudget, Unpriced: runName == "" || runBudget != ""}})
 			if err != nil {
@@ -119,28 +120,7 @@ tasks that had not started are left untouched).`,
 			if err != nil {
 				return requestError(err)
 			}
-			notes := cmd.OutOrStdout()
-			if asJSON {
-				notes = cmd.ErrOrStderr() // stdout holds only JSON Lines
-			}
-			var ciErr error
-			if ci != "" {
-				ids := make([]string, len(tasks))
-				for i, t := range tasks {
-					ids[i] = t.ID
-				}
-				_, ciErr = report.WriteCIReport(cmd.Context(), notes, a.Store, ids, true)
-			}
-			err = outcome(notes, cmd.ErrOrStderr(), outcomes)
-			if ciErr != nil {
-				// The run's own outcome decides the exit code; a report that
-				// could not be written fails a run that would have passed.
-				fmt.Fprintf(cmd.ErrOrStderr(), "purser: --ci %s: %s\n", ci, redact.Display(ciErr.Error()))
-				if err == nil {
-					return &exitError{code: exitFailure, err: ciErr, reported: true}
-				}
-			}
-			return err
+			return runOutcome(cmd, a.Store, ci, asJSON, tasks, outcomes)
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
@@ -151,6 +131,33 @@ tasks that had not started are left untouched).`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON Lines (for CI and scripts) instead of the live view")
 	cmd.Flags().StringVar(&ci, "ci", "", "report the run to a CI system when it ends: github (job summary in $GITHUB_STEP_SUMMARY, ::warning/::error annotations)")
 	return cmd
+}
+
+// runOutcome reports a run's outcome, and to the CI system when ci names
+// one, and picks the exit code.
+func runOutcome(cmd *cobra.Command, store report.CIStore, ci string, asJSON bool, tasks []purser.Task, outcomes []engine.TaskOutcome) error {
+	notes := cmd.OutOrStdout()
+	if asJSON {
+		notes = cmd.ErrOrStderr() // stdout holds only JSON Lines
+	}
+	var ciErr error
+	if ci != "" {
+		ids := make([]string, len(tasks))
+		for i, t := range tasks {
+			ids[i] = t.ID
+		}
+		_, ciErr = report.WriteCIReport(cmd.Context(), notes, store, ids, true)
+	}
+	err := outcome(notes, cmd.ErrOrStderr(), outcomes)
+	if ciErr != nil {
+		// The run's own outcome decides the exit code; a report that
+		// could not be written fails a run that would have passed.
+		fmt.Fprintf(cmd.ErrOrStderr(), "purser: --ci %s: %s\n", ci, redact.Display(ciErr.Error()))
+		if err == nil {
+			return &exitError{code: exitFailure, err: ciErr, reported: true}
+		}
+	}
+	return err
 }
 
 // requestError turns a request the engine refused into bad input (exit 2).
