@@ -87,6 +87,18 @@ type Options struct {
 // unfinished), and waits for the tasks it runs. On ctx's end the tasks
 // stop, resumable, and their jobs go back to the queue.
 func Serve(ctx context.Context, a *app.App, o Options) error {
+	switch {
+	case a.Queue == nil:
+		return errors.New("worker: the database was not opened for the job queue (app.Options.Queue)")
+	case o.Concurrency < 1 || o.Lease <= 0 || o.Poll <= 0:
+		return fmt.Errorf("worker: want a concurrency of at least 1 and a positive lease and poll, got %d, %s, %s", o.Concurrency, o.Lease, o.Poll)
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	cb, err := contextbuild.New()
 	if err != nil {
 		return err
