@@ -135,10 +135,14 @@ func (a *App) Close() error {
 	return err
 }
 
-// StartAlerts starts purser.yaml's alerts for the tasks (see StartAlerts);
-// the engines NewEngine builds afterwards send them.
-func (a *App) StartAlerts(ctx context.Context, tasks []purser.Task) error {
-	al, err := StartAlerts(ctx, a.stderr, a.Project, a.Store, tasks)
+// StartAlerts starts the alerts proj's purser.yaml asks for (nil: the
+// App's project's), for the tasks (see StartAlerts); the engines NewEngine
+// builds afterwards send them.
+func (a *App) StartAlerts(ctx context.Context, proj *config.Project, tasks []purser.Task) error {
+	if proj == nil {
+		proj = a.Project
+	}
+	al, err := StartAlerts(ctx, a.stderr, proj, a.Store, tasks)
 	a.Alerts = al
 	return err
 }
@@ -151,7 +155,8 @@ func (a *App) EndAlerts() { a.Alerts.Close(a.stderr) }
 type EngineOptions struct {
 	// Observe is told of every event (and the alerts, after it).
 	Observe func(purser.Event)
-	// Prices price the usage; nil: the project's.
+	// Prices price the usage: the tasks' project's (nil: the engine's
+	// default).
 	Prices *pricing.Catalogue
 	// Owners says which processes are gone; nil: this host's (proc.Owners).
 	Owners purser.Owners
@@ -172,10 +177,6 @@ func (a *App) NewEngine(o EngineOptions) (*engine.Engine, error) {
 		if cb, err = contextbuild.New(); err != nil {
 			return nil, err
 		}
-	}
-	prices := o.Prices
-	if prices == nil {
-		prices = a.Project.Prices
 	}
 	guard := o.Guard
 	if guard == nil {
@@ -201,7 +202,7 @@ func (a *App) NewEngine(o EngineOptions) (*engine.Engine, error) {
 		Context:    cb,
 		Artifacts:  report.Artifacts{},
 		Guard:      guard,
-		Prices:     prices,
+		Prices:     o.Prices,
 		Observe:    observe,
 		Owners:     owners,
 		Shared:     a.Store,

@@ -40,14 +40,16 @@ type session struct {
 	app       *app.App
 }
 
-func newSession(cmd *cobra.Command, a *app.App, tasks []purser.Task, runBudget *budget.Config, asJSON bool) (*session, error) {
-	if err := a.StartAlerts(cmd.Context(), tasks); err != nil {
+// newSession starts the alerts and the live view of the tasks, and the
+// engine that runs them; proj is the tasks' project (its alerts and prices).
+func newSession(cmd *cobra.Command, a *app.App, proj *config.Project, tasks []purser.Task, runBudget *budget.Config, asJSON bool) (*session, error) {
+	if err := a.StartAlerts(cmd.Context(), proj, tasks); err != nil {
 		return nil, err
 	}
 	ctx, interrupt := context.WithCancelCause(cmd.Context())
 	view := tui.NewLive(cmd.OutOrStdout(), tui.LiveOptions{Tasks: tasks, RunBudget: runBudget,
 		Interrupt: func() { interrupt(errSignal) }, Quit: quitNow, JSON: asJSON})
-	e, err := a.NewEngine(app.EngineOptions{Observe: view.Observe})
+	e, err := a.NewEngine(app.EngineOptions{Observe: view.Observe, Prices: proj.Prices})
 	if err != nil {
 		interrupt(nil)
 		a.EndAlerts()
@@ -108,7 +110,7 @@ tasks that had not started are left untouched).`,
 				}
 			}
 			runCfg := a.RunBudget
-			s, err := newSession(cmd, a, tasks, a.ShownRunBudget(cmd.Context(), runName, runCfg), asJSON)
+			s, err := newSession(cmd, a, proj, tasks, a.ShownRunBudget(cmd.Context(), runName, runCfg), asJSON)
 			if err != nil {
 				return err
 			}
@@ -267,8 +269,7 @@ budget is still exhausted, the task is refused with BudgetExhaustedError
 			if err := a.Preflight(cmd.Context(), app.Preflight{Tasks: []purser.Task{task}}); err != nil {
 				return err
 			}
-			a.Project = proj // the task's alerts and prices
-			s, err := newSession(cmd, a, []purser.Task{task}, a.ShownRunBudget(cmd.Context(), rec.RunID, nil), asJSON)
+			s, err := newSession(cmd, a, proj, []purser.Task{task}, a.ShownRunBudget(cmd.Context(), rec.RunID, nil), asJSON)
 			if err != nil {
 				return err
 			}
