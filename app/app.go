@@ -56,6 +56,8 @@ type Options struct {
 
 // App is an open project: its database and what runs tasks on it.
 type App struct {
+	// Project is the project whose database is open: the first task's, or
+	// the working directory's.
 	Project *config.Project
 	DB      Database
 	Store   Store
