@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -100,6 +101,9 @@ func initMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "purser box: starting %s: %v\n", c.argv[0], err)
 		return 125
 	}
+	if c.nproc > 0 && os.Getuid() == 0 {
+		go watchProcesses(c.nproc)
+	}
 	go func() {
 		for s := range sigs {
 			_ = syscall.Kill(-pid, s.(syscall.Signal))
@@ -155,6 +159,46 @@ func startLimited(c initConfig, path string) (int, error) {
 	pid := p.Pid
 	_ = p.Release() // reaped by the wait4 loop, not by os.Process
 	return pid, nil
+}
+
+// watchProcesses stands in for RLIMIT_NPROC where the kernel does not
+// apply it: to a box started by root, whose uid is host root, which the
+// kernel exempts (an unprivileged user's box is only ever its own uid, so
+// uid 0 inside means root outside). It counts the box's processes — its
+// /proc shows no others — and ends the box, every process in it, when they
+// are more than max. It polls, so a fork bomb may overshoot for a moment
+// before the box ends; the kernel's limit refuses the fork itself.
+func watchProcesses(max int) {
+	for {
+		time.Sleep(processPoll)
+		if n := countProcesses(); n > max {
+			fmt.Fprintf(os.Stderr, "purser box: %d processes, more than the box's limit of %d: the box is ended\n", n, max)
+			os.Exit(exitTooManyProcesses)
+		}
+	}
+}
+
+// processPoll is how often watchProcesses counts.
+const processPoll = 10 * time.Millisecond
+
+// exitTooManyProcesses is the box's status when watchProcesses ended it.
+const exitTooManyProcesses = 125
+
+// countProcesses counts the processes in /proc.
+func countProcesses() int {
+	f, err := os.Open("/proc")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(-1)
+	n := 0
+	for _, name := range names {
+		if name[0] >= '0' && name[0] <= '9' {
+			n++
+		}
+	}
+	return n
 }
 
 // serveDoor relays each connection to ln to the unix socket at path, both

@@ -1,0 +1,47 @@
+package sandbox
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// A box bounded to a few processes cannot hold more: a shell that starts
+// sleeps until it cannot is refused a fork before the bound (the kernel's
+// RLIMIT_NPROC), or, where the kernel exempts the box (root's), the box's
+// init ends the box; either way no sleep is left.
+func TestProcessesAreBounded(t *testing.T) {
+	w := newWorld(t)
+	b := w.box
+	b.Limits.Processes = 24
+	marker := uniqueSleep()
+	// The inner shell dies at the first fork refused; the outer one reads
+	// how far it got with builtins only, as it cannot fork either.
+	r := sh(t, b, `sh -c 'for i in $(seq 200); do sleep `+marker+` & echo $i > /tmp/n; done' 2>/dev/null; read n < /tmp/n; echo "started=$n"`)
+	t.Logf("uid %d: exit %d, %s%s", os.Getuid(), r.code, r.stdout, r.stderr)
+	started, _ := strconv.Atoi(lines(r.stdout)["started"])
+	switch {
+	case r.code == exitTooManyProcesses && strings.Contains(r.stderr, "more than the box's limit of 24"):
+		// Ended by the init.
+	case r.code == 0 && started > 0 && started < 24:
+		// Refused by the kernel.
+	default:
+		t.Errorf("a box bounded to 24 processes: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	waitFor(t, "the box's sleeps to be gone", func() bool { return len(processesWith(marker)) == 0 })
+}
+
+// A box's process cannot allocate past the memory bound.
+func TestMemoryIsBounded(t *testing.T) {
+	w := newWorld(t)
+	b := w.box
+	b.Limits.MemoryBytes = 256 << 20
+	if r := w.inBox(t, b, "alloc", strconv.Itoa(64<<20)); r.code != 0 {
+		t.Fatalf("64 MiB under a 256 MiB bound failed: %q %q", r.stdout, r.stderr)
+	}
+	r := w.inBox(t, b, "alloc", strconv.Itoa(512<<20))
+	if r.code == 0 || strings.Contains(r.stdout, "allocated") {
+		t.Errorf("512 MiB under a 256 MiB bound: exit %d, %q", r.code, r.stdout)
+	}
+}
