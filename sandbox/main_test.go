@@ -100,7 +100,7 @@ type world struct {
 // newWorld makes a box for the test binary (bound read-only, so the box can
 // run its helpers) and the host files it must not see. It skips the test,
 // saying why, when no box can be made here.
-func newWorld(t *testing.T) world {
+func newWorld(t testing.TB) world {
 	t.Helper()
 	if err := Available(); err != nil {
 		t.Skip(err)

@@ -57,6 +57,11 @@ type Box struct {
 	Allow []string
 	// Limits bound what the program may consume.
 	Limits Limits
+	// Init is the host path of the executable that runs as the box's init
+	// (it must call IsInit/InitMain first thing in main); empty means the
+	// current executable. A small binary that does nothing else starts
+	// faster than a large program whose package initialisation runs first.
+	Init string
 }
 
 // Door is the single way out of the box's network namespace. The box has
@@ -122,8 +127,8 @@ const initArg = "__purser_box_init"
 // the box. name is looked up in the box's PATH (Env["PATH"]), inside the
 // box. The command's process is bwrap: killing it (or cancelling ctx) kills
 // every process in the box, and so does the death of the process that
-// starts it. The current executable must call IsInit/InitMain first thing
-// in main, since it runs as the box's init.
+// starts it. The box's init (Box.Init, or else the current executable)
+// must call IsInit/InitMain first thing in main.
 func (b Box) Command(ctx context.Context, name string, args ...string) (*exec.Cmd, error) {
 	if err := Available(); err != nil {
 		return nil, err
@@ -132,9 +137,11 @@ func (b Box) Command(ctx context.Context, name string, args ...string) (*exec.Cm
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: finding the current executable to run as the box's init: %w", err)
+	self := b.Init
+	if self == "" {
+		if self, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("sandbox: finding the current executable to run as the box's init: %w", err)
+		}
 	}
 	argv, err := b.bwrapArgs(hostLayout(), self, name, args)
 	if err != nil {
@@ -290,6 +297,9 @@ func (b Box) check() error {
 	ws, home := filepath.Clean(b.Workspace), filepath.Clean(b.Home)
 	if within(home, ws) || within(ws, home) {
 		return fmt.Errorf("sandbox: the box's HOME %s and its workspace %s must not contain one another", home, ws)
+	}
+	if b.Init != "" && !filepath.IsAbs(b.Init) {
+		return fmt.Errorf("sandbox: the box's init must be an absolute path, not %q", b.Init)
 	}
 	for _, p := range b.ReadOnly {
 		if !filepath.IsAbs(p) {
