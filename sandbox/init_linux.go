@@ -131,20 +131,31 @@ func initMain(args []string) int {
 
 // startLimited applies the box's limits and starts the command in its own
 // process group (the one the init signals). The limits are set, soft and
-// hard, on the init itself, and the command inherits them: lowering them
-// only around the fork would need raising the hard limits again, which a
-// box without capabilities cannot, and leaving the hard ones high would let
-// the command raise its own. The init needs little: its threads are made
-// before the command starts.
+// hard, on the init itself, and the command inherits them from the fork
+// on: lowering them only around the fork would need raising the hard
+// limits again, which a box without capabilities cannot, and leaving the
+// hard ones high would let the command raise its own. The init needs
+// little: its threads are made before the command starts.
+//
+// A race-detector build (tests only) cannot run under RLIMIT_DATA, so
+// there the command's memory bound is set just after it starts, which a
+// command quick to fork could outrun; every other build does as above.
 func startLimited(c initConfig, path string) (int, error) {
-	for _, l := range []struct {
+	limits := []struct {
 		res int
 		v   int64
-	}{{unix.RLIMIT_NPROC, int64(c.nproc)}, {syscall.RLIMIT_DATA, c.data}} {
+	}{{unix.RLIMIT_NPROC, int64(c.nproc)}, {unix.RLIMIT_DATA, c.data}}
+	var after []unix.Rlimit // raceBuild: RLIMIT_DATA, set on the child
+	for _, l := range limits {
 		if l.v < 0 {
 			continue
 		}
-		if err := syscall.Setrlimit(l.res, &syscall.Rlimit{Cur: uint64(l.v), Max: uint64(l.v)}); err != nil {
+		r := unix.Rlimit{Cur: uint64(l.v), Max: uint64(l.v)}
+		if raceBuild && l.res == unix.RLIMIT_DATA {
+			after = append(after, r)
+			continue
+		}
+		if err := unix.Setrlimit(l.res, &r); err != nil {
 			return 0, fmt.Errorf("setting limit %d to %d: %w", l.res, l.v, err)
 		}
 	}
@@ -158,6 +169,12 @@ func startLimited(c initConfig, path string) (int, error) {
 	}
 	pid := p.Pid
 	_ = p.Release() // reaped by the wait4 loop, not by os.Process
+	for i := range after {
+		if err := unix.Prlimit(pid, unix.RLIMIT_DATA, &after[i], nil); err != nil {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			return 0, fmt.Errorf("bounding the command's memory: %w", err)
+		}
+	}
 	return pid, nil
 }
 
