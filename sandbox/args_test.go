@@ -174,7 +174,7 @@ func TestEnvAllowList(t *testing.T) {
 // Without bwrap the answer says what to install, and wraps ErrUnavailable.
 func TestAvailableSaysWhatToInstall(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	err := available()
+	_, err := available()
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "apt-get install bubblewrap") || !strings.Contains(err.Error(), "sandbox: off") {
 		t.Errorf("available() without bwrap: %v", err)
 	}

@@ -19,25 +19,28 @@ var ErrUnavailable = errors.New("sandbox unavailable")
 // probe caches Available's answer: whether this machine can make a box does
 // not change while Purser runs, and the probe starts a process.
 var probe struct {
-	once sync.Once
-	err  error
+	once  sync.Once
+	bwrap string // bwrap's path, found once
+	err   error
 }
 
 // Available returns nil when a box can be made here, else an error that
 // wraps ErrUnavailable and says why and what to do. It tries once, by
 // making an empty box, and remembers the answer.
 func Available() error {
-	probe.once.Do(func() { probe.err = available() })
+	probe.once.Do(func() { probe.bwrap, probe.err = available() })
 	return probe.err
 }
 
-func available() error {
+// available makes an empty box and returns the path of the bwrap that
+// made it.
+func available() (string, error) {
 	if runtime.GOOS != "linux" {
-		return fmt.Errorf("%w: no sandbox on %s (Purser's box needs Linux namespaces); use `sandbox: off` to run unboxed, knowingly", ErrUnavailable, runtime.GOOS)
+		return "", fmt.Errorf("%w: no sandbox on %s (Purser's box needs Linux namespaces); use `sandbox: off` to run unboxed, knowingly", ErrUnavailable, runtime.GOOS)
 	}
 	bwrap, err := exec.LookPath("bwrap")
 	if err != nil {
-		return fmt.Errorf("%w: bwrap not found: install bubblewrap (Debian: apt-get install bubblewrap), or use `sandbox: off` to run unboxed, knowingly", ErrUnavailable)
+		return "", fmt.Errorf("%w: bwrap not found: install bubblewrap (Debian: apt-get install bubblewrap), or use `sandbox: off` to run unboxed, knowingly", ErrUnavailable)
 	}
 	var stderr bytes.Buffer
 	cmd := exec.Command(bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
@@ -46,9 +49,9 @@ func available() error {
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%w: bubblewrap could not make a box (%v: %s): %s", ErrUnavailable, err, strings.TrimSpace(stderr.String()), userNamespaceHint())
+		return "", fmt.Errorf("%w: bubblewrap could not make a box (%v: %s): %s", ErrUnavailable, err, strings.TrimSpace(stderr.String()), userNamespaceHint())
 	}
-	return nil
+	return bwrap, nil
 }
 
 // userNamespaceHint says which kernel settings keep an unprivileged user

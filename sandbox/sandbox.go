@@ -133,10 +133,7 @@ func (b Box) Command(ctx context.Context, name string, args ...string) (*exec.Cm
 	if err := Available(); err != nil {
 		return nil, err
 	}
-	bwrap, err := exec.LookPath("bwrap")
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
+	var err error
 	self := b.Init
 	if self == "" {
 		if self, err = os.Executable(); err != nil {
@@ -147,7 +144,7 @@ func (b Box) Command(ctx context.Context, name string, args ...string) (*exec.Cm
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, bwrap, argv...)
+	cmd := exec.CommandContext(ctx, probe.bwrap, argv...)
 	// bwrap itself needs nothing from the environment: it gets the box's,
 	// so that no secret sits even in its /proc/PID/environ.
 	cmd.Env = b.environ()
