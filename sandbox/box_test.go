@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox
 
 import (
@@ -300,4 +302,35 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// A graceful stop reaches the command through the box's init: the
+// command's trap runs and its status is the box's. A signal to bwrap
+// itself would end the box with the command unwarned.
+func TestSignalReachesTheCommand(t *testing.T) {
+	w := newWorld(t)
+	cmd, err := w.box.Command(context.Background(), "sh", "-c", `trap 'echo stopping; exit 3' TERM; echo ready; while :; do sleep 0.05; done`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(out)
+	if line, _ := r.ReadString('\n'); line != "ready\n" {
+		t.Fatalf("the box said %q", line)
+	}
+	if err := Signal(cmd, syscall.SIGTERM); err != nil {
+		_ = cmd.Process.Kill()
+		t.Fatal(err)
+	}
+	rest, _ := r.ReadString('\n')
+	err = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 3 || rest != "stopping\n" {
+		t.Errorf("after SIGTERM through the init: exit %d (%v), said %q; want 3 and the trap's line", code, err, rest)
+	}
 }
