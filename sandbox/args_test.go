@@ -118,7 +118,7 @@ func TestBoxRefusesWhatItCannotKeep(t *testing.T) {
 		"bad env name":       {func(b *Box) { b.Env = map[string]string{"A=B": "x"} }, "cannot be passed"},
 		"door port":          {func(b *Box) { b.Door.Port = 0 }, "not a TCP port"},
 		"door socket":        {func(b *Box) { b.Door.Socket = "door.sock" }, "absolute"},
-		"few processes":      {func(b *Box) { b.Limits.Processes = 2 }, "no threads"},
+		"few processes":      {func(b *Box) { b.Limits.Processes = 15 }, "below a box's least, 16"},
 		"allow":              {func(b *Box) { b.Allow = []string{"registry.npmjs.org:443"} }, "registry.npmjs.org:443"},
 	} {
 		b := testBox()

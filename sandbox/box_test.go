@@ -25,9 +25,12 @@ import (
 // Purser's state directory and another task's workspace do not exist.
 func TestFilesTheBoxSeesAndDoesNot(t *testing.T) {
 	w := newWorld(t)
-	if err := os.WriteFile("/tmp/purser-sandbox-host-marker", []byte("x"), 0o644); err != nil && !os.IsPermission(err) {
+	marker, err := os.CreateTemp("/tmp", "purser-sandbox-host-marker")
+	if err != nil {
 		t.Fatal(err)
 	}
+	marker.Close()
+	t.Cleanup(func() { os.Remove(marker.Name()) })
 	script := `
 probe() { if eval "$2" >/dev/null 2>&1; then echo "$1=yes"; else echo "$1=no"; fi; }
 probe ws_write 'echo out > out.txt'
@@ -46,7 +49,7 @@ probe state_db 'cat ` + w.stateDir + `/purser.db'
 probe other_ws 'ls ` + w.otherWS + `'
 probe host_work 'ls /work'
 probe host_root_home 'ls /root/.bashrc'
-probe host_tmp_marker 'test -e /tmp/purser-sandbox-host-marker'
+probe host_tmp_marker 'test -e ` + marker.Name() + `'
 echo "tmp_entries=$(ls -A /tmp | tr '\n' ' ')"
 probe tmp_write 'echo t > /tmp/boxed'
 echo "procs=$(ls /proc | grep -c '^[0-9]')"

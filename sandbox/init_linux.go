@@ -70,36 +70,44 @@ func parseInitArgs(args []string) (initConfig, error) {
 	return c, errors.New("no command")
 }
 
+// The init's own exit statuses, as a shell gives them: the box could not
+// run its command, or the command was not found.
+const (
+	exitBoxFailed = 125
+	exitNotFound  = 127
+)
+
 // forwarded are the signals the init passes on to the command's group;
 // the others a supervisor sends are SIGKILL (the box ends) and SIGSTOP.
 var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
 	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT}
 
+// initMain is InitMain, returning the status to exit with.
 func initMain(args []string) int {
 	c, err := parseInitArgs(args)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "purser box: %v\n", err)
-		return 125
+		return exitBoxFailed
 	}
 	if c.door > 0 {
 		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(c.door)))
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "purser box: opening the door: %v\n", err)
-			return 125
+			return exitBoxFailed
 		}
 		go serveDoor(ln, doorSocket)
 	}
 	path, err := exec.LookPath(c.argv[0])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "purser box: %v\n", err)
-		return 127
+		return exitNotFound
 	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwarded...)
 	pid, err := startLimited(c, path)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "purser box: starting %s: %v\n", c.argv[0], err)
-		return 125
+		return exitBoxFailed
 	}
 	if c.nproc > 0 && os.Getuid() == 0 {
 		go watchProcesses(c.nproc)
@@ -117,7 +125,7 @@ func initMain(args []string) int {
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "purser box: waiting for %s: %v\n", c.argv[0], err)
-			return 125
+			return exitBoxFailed
 		}
 		if got != pid {
 			continue // an orphan reparented to us: reaped, nothing more
@@ -199,7 +207,7 @@ func watchProcesses(max int) {
 const processPoll = 10 * time.Millisecond
 
 // exitTooManyProcesses is the box's status when watchProcesses ended it.
-const exitTooManyProcesses = 125
+const exitTooManyProcesses = exitBoxFailed
 
 // countProcesses counts the processes in /proc.
 func countProcesses() int {

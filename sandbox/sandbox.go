@@ -92,6 +92,10 @@ type Limits struct {
 	MemoryBytes int64
 }
 
+// minProcesses is the least Limits.Processes a box accepts: the init's own
+// threads count against the bound, and leave the command a few more.
+const minProcesses = 16
+
 // DefaultLimits are the limits a zero Limits field means: generous for a
 // coding agent (a Node CLI, a compiler, a test suite in parallel) and small
 // enough that a fork bomb or a runaway allocation stops.
@@ -319,8 +323,8 @@ func (b Box) check() error {
 			return fmt.Errorf("sandbox: the door's port %d is not a TCP port", d.Port)
 		}
 	}
-	if b.Limits.Processes > 0 && b.Limits.Processes < 8 {
-		return fmt.Errorf("sandbox: a limit of %d processes leaves the box's init no threads to run", b.Limits.Processes)
+	if b.Limits.Processes > 0 && b.Limits.Processes < minProcesses {
+		return fmt.Errorf("sandbox: a limit of %d processes is below a box's least, %d (its init's own threads count against it)", b.Limits.Processes, minProcesses)
 	}
 	return nil
 }
