@@ -49,7 +49,7 @@ func TestBwrapArgs(t *testing.T) {
 		{"--die-with-parent"}, {"--new-session"}, {"--as-pid-1"}, {"--cap-drop", "ALL"}, {"--clearenv"},
 		{"--ro-bind", "/usr", "/usr"}, {"--symlink", "usr/bin", "/bin"}, {"--symlink", "usr/lib", "/lib"},
 		{"--ro-bind", "/etc/passwd", "/etc/passwd"}, {"--ro-bind", "/etc/ssl", "/etc/ssl"},
-		{"--proc", "/proc"}, {"--dev", "/dev"}, {"--tmpfs", "/tmp"},
+		{"--proc", "/proc"}, {"--dev", "/dev"}, {"--size", "4294967296", "--tmpfs", "/tmp"},
 		{"--ro-bind", "/opt/claude", "/opt/claude"},
 		{"--bind", "/work/tasks/t1/ws", "/work/tasks/t1/ws"},
 		{"--bind", "/var/lib/purser/homes/t1", "/var/lib/purser/homes/t1"},
@@ -73,6 +73,10 @@ func TestBwrapArgs(t *testing.T) {
 	if slices.Index(args, "--tmpfs") > slices.Index(args, "/work/tasks/t1/ws") {
 		t.Error("the private /tmp is mounted after the workspace and would hide one under /tmp")
 	}
+	// The root is made read-only after the last mount.
+	if i := slices.Index(args, "--remount-ro"); i < 0 || args[i+1] != "/" || i < slices.Index(args, doorSocket) {
+		t.Errorf("the root is not remounted read-only after the mounts:\n%s", strings.Join(args, " "))
+	}
 	// Nothing of the host beyond what is named: no bind of / or of /etc whole.
 	if hasSeq(args, "--ro-bind", "/", "/") || hasSeq(args, "--ro-bind", "/etc", "/etc") || hasSeq(args, "--bind", "/", "/") {
 		t.Errorf("the host's / or /etc is bound whole:\n%s", strings.Join(args, " "))
@@ -83,12 +87,12 @@ func TestBwrapArgs(t *testing.T) {
 func TestBwrapArgsWithoutDoorOrLimits(t *testing.T) {
 	b := testBox()
 	b.Door = nil
-	b.Limits = Limits{Processes: -1, MemoryBytes: -1}
+	b.Limits = Limits{Processes: -1, MemoryBytes: -1, TmpBytes: -1}
 	args, err := b.bwrapArgs(testLayout, "/p", "true", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !hasSeq(args, initArg, "nproc=-1", "data=-1", "--", "true") || slices.Contains(args, doorSocket) {
+	if !hasSeq(args, initArg, "nproc=-1", "data=-1", "--", "true") || slices.Contains(args, doorSocket) || slices.Contains(args, "--size") {
 		t.Errorf("args: %s", strings.Join(args, " "))
 	}
 	c, err := parseInitArgs([]string{"nproc=-1", "data=-1", "--", "true"})

@@ -49,7 +49,7 @@ func available() (string, error) {
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%w: bubblewrap could not make a box (%v: %s): %s", ErrUnavailable, err, strings.TrimSpace(stderr.String()), userNamespaceHint())
+		return "", fmt.Errorf("%w: bubblewrap could not make a box (%v: %s); Purser needs bubblewrap 0.8 or later, and %s", ErrUnavailable, err, strings.TrimSpace(stderr.String()), userNamespaceHint())
 	}
 	return bwrap, nil
 }
@@ -57,7 +57,7 @@ func available() (string, error) {
 // userNamespaceHint says which kernel settings keep an unprivileged user
 // from creating user namespaces, with their values here where readable.
 func userNamespaceHint() string {
-	hint := "user namespaces may be disabled; check"
+	hint := "user namespaces enabled; check"
 	for _, s := range []struct{ file, want string }{
 		{"/proc/sys/user/max_user_namespaces", "above 0"},
 		{"/proc/sys/kernel/unprivileged_userns_clone", "1 (Debian)"},

@@ -52,6 +52,7 @@ probe host_root_home 'ls /root/.bashrc'
 probe host_tmp_marker 'test -e ` + marker.Name() + `'
 echo "tmp_entries=$(ls -A /tmp | tr '\n' ' ')"
 probe tmp_write 'echo t > /tmp/boxed'
+probe root_write 'touch /boxed-root'
 echo "procs=$(ls /proc | grep -c '^[0-9]')"
 probe dev_null 'echo x > /dev/null'
 echo "dev_entries=$(ls /dev | tr '\n' ' ')"
@@ -65,7 +66,7 @@ probe sys 'ls /sys/class'
 		"usr_write": "no", "etc_write": "no", "etc_shadow": "no",
 		"real_home_key": "no", "real_home_dir": "no", "netrc": "no", "state_db": "no", "other_ws": "no",
 		"host_work": "no", "host_root_home": "no", "host_tmp_marker": "no",
-		"tmp_write": "yes", "dev_null": "yes", "sys": "no",
+		"tmp_write": "yes", "root_write": "no", "dev_null": "yes", "sys": "no",
 	}
 	for k, v := range want {
 		if got[k] != v {

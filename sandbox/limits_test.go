@@ -51,3 +51,15 @@ func TestMemoryIsBounded(t *testing.T) {
 		t.Errorf("512 MiB under a 256 MiB bound: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
 }
+
+// The box's /tmp, held in memory, is bounded too.
+func TestTmpIsBounded(t *testing.T) {
+	w := newWorld(t)
+	b := w.box
+	b.Limits.TmpBytes = 1 << 20
+	r := sh(t, b, `head -c 512K /dev/zero > /tmp/small && echo small=ok; head -c 2M /dev/zero > /tmp/big && echo big=ok; exit 0`)
+	got := lines(r.stdout)
+	if got["small"] != "ok" || got["big"] == "ok" {
+		t.Errorf("a 1 MiB /tmp: %q %q; want 512 KiB written and 2 MiB refused", r.stdout, r.stderr)
+	}
+}

@@ -90,6 +90,9 @@ type Limits struct {
 	// writable mappings included (RLIMIT_DATA). It is per process, not a
 	// total for the box: a total needs cgroup v2, not used yet.
 	MemoryBytes int64
+	// TmpBytes bounds the box's private /tmp, a tmpfs held in memory,
+	// which no rlimit counts.
+	TmpBytes int64
 }
 
 // minProcesses is the least Limits.Processes a box accepts: the init's own
@@ -99,7 +102,7 @@ const minProcesses = 16
 // DefaultLimits are the limits a zero Limits field means: generous for a
 // coding agent (a Node CLI, a compiler, a test suite in parallel) and small
 // enough that a fork bomb or a runaway allocation stops.
-var DefaultLimits = Limits{Processes: 1024, MemoryBytes: 16 << 30}
+var DefaultLimits = Limits{Processes: 1024, MemoryBytes: 16 << 30, TmpBytes: 4 << 30}
 
 // resolved returns l with zero fields taken from DefaultLimits.
 func (l Limits) resolved() Limits {
@@ -108,6 +111,9 @@ func (l Limits) resolved() Limits {
 	}
 	if l.MemoryBytes == 0 {
 		l.MemoryBytes = DefaultLimits.MemoryBytes
+	}
+	if l.TmpBytes == 0 {
+		l.TmpBytes = DefaultLimits.TmpBytes
 	}
 	return l
 }
@@ -257,7 +263,12 @@ func (b Box) bwrapArgs(l layout, self, name string, args []string) ([]string, er
 	for _, e := range l.etc {
 		a = append(a, "--ro-bind", e, e)
 	}
-	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+	lim := b.Limits.resolved()
+	a = append(a, "--proc", "/proc", "--dev", "/dev")
+	if lim.TmpBytes > 0 {
+		a = append(a, "--size", strconv.FormatInt(lim.TmpBytes, 10))
+	}
+	a = append(a, "--tmpfs", "/tmp")
 	for _, p := range b.ReadOnly {
 		p = filepath.Clean(p)
 		a = append(a, "--ro-bind", p, p)
@@ -269,12 +280,14 @@ func (b Box) bwrapArgs(l layout, self, name string, args []string) ([]string, er
 		// Writable: connecting to a unix socket needs write permission on it.
 		a = append(a, "--bind", filepath.Clean(b.Door.Socket), doorSocket)
 	}
+	// The root itself (a tmpfs holding the mount points) read-only, once
+	// every mount is made: nothing is written outside the binds and /tmp.
+	a = append(a, "--remount-ro", "/")
 	for _, kv := range b.environ() {
 		k, v, _ := strings.Cut(kv, "=")
 		a = append(a, "--setenv", k, v)
 	}
 	a = append(a, "--chdir", ws, "--", initPath, initArg)
-	lim := b.Limits.resolved()
 	if b.Door != nil {
 		a = append(a, "door="+strconv.Itoa(b.Door.Port))
 	}
