@@ -4,6 +4,8 @@ package sandbox
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -117,6 +119,8 @@ func TestBoxRefusesWhatItCannotKeep(t *testing.T) {
 		"home in workspace":  {func(b *Box) { b.Home = b.Workspace + "/.home" }, "must not contain"},
 		"workspace in home":  {func(b *Box) { b.Workspace = b.Home + "/ws" }, "must not contain"},
 		"relative ro":        {func(b *Box) { b.ReadOnly = []string{"node_modules"} }, "absolute"},
+		"ro above workspace": {func(b *Box) { b.ReadOnly = []string{"/work/tasks/"} }, "would show what lies beside"},
+		"ro root":            {func(b *Box) { b.ReadOnly = []string{"/"} }, "would show what lies beside"},
 		"serve token":        {func(b *Box) { b.Env = map[string]string{"PURSER_SERVE_TOKEN": "x"} }, "PURSER_SERVE_TOKEN never enters"},
 		"pg password":        {func(b *Box) { b.Env = map[string]string{"PGPASSWORD": "x"} }, "PGPASSWORD never enters"},
 		"bad env name":       {func(b *Box) { b.Env = map[string]string{"A=B": "x"} }, "cannot be passed"},
@@ -139,6 +143,23 @@ func TestBoxRefusesWhatItCannotKeep(t *testing.T) {
 	}
 	if _, err := testBox().bwrapArgs(testLayout, "/p", "", nil); err == nil {
 		t.Error("an empty command was accepted")
+	}
+}
+
+// A bwrap that cannot make a box (user namespaces disabled) gets an
+// answer naming the sysctls to check.
+func TestAvailableSaysWhyBwrapFailed(t *testing.T) {
+	dir := t.TempDir()
+	fake := "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(dir, "bwrap"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":/usr/bin:/bin")
+	_, err := available()
+	for _, want := range []string{"No permissions to create new namespace", "user.max_user_namespaces=", "sandbox: off"} {
+		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), want) {
+			t.Errorf("available() with a failing bwrap: %v; want it to say %q", err, want)
+		}
 	}
 }
 

@@ -338,3 +338,18 @@ func TestSignalReachesTheCommand(t *testing.T) {
 		t.Errorf("after SIGTERM through the init: exit %d (%v), said %q; want 3 and the trap's line", code, err, rest)
 	}
 }
+
+// A box whose workspace is missing is refused before bwrap starts, by name.
+func TestCommandRefusesMissingPaths(t *testing.T) {
+	w := newWorld(t)
+	b := w.box
+	b.Workspace += "-gone"
+	if _, err := b.Command(context.Background(), "true"); err == nil || !strings.Contains(err.Error(), "workspace") {
+		t.Errorf("a missing workspace: %v", err)
+	}
+	b = w.box
+	b.Door = &Door{Socket: filepath.Join(w.box.Home, "no.sock"), Port: 1}
+	if _, err := b.Command(context.Background(), "true"); err == nil || !strings.Contains(err.Error(), "door's socket") {
+		t.Errorf("a missing door socket: %v", err)
+	}
+}

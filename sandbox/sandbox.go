@@ -154,6 +154,9 @@ func (b Box) Command(ctx context.Context, name string, args ...string) (*exec.Cm
 	if err != nil {
 		return nil, err
 	}
+	if err := b.checkHost(self); err != nil {
+		return nil, err
+	}
 	cmd := exec.CommandContext(ctx, probe.bwrap, argv...)
 	// bwrap itself needs nothing from the environment: it gets the box's,
 	// so that no secret sits even in its /proc/PID/environ.
@@ -319,6 +322,9 @@ func (b Box) check() error {
 		if !filepath.IsAbs(p) {
 			return fmt.Errorf("sandbox: a read-only path must be absolute, not %q", p)
 		}
+		if p = filepath.Clean(p); within(ws, p) || within(home, p) {
+			return fmt.Errorf("sandbox: the read-only path %s holds the box's workspace or HOME, and would show what lies beside them", p)
+		}
 	}
 	for k, v := range b.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.Contains(v, "\x00") {
@@ -348,4 +354,22 @@ func within(path, dir string) bool {
 		return true
 	}
 	return path == dir || strings.HasPrefix(path, dir+"/")
+}
+
+// checkHost refuses a box whose host paths are missing, saying which,
+// rather than leave bwrap to fail at the start with its own words.
+func (b Box) checkHost(init string) error {
+	paths := []struct{ what, path string }{{"workspace", b.Workspace}, {"HOME", b.Home}, {"init", init}}
+	for _, p := range b.ReadOnly {
+		paths = append(paths, struct{ what, path string }{"read-only path", p})
+	}
+	if b.Door != nil {
+		paths = append(paths, struct{ what, path string }{"door's socket", b.Door.Socket})
+	}
+	for _, p := range paths {
+		if _, err := os.Stat(p.path); err != nil {
+			return fmt.Errorf("sandbox: the box's %s: %w", p.what, err)
+		}
+	}
+	return nil
 }
