@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -351,5 +352,51 @@ func TestCommandRefusesMissingPaths(t *testing.T) {
 	b.Door = &Door{Socket: filepath.Join(w.box.Home, "no.sock"), Port: 1}
 	if _, err := b.Command(context.Background(), "true"); err == nil || !strings.Contains(err.Error(), "door's socket") {
 		t.Errorf("a missing door socket: %v", err)
+	}
+}
+
+// The door relays both ways in full and passes a half-close on: 4 MiB sent
+// from the box come back whole from an echo server on the host's socket,
+// which answers until the box's side is closed, on several connections at
+// once. With the socket gone, the box is told the door is closed.
+func TestDoorRelaysBothWaysAndHalfCloses(t *testing.T) {
+	w := newWorld(t)
+	sockDir, err := os.MkdirTemp("", "door")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(sockDir)
+	sock := filepath.Join(sockDir, "s")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(c, c) // until the box closes its side
+			}()
+		}
+	}()
+	b := w.box
+	b.Door = &Door{Socket: sock, Port: 18081}
+	b.Env = copyEnv(b.Env)
+	b.Env[helperEnv] = "echo"
+	url := strings.TrimPrefix(b.Door.URL(), "http://")
+	r := run(t, b, "sh", "-c", w.exe+" "+url+" 4194304 & "+w.exe+" "+url+" 65536 & wait")
+	if strings.Count(r.stdout, "echoed=true err=<nil>") != 2 {
+		t.Errorf("through the door and back: %q %q", r.stdout, r.stderr)
+	}
+	// The socket stays, nobody listens: the box finds the door closed, and says so.
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	r = run(t, b, w.exe, url, "16")
+	if !strings.Contains(r.stderr, "the door is closed") {
+		t.Errorf("with no server on the door: %q %q", r.stdout, r.stderr)
 	}
 }

@@ -238,6 +238,9 @@ func serveDoor(ln net.Listener, path string) {
 			defer in.Close()
 			out, err := net.Dial("unix", path)
 			if err != nil {
+				// Said once per connection, on the boxed program's stderr,
+				// which Purser keeps: a closed door is Purser's fault to find.
+				fmt.Fprintf(os.Stderr, "purser box: the door is closed: %v\n", err)
 				return
 			}
 			defer out.Close()

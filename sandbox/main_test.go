@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,23 @@ func helper(name string, args []string) int {
 			return 1
 		}
 		fmt.Println("resolved:", addrs)
+	case "echo":
+		// Sends args[1] bytes to args[0], closes its side, and says whether
+		// what came back is what it sent.
+		n, _ := strconv.Atoi(args[1])
+		c, err := net.DialTimeout("tcp", args[0], 2*time.Second)
+		if err != nil {
+			fmt.Println("refused:", err)
+			return 1
+		}
+		sent := bytes.Repeat([]byte("0123456789abcdef"), n/16)
+		go func() {
+			_, _ = c.Write(sent)
+			_ = c.(*net.TCPConn).CloseWrite()
+		}()
+		var got bytes.Buffer
+		_, err = got.ReadFrom(c)
+		fmt.Printf("echoed=%v err=%v\n", bytes.Equal(got.Bytes(), sent), err)
 	case "parent":
 		// args: workspace home marker. Starts a box, says so, waits to be killed.
 		b := Box{Workspace: args[0], Home: args[1], Env: EnvAllowList(os.Environ())}

@@ -75,6 +75,10 @@ type Door struct {
 	Port int
 }
 
+// URL is the door's address as a program in the box reaches it, for the
+// base-URL setting of an agent CLI: "http://127.0.0.1:PORT".
+func (d Door) URL() string { return "http://127.0.0.1:" + strconv.Itoa(d.Port) }
+
 // Limits bound the boxed program with resource limits (rlimits), which the
 // kernel enforces on every process in the box. A zero field takes its
 // value from DefaultLimits; a negative one leaves that resource unbounded.
