@@ -1,0 +1,7 @@
+//go:build !race
+
+package sandbox
+
+// raceBuild is true in a binary built with the race detector (see
+// race_on.go).
+const raceBuild = false

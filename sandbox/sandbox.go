@@ -1,0 +1,379 @@
+// Package sandbox runs a program in a box that holds its workspace and
+// nothing else of ours: no secrets in its environment, no view of Purser's
+// state, the user's HOME or other tasks' workspaces, no signal to Purser's
+// processes and no network but one door Purser opens.
+//
+// On Linux the box is bubblewrap (bwrap): user, mount, pid, network, ipc
+// and uts namespaces, made rootless by an unprivileged user as well as by
+// root. Its first process is this package's own small init, run from the
+// current executable (see IsInit and InitMain), which opens the door relay,
+// applies the limits, runs the real command and exits with its status; when
+// it exits the kernel kills every process left in the box. Elsewhere
+// Available says why there is no box, and Command refuses.
+//
+// The package knows processes and files only: which box a task gets (its
+// workspace, its HOME, the names its backend needs in the environment) is
+// the caller's to decide.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Box describes what one boxed program may touch. Paths are absolute host
+// paths; inside the box each appears at the same path, so that a program
+// (and the files it writes) names the same places inside as Purser does
+// outside.
+type Box struct {
+	// Workspace is the task's working tree, bound read-write and the
+	// program's working directory.
+	Workspace string
+	// Home is the task's own HOME, bound read-write and set as $HOME. It
+	// must lie outside Workspace (an agent may not rewrite the files its
+	// CLI keeps between runs by editing the repository) and it is kept
+	// between runs, so that a resumed agent finds its own state again.
+	Home string
+	// ReadOnly are further host paths bound read-only, such as the agent
+	// CLI's install directory when it is not under /usr.
+	ReadOnly []string
+	// Env is the whole environment inside the box; nothing else passes
+	// (see EnvAllowList). HOME is set from Home whatever Env says; a name
+	// for which Forbidden holds is refused.
+	Env map[string]string
+	// Door, when set, is the box's only way out: 127.0.0.1:Door.Port
+	// inside relays to a unix socket on the host.
+	Door *Door
+	// Allow names host:port destinations the task asked to reach besides
+	// the door. Not implemented yet: a box with any is refused with
+	// ErrAllowUnsupported rather than silently cut off or let through.
+	Allow []string
+	// Limits bound what the program may consume.
+	Limits Limits
+	// Init is the host path of the executable that runs as the box's init
+	// (it must call IsInit/InitMain first thing in main); empty means the
+	// current executable. A small binary that does nothing else starts
+	// faster than a large program whose package initialisation runs first.
+	Init string
+}
+
+// Door is the single way out of the box's network namespace. The box has
+// its own loopback and no route anywhere; Purser listens on a unix socket,
+// which is bound into the box, and the box's init relays each TCP
+// connection to 127.0.0.1:Port inside to that socket.
+type Door struct {
+	// Socket is the host path of a unix socket Purser listens on.
+	Socket string
+	// Port is the TCP port on 127.0.0.1 inside the box that reaches Socket.
+	Port int
+}
+
+// URL is the door's address as a program in the box reaches it, for the
+// base-URL setting of an agent CLI: "http://127.0.0.1:PORT".
+func (d Door) URL() string { return "http://127.0.0.1:" + strconv.Itoa(d.Port) }
+
+// Limits bound the boxed program with resource limits (rlimits), which the
+// kernel enforces on every process in the box. A zero field takes its
+// value from DefaultLimits; a negative one leaves that resource unbounded.
+type Limits struct {
+	// Processes bounds the processes and threads the box may hold at once
+	// (RLIMIT_NPROC). Since Linux 5.14 the count is kept per user
+	// namespace, so the box's own processes count, not the user's others.
+	// The kernel does not apply it to root outside a user namespace; the
+	// box always has one, but when Purser runs as root the box's uid is
+	// host root, which the kernel exempts: see docs/sandbox.md.
+	Processes int
+	// MemoryBytes bounds each process's data segment, heap and private
+	// writable mappings included (RLIMIT_DATA). It is per process, not a
+	// total for the box: a total needs cgroup v2, not used yet.
+	MemoryBytes int64
+	// TmpBytes bounds the box's private /tmp, a tmpfs held in memory,
+	// which no rlimit counts.
+	TmpBytes int64
+}
+
+// minProcesses is the least Limits.Processes a box accepts: the init's own
+// threads count against the bound, and leave the command a few more.
+const minProcesses = 16
+
+// DefaultLimits are the limits a zero Limits field means: generous for a
+// coding agent (a Node CLI, a compiler, a test suite in parallel) and small
+// enough that a fork bomb or a runaway allocation stops.
+var DefaultLimits = Limits{Processes: 1024, MemoryBytes: 16 << 30, TmpBytes: 4 << 30}
+
+// resolved returns l with zero fields taken from DefaultLimits.
+func (l Limits) resolved() Limits {
+	if l.Processes == 0 {
+		l.Processes = DefaultLimits.Processes
+	}
+	if l.MemoryBytes == 0 {
+		l.MemoryBytes = DefaultLimits.MemoryBytes
+	}
+	if l.TmpBytes == 0 {
+		l.TmpBytes = DefaultLimits.TmpBytes
+	}
+	return l
+}
+
+// ErrAllowUnsupported is returned by Command for a box whose Allow is not
+// empty: reaching a named host through Purser is not built yet, and a task
+// that needs it must know rather than fail later in the dark.
+var ErrAllowUnsupported = errors.New("sandbox: network allow-list (sandbox.network.allow) is not supported yet; the box reaches only Purser's door")
+
+// Paths inside the box that belong to the box itself, not to the host.
+const (
+	boxDir     = "/run/purser-box"
+	initPath   = boxDir + "/init"
+	doorSocket = boxDir + "/door.sock"
+)
+
+// initArg is the hidden first argument that makes a binary the box's init.
+const initArg = "__purser_box_init"
+
+// Command returns a command, not started, that runs name with args inside
+// the box. name is looked up in the box's PATH (Env["PATH"]), inside the
+// box. The command's process is bwrap: killing it (or cancelling ctx) kills
+// every process in the box, and so does the death of the process that
+// starts it. The box's init (Box.Init, or else the current executable)
+// must call IsInit/InitMain first thing in main.
+func (b Box) Command(ctx context.Context, name string, args ...string) (*exec.Cmd, error) {
+	if err := Available(); err != nil {
+		return nil, err
+	}
+	var err error
+	self := b.Init
+	if self == "" {
+		if self, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("sandbox: finding the current executable to run as the box's init: %w", err)
+		}
+	}
+	argv, err := b.bwrapArgs(hostLayout(), self, name, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.checkHost(self); err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, probe.bwrap, argv...)
+	// bwrap itself needs nothing from the environment: it gets the box's,
+	// so that no secret sits even in its /proc/PID/environ.
+	cmd.Env = b.environ()
+	return cmd, nil
+}
+
+// environ is the box's environment as a sorted list, HOME set from Home.
+func (b Box) environ() []string {
+	env := make([]string, 0, len(b.Env)+1)
+	for k, v := range b.Env {
+		if k != "HOME" {
+			env = append(env, k+"="+v)
+		}
+	}
+	env = append(env, "HOME="+b.Home)
+	sort.Strings(env)
+	return env
+}
+
+// layout is what the host's system directories are, so that bwrapArgs
+// stays a pure function of its inputs: for each name, a symlink target
+// ("usr/bin" for a merged-/usr /bin) or "" for a directory to bind; absent
+// names are left out.
+type layout struct {
+	system map[string]string // /usr, /bin, /lib*, /sbin
+	etc    []string          // the files and directories of /etc the box sees
+}
+
+// systemDirs are bound read-only when present: the programs and libraries
+// any command needs.
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
+// etcEntries are the parts of /etc a program needs to run, resolve users,
+// load libraries, verify TLS and tell the time. The rest of /etc (host
+// keys, other services' configuration, credentials) stays out; so does
+// resolv.conf, since the box has no DNS.
+var etcEntries = []string{
+	"/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/hosts",
+	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+	"/etc/alternatives", "/etc/ssl", "/etc/ca-certificates", "/etc/pki", "/etc/crypto-policies",
+	"/etc/localtime", "/etc/timezone", "/etc/mime.types", "/etc/os-release",
+	"/etc/gitconfig", "/etc/inputrc", "/etc/terminfo",
+}
+
+// hostLayout reads this machine's system directories for bwrapArgs.
+func hostLayout() layout {
+	l := layout{system: map[string]string{}}
+	for _, d := range systemDirs {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if target, err := os.Readlink(d); err == nil {
+				l.system[d] = target
+			}
+		case fi.IsDir():
+			l.system[d] = ""
+		}
+	}
+	for _, e := range etcEntries {
+		if _, err := os.Stat(e); err == nil {
+			l.etc = append(l.etc, e)
+		}
+	}
+	return l
+}
+
+// bwrapArgs builds bwrap's arguments for running name with args in the
+// box, self being the host path of the executable that serves as the box's
+// init. Pure: it checks the box's fields but touches nothing.
+func (b Box) bwrapArgs(l layout, self, name string, args []string) ([]string, error) {
+	if err := b.check(); err != nil {
+		return nil, err
+	}
+	if name == "" {
+		return nil, errors.New("sandbox: no command to run")
+	}
+	a := []string{
+		// Namespaces: its own users, mounts, pids, network, ipc and host
+		// name. --disable-userns stops the program building namespaces of
+		// its own inside, from which it could rearrange what it sees.
+		"--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+		"--disable-userns",
+		"--hostname", "purser-box",
+		// The box dies with the process that started it, and has no
+		// controlling terminal to push keystrokes into (TIOCSTI).
+		"--die-with-parent", "--new-session",
+		// Our init is pid 1: it reaps, and its exit ends the namespace.
+		"--as-pid-1",
+		// No capabilities inside, even when Purser runs as root.
+		"--cap-drop", "ALL",
+		"--clearenv",
+	}
+	names := make([]string, 0, len(l.system))
+	for d := range l.system {
+		names = append(names, d)
+	}
+	sort.Strings(names)
+	for _, d := range names {
+		if target := l.system[d]; target != "" {
+			a = append(a, "--symlink", target, d)
+		} else {
+			a = append(a, "--ro-bind", d, d)
+		}
+	}
+	for _, e := range l.etc {
+		a = append(a, "--ro-bind", e, e)
+	}
+	lim := b.Limits.resolved()
+	a = append(a, "--proc", "/proc", "--dev", "/dev")
+	if lim.TmpBytes > 0 {
+		a = append(a, "--size", strconv.FormatInt(lim.TmpBytes, 10))
+	}
+	a = append(a, "--tmpfs", "/tmp")
+	for _, p := range b.ReadOnly {
+		p = filepath.Clean(p)
+		a = append(a, "--ro-bind", p, p)
+	}
+	ws, home := filepath.Clean(b.Workspace), filepath.Clean(b.Home)
+	a = append(a, "--bind", ws, ws, "--bind", home, home)
+	a = append(a, "--ro-bind", self, initPath)
+	if b.Door != nil {
+		// Writable: connecting to a unix socket needs write permission on it.
+		a = append(a, "--bind", filepath.Clean(b.Door.Socket), doorSocket)
+	}
+	// The root itself (a tmpfs holding the mount points) read-only, once
+	// every mount is made: nothing is written outside the binds and /tmp.
+	a = append(a, "--remount-ro", "/")
+	for _, kv := range b.environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		a = append(a, "--setenv", k, v)
+	}
+	a = append(a, "--chdir", ws, "--", initPath, initArg)
+	if b.Door != nil {
+		a = append(a, "door="+strconv.Itoa(b.Door.Port))
+	}
+	a = append(a, "nproc="+strconv.Itoa(lim.Processes), "data="+strconv.FormatInt(lim.MemoryBytes, 10))
+	a = append(a, "--", name)
+	return append(a, args...), nil
+}
+
+// check refuses a box whose fields would make a box other than the one
+// described: relative paths, a HOME inside the workspace, an environment
+// bwrap cannot carry, a door without a port, an allow-list.
+func (b Box) check() error {
+	if len(b.Allow) > 0 {
+		return fmt.Errorf("%w (asked for %s)", ErrAllowUnsupported, strings.Join(b.Allow, ", "))
+	}
+	for _, p := range []struct{ what, path string }{{"workspace", b.Workspace}, {"home", b.Home}} {
+		if !filepath.IsAbs(p.path) {
+			return fmt.Errorf("sandbox: the %s must be an absolute path, not %q", p.what, p.path)
+		}
+	}
+	ws, home := filepath.Clean(b.Workspace), filepath.Clean(b.Home)
+	if within(home, ws) || within(ws, home) {
+		return fmt.Errorf("sandbox: the box's HOME %s and its workspace %s must not contain one another", home, ws)
+	}
+	if b.Init != "" && !filepath.IsAbs(b.Init) {
+		return fmt.Errorf("sandbox: the box's init must be an absolute path, not %q", b.Init)
+	}
+	for _, p := range b.ReadOnly {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("sandbox: a read-only path must be absolute, not %q", p)
+		}
+		if p = filepath.Clean(p); within(ws, p) || within(home, p) {
+			return fmt.Errorf("sandbox: the read-only path %s holds the box's workspace or HOME, and would show what lies beside them", p)
+		}
+	}
+	for k, v := range b.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.Contains(v, "\x00") {
+			return fmt.Errorf("sandbox: environment variable %q cannot be passed", k)
+		}
+		if Forbidden(k) {
+			return fmt.Errorf("sandbox: environment variable %s never enters a box (Purser's settings, database credentials and webhook URLs stay outside)", k)
+		}
+	}
+	if d := b.Door; d != nil {
+		if !filepath.IsAbs(d.Socket) {
+			return fmt.Errorf("sandbox: the door's socket must be an absolute path, not %q", d.Socket)
+		}
+		if d.Port < 1 || d.Port > 65535 {
+			return fmt.Errorf("sandbox: the door's port %d is not a TCP port", d.Port)
+		}
+	}
+	if b.Limits.Processes > 0 && b.Limits.Processes < minProcesses {
+		return fmt.Errorf("sandbox: a limit of %d processes is below a box's least, %d (its init's own threads count against it)", b.Limits.Processes, minProcesses)
+	}
+	return nil
+}
+
+// within reports whether path is dir or lies below it (both clean).
+func within(path, dir string) bool {
+	if dir == "/" {
+		return true
+	}
+	return path == dir || strings.HasPrefix(path, dir+"/")
+}
+
+// checkHost refuses a box whose host paths are missing, saying which,
+// rather than leave bwrap to fail at the start with its own words.
+func (b Box) checkHost(init string) error {
+	paths := []struct{ what, path string }{{"workspace", b.Workspace}, {"HOME", b.Home}, {"init", init}}
+	for _, p := range b.ReadOnly {
+		paths = append(paths, struct{ what, path string }{"read-only path", p})
+	}
+	if b.Door != nil {
+		paths = append(paths, struct{ what, path string }{"door's socket", b.Door.Socket})
+	}
+	for _, p := range paths {
+		if _, err := os.Stat(p.path); err != nil {
+			return fmt.Errorf("sandbox: the box's %s: %w", p.what, err)
+		}
+	}
+	return nil
+}

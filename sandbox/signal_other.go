@@ -1,0 +1,12 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// Signal sends sig to a boxed command; there are no boxes here (see
+// Available).
+func Signal(cmd *exec.Cmd, sig syscall.Signal) error { return Available() }
