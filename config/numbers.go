@@ -78,20 +78,36 @@ func (d *document) lookup(field string) ast.Node {
 // 1.5 tokens to 1 and report a bad number without its line; this says both.
 func (d *document) checkNumbers(prefix string, fields map[string]numberSpec) error {
 	var errs []error
+	r := newFieldReader(d)
 	for field, spec := range fields {
-		n := d.lookup(prefix + field)
-		if n == nil {
-			continue
+		// Every node the field may be decoded from: its own, and those
+		// merge keys and aliases bring in.
+		nodes, ok := r.values(d, prefix+field)
+		if !ok {
+			return d.at(prefix+field, "too many aliases and merge keys to check its value", nil)
 		}
-		msg := numberProblem(n, spec.kind)
-		if msg == "" {
-			msg = rangeProblem(n, spec.max)
-		}
-		if msg != "" {
-			errs = append(errs, d.at(prefix+field, msg, nil))
+		for _, n := range nodes {
+			msg := numberProblem(n, spec.kind)
+			if msg == "" {
+				msg = rangeProblem(n, spec.max)
+			}
+			if msg != "" {
+				errs = append(errs, d.atNode(prefix+field, n, msg))
+				break
+			}
 		}
 	}
 	return errors.Join(sortErrors(errs)...)
+}
+
+// atNode is an error about field whose value is n, placed at n: where a
+// merged or aliased value was written, not where it landed.
+func (d *document) atNode(field string, n ast.Node, msg string) *Error {
+	e := &Error{File: d.name, Field: field, Msg: msg}
+	if tk := n.GetToken(); tk != nil && tk.Position != nil {
+		e.Line, e.Column = tk.Position.Line, tk.Position.Column
+	}
+	return e
 }
 
 // rangeProblem says whether a number n is larger than max.
