@@ -30,6 +30,12 @@ const MinRuns = 2
 // read from solved runs alone; below it, all runs are used.
 const MinSolved = 5
 
+// DefaultMaxIterations is the iteration cap a proposed budget carries. It
+// is a default, not advice: the recorded runs count calls, not Purser
+// iterations (an iteration may make several calls, a corpus run has none),
+// so there is no distribution to read it from.
+const DefaultMaxIterations = 10
+
 // Proposal is a proposed threshold set for one metric, in the metric's unit.
 type Proposal struct {
 	Metric                 budget.Metric

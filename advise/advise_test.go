@@ -3,11 +3,13 @@ package advise_test
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/purser-dev/purser/advise"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/pricing"
 	"github.com/purser-dev/purser/replay"
 )
@@ -131,5 +133,38 @@ func TestAdviseSaysWhenThereIsNotEnoughHistory(t *testing.T) {
 		if !strings.Contains(text.String(), "not enough history") || strings.Contains(text.String(), "optimal") {
 			t.Fatalf("%d run(s):\n%s", n, text.String())
 		}
+	}
+}
+
+// Issue 23 #6: the recorded runs count calls, not Purser iterations, so the
+// proposed budget's maxIterations is not read from them: the text says it
+// is a default, on the line that proposes it, where every other figure is
+// said to come from the runs' percentiles.
+func TestProposedMaxIterationsIsSaidToBeADefault(t *testing.T) {
+	groups, err := advise.Advise(pricing.Builtin(), load(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	if err := advise.WriteText(&text, groups[0]); err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(text.String(), "\n") {
+		if strings.Contains(l, "maxIterations") {
+			line = l
+		}
+	}
+	want := "maxIterations: " + fmt.Sprint(advise.DefaultMaxIterations) + "}  # a default, not from the runs"
+	if !strings.Contains(line, want) {
+		t.Fatalf("the maxIterations line %q does not say it is a default (%q):\n%s", line, want, text.String())
+	}
+	// What is printed is still a budget that reads back.
+	var yamlText strings.Builder
+	for _, l := range strings.Split(text.String()[strings.Index(text.String(), "as a budget:")+len("as a budget:"):], "\n") {
+		yamlText.WriteString(strings.TrimPrefix(l, "    ") + "\n")
+	}
+	if _, err := config.ParseBudget("proposal.yaml", []byte(yamlText.String())); err != nil {
+		t.Fatalf("the proposal does not read back as a budget: %v\n%s", err, yamlText.String())
 	}
 }

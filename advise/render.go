@@ -47,7 +47,7 @@ func WriteText(w io.Writer, g Group) error {
 	writeChart(w, g, primary)
 
 	fmt.Fprintf(w, "\n  as a budget:\n")
-	cfg := Config(g.Proposals, 10)
+	cfg := Config(g.Proposals, DefaultMaxIterations)
 	for _, tier := range []budget.Tier{budget.Optimal, budget.Warning, budget.Hard} {
 		var parts []string
 		for _, p := range g.Proposals {
@@ -55,10 +55,15 @@ func WriteText(w io.Writer, g Group) error {
 				parts = append(parts, yamlPair(p.Metric, v))
 			}
 		}
+		comment := ""
 		if tier == budget.Hard {
-			parts = append(parts, "maxIterations: 10")
+			// Every other figure is read from the runs; this one cannot be
+			// (they count calls, not iterations), and says so where it is
+			// proposed, as a YAML comment so the block still pastes.
+			parts = append(parts, fmt.Sprintf("maxIterations: %d", DefaultMaxIterations))
+			comment = "  # a default, not from the runs: they record calls, not Purser iterations; set what a task may take"
 		}
-		fmt.Fprintf(w, "    %s: {%s}\n", tier, strings.Join(parts, ", "))
+		fmt.Fprintf(w, "    %s: {%s}%s\n", tier, strings.Join(parts, ", "), comment)
 	}
 	_, err := fmt.Fprintln(w)
 	return err
