@@ -6,17 +6,22 @@ import (
 	"unicode/utf8"
 )
 
-// Display is s made safe to print on a user's terminal: secrets masked, as
-// String does, and every control character removed but newline and tab. An
-// agent's output (or a repository's file names) could otherwise carry escape
-// sequences that move the cursor, rewrite the screen, retitle the window or
-// hide a line of Purser's own output.
+// Display is s made safe to print on a user's terminal or to write into a
+// Markdown file a user will cat (STATUS.md, BUDGET.md): secrets masked, as
+// String does, every control character removed but newline and tab, and
+// bytes that are not UTF-8 replaced by U+FFFD. An agent's output (or a
+// repository's file names) could otherwise carry escape sequences that move
+// the cursor, clear the screen, write the clipboard (OSC 52), retitle the
+// window or hide a line of Purser's own output; a lone 0x9b byte is a CSI to
+// a terminal in 8-bit mode. It is the one function for text from an agent on
+// its way to a terminal or a file: the live view, alerts, the CLI's messages
+// and the reports all use it.
 func Display(s string) string {
 	s = String(s)
 	clean := func(r rune) bool {
 		return r != '\n' && r != '\t' && (unicode.IsControl(r) || r == '\u009b')
 	}
-	if strings.IndexFunc(s, clean) < 0 {
+	if strings.IndexFunc(s, clean) < 0 && utf8.ValidString(s) {
 		return s
 	}
 	var b strings.Builder
@@ -27,6 +32,8 @@ func Display(s string) string {
 		case r == 0x1b: // ESC: drop the whole sequence it starts
 			i += size + escapeLength(s[i+size:])
 			continue
+		case r == utf8.RuneError && size == 1: // not UTF-8: never a raw byte
+			b.WriteRune(utf8.RuneError)
 		case clean(r):
 		default:
 			b.WriteString(s[i : i+size])

@@ -21,6 +21,9 @@ func TestDisplayRemovesTerminalControl(t *testing.T) {
 		{"8-bit CSI", "x\u009b31my", "x31my"},
 		{"unicode is kept", "café — ✓", "café — ✓"},
 		{"a cut-off sequence at the end", "tail\x1b[", "tail"},
+		{"screen clear", "a\x1b[2J\x1b[Hb", "ab"},
+		{"clipboard write (OSC 52)", "a\x1b]52;c;Y3VybA==\x07b", "ab"},
+		{"a raw 8-bit CSI byte, not UTF-8", "x\x9b31my", "x\ufffd31my"},
 	}
 	for _, c := range cases {
 		if got := redact.Display(c.in); got != c.want {

@@ -115,7 +115,7 @@ func BudgetMD(r Report) []byte {
 	pricesSection(&b, r.Prices)
 	retriesSection(&b, r.Calls)
 	degradesSection(&b, r.Degrades)
-	return redact.Bytes(b.Bytes())
+	return []byte(redact.Display(b.String()))
 }
 
 // budgetHeader writes BUDGET.md's title and its first lines: the state,
@@ -378,7 +378,7 @@ func StatusMD(r Report) []byte {
 			fmt.Fprintf(&b, "%d. %s\n", i+1, s)
 		}
 	}
-	return redact.Bytes(b.Bytes())
+	return []byte(redact.Display(b.String()))
 }
 
 func lastValidated(its []purser.IterationRecord) *purser.IterationRecord {
