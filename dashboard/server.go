@@ -31,8 +31,28 @@ const DefaultPollInterval = 500 * time.Millisecond
 // without a token.
 var ErrTokenRequired = errors.New("a token is required to listen on an address other than loopback")
 
+// ErrWeakToken is returned by CheckBind for a token shorter than
+// MinTokenLength.
+var ErrWeakToken = errors.New("the token is too short")
+
+// MinTokenLength is the fewest characters a token may have: anything
+// shorter is guessed by a page that tries tokens (openssl rand -hex 16
+// makes one of 32).
+const MinTokenLength = 16
+
 // Options configure a Handler.
 type Options struct {
+	// Addr is the address the dashboard listens on (host:port), which sets
+	// the Host names it answers to: localhost and loopback addresses always,
+	// the listen address when it is one, any IP literal and this machine's
+	// host name when it listens on every address. Empty means any IP
+	// literal and localhost, but no other name.
+	// Requests for any other name are refused (421): they come from a page
+	// that rebound its own name to this machine.
+	Addr string
+	// Hosts are further names it answers to (a name the machine is reached
+	// by through a proxy or DNS).
+	Hosts []string
 	// Token, when set, must come with every request: as
 	// "Authorization: Bearer TOKEN", as the query parameter token=TOKEN, or
 	// in the cookie a valid query token sets (a browser's requests for the
@@ -46,14 +66,19 @@ type Options struct {
 }
 
 // CheckBind refuses to listen on a non-loopback address without a token:
-// the dashboard shows agents' output and spend to whoever can reach it.
+// the dashboard shows agents' output and spend to whoever can reach it. It
+// refuses a token shorter than MinTokenLength anywhere: a short one guards
+// nothing.
 func CheckBind(addr, token string) error {
-	if token != "" {
-		return nil
-	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("address %q: want host:port: %w", addr, err)
+	}
+	if token != "" {
+		if n := len([]rune(token)); n < MinTokenLength {
+			return fmt.Errorf("%w: %d characters, want at least %d characters (make one with: openssl rand -hex 16)", ErrWeakToken, n, MinTokenLength)
+		}
+		return nil
 	}
 	if host == "localhost" {
 		return nil
@@ -74,7 +99,7 @@ func NewHandler(store purser.Store, o Options) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &handler{store: store, o: o}
+	h := &handler{store: store, o: o, hosts: newHosts(o.Addr, o.Hosts)}
 	h.feed = newFeed(h.load, o.PollInterval)
 	static, err := fs.Sub(staticFiles, "static")
 	if err != nil {
@@ -100,10 +125,12 @@ const tokenCookie = "purser_token"
 type handler struct {
 	store purser.Store
 	o     Options
+	hosts hosts
 	feed  *feed
 }
 
-// secure checks the token, in constant time, and sets headers that keep
+// secure checks the Host (against DNS rebinding), then the token, in
+// constant time, and sets headers that keep
 // the page from loading anything but its own files.
 func (h *handler) secure(next http.Handler) http.Handler {
 	want := []byte(h.o.Token)
@@ -111,6 +138,10 @@ func (h *handler) secure(next http.Handler) http.Handler {
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Referrer-Policy", "no-referrer")
+		if !h.hosts.allows(r.Host) {
+			refuseHost(w, r.Host)
+			return
+		}
 		if len(want) > 0 {
 			got, fromQuery := r.URL.Query().Get("token"), true
 			if c, err := r.Cookie(tokenCookie); err == nil && got == "" {
