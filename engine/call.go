@@ -130,7 +130,7 @@ func (t *taskRun) prepare(ctx context.Context, kind purser.CallKind, attempt int
 	counted := int64(e.cfg.Context.Counter.Count(text))
 	callID := fmt.Sprintf("%s-%d-%s-%d-%s", t.task.ID, t.iteration, kind, attempt, newID())
 	return &preparedCall{kind: kind, model: model, prompt: text, input: counted + counted/20 + 16, ctx: cctx,
-		rec: purser.CallRecord{ID: callID, TaskID: t.task.ID, Iteration: t.iteration, Kind: kind, Attempt: attempt, Model: model,
+		rec: purser.CallRecord{ID: callID, TaskID: t.task.ID, Iteration: t.iteration, Kind: kind, Attempt: attempt, Model: redact.String(model),
 			StartedAt: e.cfg.Clock.Now(), ContextTokens: cctx.Tokens}}, nil
 }
 

@@ -120,7 +120,9 @@ func (t *taskRun) start(ctx context.Context, run *budget.Manager) error {
 	if t.budget, err = budget.NewManager(t.task.Budget, budget.Options{Clock: e.cfg.Clock, Parent: run, Initial: totals}); err != nil {
 		return err
 	}
-	rec := purser.TaskRecord{ID: t.task.ID, RunID: t.runID, Goal: t.task.Goal, Workspace: t.task.Workspace, File: t.task.File,
+	// The goal is stored redacted (issue 23 #10): a key pasted into it
+	// would otherwise sit in the database and on the dashboard.
+	rec := purser.TaskRecord{ID: t.task.ID, RunID: t.runID, Goal: redact.String(t.task.Goal), Workspace: t.task.Workspace, File: t.task.File,
 		Budget: t.task.Budget, State: purser.StateRunning, Elapsed: prior.Elapsed, Owner: e.owner}
 	if err := e.cfg.Store.ClaimTask(ctx, rec, e.cfg.Owners.Gone); err != nil {
 		return err
@@ -423,6 +425,9 @@ func (t *taskRun) record(ctx context.Context, ev budget.UsageEvent, key string) 
 }
 
 func (t *taskRun) appendLedger(ctx context.Context, callID string, kind purser.CallKind, ev budget.UsageEvent, key string) error {
+	// Priced already: the model's name (and the price source that quotes
+	// it) are stored redacted, as every other text (issue 23 #10).
+	ev.Model, ev.PriceSource = redact.String(ev.Model), redact.String(ev.PriceSource)
 	return t.e.cfg.Store.AppendUsage(ctx, purser.LedgerEntry{Key: key, TaskID: t.task.ID, RunID: t.runID, CallID: callID,
 		Iteration: t.iteration, Kind: kind, Event: ev, At: t.e.cfg.Clock.Now()})
 }
