@@ -9,6 +9,7 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/redact"
 )
 
 // TaskStatus is one task in `purser status --json`.
@@ -106,7 +107,8 @@ func WriteStatusText(w io.Writer, database string, tasks []TaskStatus, summary f
 		if t.Interrupted {
 			state += " (interrupted)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, state, summary(t.Budget), t.Reason)
+		// The reason may quote an agent: no escape of its reaches the terminal.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, state, summary(t.Budget), redact.Display(t.Reason))
 	}
 	return tw.Flush()
 }

@@ -190,6 +190,9 @@ func ReadLine(r *bufio.Reader) ([]byte, error) {
 type tail struct {
 	mu  sync.Mutex
 	buf []byte
+	// cut says the start of what was written is gone: the first word kept
+	// may be the end of a secret whose prefix no rule can match any more.
+	cut bool
 }
 
 func (t *tail) Write(p []byte) (int, error) {
@@ -197,15 +200,17 @@ func (t *tail) Write(p []byte) (int, error) {
 	defer t.mu.Unlock()
 	t.buf = append(t.buf, p...)
 	if over := len(t.buf) - 16<<10; over > 0 {
-		t.buf = t.buf[over:]
+		t.buf, t.cut = t.buf[over:], true
 	}
 	return len(p), nil
 }
 
+// String is what was kept, secrets masked and the word the cut fell inside
+// dropped.
 func (t *tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return string(t.buf)
+	return redact.Tail(string(t.buf), 16<<10, t.cut)
 }
 
 // LastLines returns the last n lines of s on one line, secrets masked: it

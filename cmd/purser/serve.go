@@ -50,7 +50,7 @@ func newServeCmd() *cobra.Command {
 			}
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			srv := &http.Server{
-				Handler:           dashboard.NewHandler(store, dashboard.Options{Token: token, Logger: logger}),
+				Handler:           dashboard.NewHandler(store, dashboard.Options{Token: token, Logger: logger, Addr: ln.Addr().String()}),
 				ReadHeaderTimeout: 10 * time.Second,
 				// Live streams end when the command is stopped, rather
 				// than holding Shutdown until its deadline.
