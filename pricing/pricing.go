@@ -137,17 +137,72 @@ func (p Price) Rate(ev budget.UsageEvent) Applied {
 		}
 	}
 	if chosen != &p && len(chosen.Tiers) == 0 {
-		for _, t := range p.Tiers {
+		var passed *Tier
+		for i, t := range p.Tiers {
 			if ev.InputTokens > t.AboveInput {
-				a.Notes = append(a.Notes, fmt.Sprintf("the table gives no %s rates above %s input tokens: %s base rates used (may be low)", a.Service, groupDigits(t.AboveInput), a.Service))
-				break
+				passed = &p.Tiers[i]
 			}
+		}
+		switch {
+		case passed == nil:
+		case a.Service == ServiceFlex || a.Service == ServiceBatch:
+			// OpenAI bills a long-context request "for standard, batch and
+			// flex" at the standard long-context multiplier (2× input, 1.5×
+			// output above 272k): the tier's rates scaled by the same ratio.
+			a.Rates, a.Above = scaleRates(a.Rates, p.Base(), passed.Rates), passed.AboveInput
+			a.Notes = append(a.Notes, fmt.Sprintf("%s rates × the standard long-context multiplier above %s input tokens (%s)",
+				a.Service, groupDigits(passed.AboveInput), multipliers(p.Base(), passed.Rates)))
+		default:
+			a.Notes = append(a.Notes, fmt.Sprintf("the table gives no %s rates above %s input tokens: %s base rates used (may be low)", a.Service, groupDigits(passed.AboveInput), a.Service))
 		}
 	}
 	if ev.CacheWrite1hTokens > 0 && a.Rates.CacheWrite1h == 0 {
 		a.Notes = append(a.Notes, "no 1-hour cache-write price in the table: 1-hour writes priced as 5-minute writes (may be low)")
 	}
 	return a
+}
+
+// scaleRates applies the ratio long/base of each field to r: a service
+// tier's short-context rates become its long-context rates. A field whose
+// standard base rate is zero (no ratio to take) stays as it is, and so does a
+// zero field of r (it falls back to another field when priced, which is
+// scaled).
+func scaleRates(r, base, long Rates) Rates {
+	scale := func(v, b, l PicoUSD) PicoUSD {
+		if v == 0 || b == 0 {
+			return v
+		}
+		n := new(big.Int).Mul(big.NewInt(int64(v)), big.NewInt(int64(l)))
+		n.Add(n, big.NewInt(int64(b)/2)) // round half up to the pico-dollar
+		n.Quo(n, big.NewInt(int64(b)))
+		if !n.IsInt64() {
+			return PicoUSD(math.MaxInt64)
+		}
+		return PicoUSD(n.Int64())
+	}
+	return Rates{
+		Input:        scale(r.Input, base.Input, long.Input),
+		Output:       scale(r.Output, base.Output, long.Output),
+		CacheRead:    scale(r.CacheRead, base.CacheRead, long.CacheRead),
+		CacheWrite:   scale(r.CacheWrite, base.CacheWrite, long.CacheWrite),
+		CacheWrite1h: scale(r.CacheWrite1h, base.CacheWrite1h, long.CacheWrite1h),
+		Reasoning:    scale(r.Reasoning, base.Reasoning, long.Reasoning),
+	}
+}
+
+// multipliers writes the ratios scaleRates applies: "input ×2, output ×1.5".
+func multipliers(base, long Rates) string {
+	var parts []string
+	for _, f := range []struct {
+		name string
+		b, l PicoUSD
+	}{{"input", base.Input, long.Input}, {"output", base.Output, long.Output}, {"cache read", base.CacheRead, long.CacheRead}} {
+		if f.b > 0 {
+			ratio := new(big.Rat).SetFrac64(int64(f.l), int64(f.b))
+			parts = append(parts, f.name+" ×"+strings.TrimRight(strings.TrimRight(ratio.FloatString(4), "0"), "."))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Cost estimates what a usage event's tokens cost at this price, the whole

@@ -208,3 +208,34 @@ func TestDecoratedKeysPriceBareNames(t *testing.T) {
 		t.Error("gemini-2.5 matched a longer name")
 	}
 }
+
+// Flex and batch calls past a long-context threshold are billed at the
+// service tier's rates times the standard long-context multiplier (OpenAI:
+// above 272k input, 2× input and 1.5× output "for standard, batch and flex"),
+// and the provenance says which rule priced them. The repro: gpt-5.5,
+// 300k in / 5k out, flex → $1.6125 (300k × $5/M + 5k × $22.50/M).
+func TestServiceTierLongContextMultiplier(t *testing.T) {
+	for _, c := range []*pricing.Catalogue{referenceTable(t), pricing.Builtin()} {
+		for _, tt := range []struct {
+			ev   budget.UsageEvent
+			want string
+		}{
+			{budget.UsageEvent{Model: "gpt-5.5", ServiceTier: "flex", InputTokens: 300_000, OutputTokens: 5000}, "1.6125"},
+			{budget.UsageEvent{Model: "gpt-5.5", ServiceTier: "batch", InputTokens: 300_000, OutputTokens: 5000}, "1.6125"},
+			// Cache reads at flex's $0.25/M × 2.
+			{budget.UsageEvent{Model: "gpt-5.5", ServiceTier: "flex", InputTokens: 300_000, CacheReadTokens: 100_000, OutputTokens: 5000}, "1.1625"},
+			// At the threshold: the flex base rates.
+			{budget.UsageEvent{Model: "gpt-5.5", ServiceTier: "flex", InputTokens: 272_000, OutputTokens: 1000}, "0.695"},
+		} {
+			got := c.Estimate(tt.ev)
+			if got.CostSource != budget.CostEstimated || got.USD.Decimal() != tt.want {
+				t.Errorf("%+v: %s (%s), want %s; %s", tt.ev, got.USD.Decimal(), got.CostSource, tt.want, got.PriceSource)
+			}
+			if tt.ev.InputTokens > 272_000 {
+				if !strings.Contains(got.PriceSource, "long-context multiplier") || strings.Contains(got.PriceSource, "may be low") {
+					t.Errorf("provenance does not name the rule: %q", got.PriceSource)
+				}
+			}
+		}
+	}
+}
