@@ -21,6 +21,7 @@ import (
 	"math/bits"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -272,33 +273,71 @@ type Entry struct {
 // modification, but safe for concurrent lookups once built.
 type Catalogue struct {
 	entries  map[string]Entry
-	aliases  map[string]string // bare name → the decorated key that prices it (see Resolve)
+	aliases  map[string][]string // bare name → the decorated keys that may price it, best first (see Resolve)
+	unpriced map[string]string   // a table entry Purser cannot price → why (see Resolution.Unpriced)
 	warnings []string
 }
 
 // New returns an empty catalogue.
-func New() *Catalogue { return &Catalogue{entries: map[string]Entry{}, aliases: map[string]string{}} }
+func New() *Catalogue {
+	return &Catalogue{entries: map[string]Entry{}, aliases: map[string][]string{}, unpriced: map[string]string{}}
+}
 
 // Set adds or replaces a model's price.
 func (c *Catalogue) Set(e Entry) {
 	if c.entries == nil {
 		c.entries = map[string]Entry{}
 	}
-	if c.aliases == nil {
-		c.aliases = map[string]string{}
-	}
 	e.Model = strings.ToLower(strings.TrimSpace(e.Model))
 	c.entries[e.Model] = e
-	if bare := normalise(e.Model); bare != e.Model {
-		if best, ok := c.aliases[bare]; !ok || len(e.Model) < len(best) || len(e.Model) == len(best) && e.Model < best {
-			c.aliases[bare] = e.Model
+	delete(c.unpriced, e.Model)
+	c.addAlias(e.Model)
+}
+
+// addAlias files a decorated key under the bare name it stands for, keeping
+// each list shortest key first, then in order.
+func (c *Catalogue) addAlias(key string) {
+	if c.aliases == nil {
+		c.aliases = map[string][]string{}
+	}
+	bare := normalise(key)
+	if bare == key {
+		return
+	}
+	keys := c.aliases[bare]
+	for _, k := range keys {
+		if k == key {
+			return
 		}
 	}
+	keys = append(keys, key)
+	sort.Slice(keys, func(i, j int) bool {
+		if len(keys[i]) != len(keys[j]) {
+			return len(keys[i]) < len(keys[j])
+		}
+		return keys[i] < keys[j]
+	})
+	c.aliases[bare] = keys
+}
+
+// setUnpriced records a table entry that names a model but cannot price it.
+func (c *Catalogue) setUnpriced(key, why string) {
+	if c.unpriced == nil {
+		c.unpriced = map[string]string{}
+	}
+	key = strings.ToLower(strings.TrimSpace(key))
+	c.unpriced[key] = why
+	c.addAlias(key)
 }
 
 // Merge copies every entry of other into c, overriding c's, and keeps
 // other's warnings.
 func (c *Catalogue) Merge(other *Catalogue) {
+	for k, why := range other.unpriced {
+		if _, priced := c.entries[k]; !priced {
+			c.setUnpriced(k, why)
+		}
+	}
 	for _, e := range other.entries {
 		c.Set(e)
 	}
@@ -329,7 +368,11 @@ func (c *Catalogue) Models() []string {
 
 var (
 	contextSuffix = regexp.MustCompile(`\[[^\]]*\]$`) // claude-opus-4-8[1m]
-	bedrockPrefix = regexp.MustCompile(`^((us|eu|apac|global|jp|au)\.)?(anthropic|meta|amazon|mistral|cohere|deepseek|openai)\.`)
+	// Bedrock's model ids: a vendor prefix (anthropic.), after an optional
+	// cross-region prefix. global. is billed as the vendor's own price; the
+	// geographic ones (us., eu., apac., jp., au., us-gov.) carry their own,
+	// higher prices and are never stripped (see regional).
+	bedrockPrefix = regexp.MustCompile(`^(global\.)?(anthropic|meta|amazon|mistral|cohere|deepseek|openai)\.`)
 	bedrockSuffix = regexp.MustCompile(`-v\d+(:\d+)?$`)               // …-20250929-v1:0
 	vertexDate    = regexp.MustCompile(`@(\d{8}|latest|default)$`)    // claude-sonnet-4-5@20250929
 	datedSuffix   = regexp.MustCompile(`-(\d{8}|\d{4}-\d{2}-\d{2})$`) // -20250929, -2025-08-07
@@ -337,12 +380,100 @@ var (
 	// Anthropic, and so the tables, with a hyphen. Only Claude names are
 	// rewritten: OpenAI and Google versions are dotted in their own names.
 	claudeDotted = regexp.MustCompile(`^(claude-(?:[a-z]+-)?\d+)\.(\d+)`)
+	// regional is a name, or a path segment, that bills a region's price:
+	// Bedrock's geographic cross-region prefixes (us.anthropic.…), a cloud
+	// region (bedrock/us-gov-west-1/…, vertex_ai/europe-west4/…) or Azure's
+	// data-zone deployments (azure/eu/…). A regional name is priced only by
+	// its own entry: stripping the region would price it at the global,
+	// cheaper rate.
+	regional = regexp.MustCompile(`^((us|eu|apac|jp|au|ca|us-gov)\.|(us|eu)/|[a-z]{2,}(-gov)?-[a-z]+-?\d+/)`)
 )
+
+// Route is the host a call actually reached: the same model name is billed
+// differently through OpenRouter, Vertex AI, Bedrock, Azure or the model
+// maker's own API, and a LiteLLM table prices each under its own key
+// (openrouter/…, vertex_ai/…, gemini/…). The zero Route is unknown.
+type Route string
+
+// Routes a lookup knows how to prefer.
+const (
+	RouteUnknown    Route = ""
+	RouteOpenRouter Route = "openrouter" // openrouter.ai: LiteLLM's openrouter/ keys
+	RouteVertex     Route = "vertex_ai"  // Google Vertex AI: vertex_ai/ keys, and LiteLLM's bare Gemini keys
+	RouteGemini     Route = "gemini"     // Google AI Studio (generativelanguage.googleapis.com): gemini/ keys
+	RouteBedrock    Route = "bedrock"    // AWS Bedrock: bedrock/ keys and the bare anthropic.… ids
+	RouteAzure      Route = "azure"      // Azure OpenAI: azure/ keys
+	RouteDirect     Route = "direct"     // the model maker's own API (Anthropic, OpenAI, DeepSeek): the bare keys
+)
+
+// RouteOf infers the route from a backend's provider base URL (what
+// CLIOptions.Upstream returns): RouteUnknown for a URL it does not know,
+// which keeps the lookup as it is without a route.
+func RouteOf(baseURL string) Route {
+	u := strings.ToLower(baseURL)
+	switch {
+	case u == "":
+		return RouteUnknown
+	case strings.Contains(u, "openrouter.ai"):
+		return RouteOpenRouter
+	case strings.Contains(u, "aiplatform.googleapis.com"):
+		return RouteVertex
+	case strings.Contains(u, "generativelanguage.googleapis.com"):
+		return RouteGemini
+	case strings.Contains(u, "bedrock"):
+		return RouteBedrock
+	case strings.Contains(u, ".openai.azure.com"), strings.Contains(u, ".azure.com"):
+		return RouteAzure
+	case strings.Contains(u, "api.anthropic.com"), strings.Contains(u, "api.openai.com"), strings.Contains(u, "api.deepseek.com"):
+		return RouteDirect
+	}
+	return RouteUnknown
+}
+
+// keyPrefix is the LiteLLM key prefix of a route's own entries.
+func (r Route) keyPrefix() string {
+	switch r {
+	case RouteOpenRouter, RouteVertex, RouteGemini, RouteBedrock, RouteAzure:
+		return string(r) + "/"
+	}
+	return ""
+}
+
+// hosts are LiteLLM's provider prefixes: a name whose first segment is one
+// of them is that host's key, not an OpenRouter vendor/model id.
+var hosts = map[string]bool{
+	"openrouter": true, "vertex_ai": true, "gemini": true, "bedrock": true, "bedrock_converse": true, "azure": true, "azure_ai": true,
+	"anthropic": false, "openai": false, "google": false, "deepseek": false, // also OpenRouter vendors, see routeFor
+	"together_ai": true, "fireworks_ai": true, "groq": true, "deepinfra": true, "ollama": true, "ollama_chat": true,
+	"mistral": true, "xai": true, "perplexity": true, "cerebras": true, "nebius": true, "novita": true, "dashscope": true,
+	"github_copilot": true, "vercel_ai_gateway": true, "databricks": true, "snowflake": true, "sambanova": true,
+}
+
+// makers are the hosts that are a model maker's own API.
+var makers = map[string]bool{"gemini": true, "deepseek": true, "anthropic": true, "openai": true}
+
+// routeFor is the route to prefer for a name when the caller knows none: a
+// bare Gemini name is Google AI Studio's (LiteLLM's bare Gemini keys are
+// Vertex's prices), and a vendor/model id whose vendor is not a LiteLLM host
+// (qwen/…, z-ai/…, anthropic/…) is OpenRouter's way of naming a model.
+func routeFor(name string, route Route) Route {
+	if route != RouteUnknown {
+		return route
+	}
+	if strings.HasPrefix(name, "gemini-") {
+		return RouteGemini
+	}
+	if i := strings.Index(name, "/"); i > 0 && !hosts[name[:i]] && !strings.HasPrefix(name, "openrouter/") {
+		return RouteOpenRouter
+	}
+	return RouteUnknown
+}
 
 // candidates lists the names a model may be priced under, most specific
 // first. Each step removes one kind of decoration a provider adds to the same
 // model; none of them guesses a different model (gpt-5-mini never becomes
-// gpt-5), so a name that is really unknown stays unknown.
+// gpt-5), and none strips a region (regional names are billed their own
+// price), so a name that is really unknown stays unknown.
 func candidates(model string) []string {
 	name := strings.ToLower(strings.TrimSpace(model))
 	var out []string
@@ -362,11 +493,17 @@ func candidates(model string) []string {
 	// Provider prefixes, one segment at a time: openrouter/anthropic/x → anthropic/x → x.
 	for {
 		add(name)
+		if regional.MatchString(name) {
+			return out
+		}
 		i := strings.Index(name, "/")
 		if i < 0 {
 			break
 		}
 		name = name[i+1:]
+	}
+	if regional.MatchString(name) {
+		return out
 	}
 	name = bedrockPrefix.ReplaceAllString(name, "")
 	name = bedrockSuffix.ReplaceAllString(name, "")
@@ -377,6 +514,32 @@ func candidates(model string) []string {
 	// claude-sonnet-4.5 → claude-sonnet-4-5 (claude-3.5-haiku → claude-3-5-haiku).
 	for _, n := range []string{name, undated} {
 		add(claudeDotted.ReplaceAllString(n, "$1-$2"))
+	}
+	return out
+}
+
+// routed puts the route's own keys first: each candidate under the route's
+// key prefix, then the candidate itself.
+// A bare Gemini name off Vertex is Google AI Studio's (gemini/…): through
+// OpenRouter too, which bills Google's own price.
+func routed(tried []string, route Route) []string {
+	prefix := route.keyPrefix()
+	var out []string
+	seen := map[string]bool{}
+	add := func(k string) {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	for _, n := range tried {
+		if prefix != "" && !strings.HasPrefix(n, prefix) {
+			add(prefix + n)
+		}
+		if route != RouteVertex && strings.HasPrefix(n, "gemini-") {
+			add("gemini/" + n)
+		}
+		add(n)
 	}
 	return out
 }
@@ -394,44 +557,119 @@ func normalise(model string) string {
 // Resolution is how a model name was matched in the catalogue.
 type Resolution struct {
 	Query     string   // the name asked for
+	Route     Route    // the route preferred (given, or inferred from the name)
 	Tried     []string // the names tried, in order
 	MatchedAs string   // the tried name that matched
 	Key       string   // the catalogue key that priced it
 	Alias     bool     // matched through a decorated key's bare name (a prefix added)
+	// Unpriced, when no key priced the name, says why a table entry that
+	// names it could not: priced only by keys Purser does not model
+	// (tiered_pricing, per-second or per-character prices), or a zero price
+	// on a model not marked free.
+	Unpriced string
 }
 
-// Resolve finds the price of a model, matching the name exactly first and
-// then without provider decorations (context-window tags such as "[1m]",
-// provider prefixes such as "anthropic/", Bedrock and Vertex forms, dated
-// suffixes, OpenRouter's dotted Claude versions). When no table key has a
-// tried name, a key that is a decorated form of it is taken (a table holding
-// only "gemini/gemini-2.5-pro" prices "gemini-2.5-pro"); among several, the
-// shortest key, then the first in order — so "anthropic.claude-…" is chosen
-// over its regional "eu.anthropic.claude-…" twin. A different model is never
-// guessed: matching is on whole names, never on prefixes.
+// Resolve finds the price of a model as ResolveRoute does, for a call whose
+// route is not known.
 func (c *Catalogue) Resolve(model string) (Entry, Resolution, bool) {
-	r := Resolution{Query: model, Tried: candidates(model)}
+	return c.ResolveRoute(model, RouteUnknown)
+}
+
+// ResolveRoute finds the price of a model reached through route, matching
+// the name exactly first and then without provider decorations
+// (context-window tags such as "[1m]", provider prefixes such as
+// "anthropic/", Bedrock and Vertex forms, dated suffixes, OpenRouter's dotted
+// Claude versions). The route's own keys come first: through OpenRouter
+// "qwen/qwen3-235b-a22b-thinking-2507" is priced by
+// "openrouter/qwen/qwen3-235b-a22b-thinking-2507", through Google AI Studio
+// "gemini-2.5-pro" by "gemini/gemini-2.5-pro" and through Vertex by
+// "vertex_ai/…" or LiteLLM's bare Gemini key. With no route, a bare Gemini
+// name is taken as AI Studio's and a vendor/model id as OpenRouter's.
+//
+// When no table key has a tried name, a key that is a decorated form of it is
+// taken (a table holding only "gemini/gemini-2.5-pro" prices
+// "gemini-2.5-pro"): the route's own key, else (route known) a key of no
+// other host, else (route unknown) the shortest key, then the first in
+// order — so "anthropic.claude-…" is chosen over its regional
+// "eu.anthropic.claude-…" twin. A different model is never guessed: matching
+// is on whole names, never on prefixes; and a regional name is never priced
+// as its global model.
+func (c *Catalogue) ResolveRoute(model string, route Route) (Entry, Resolution, bool) {
+	plain := candidates(model)
+	name := ""
+	if len(plain) > 0 {
+		name = plain[0]
+	}
+	given := route
+	route = routeFor(name, route)
+	r := Resolution{Query: model, Route: route, Tried: routed(plain, route)}
+	if given == RouteUnknown && route == RouteOpenRouter && r.Tried[0] != plain[0] {
+		// An OpenRouter id inferred from the name: the name as given still
+		// comes first (a table's deepseek/deepseek-chat is DeepSeek's own
+		// key, not an OpenRouter id).
+		r.Tried = append([]string{plain[0]}, slices.DeleteFunc(r.Tried, func(s string) bool { return s == plain[0] })...)
+	}
 	if c == nil {
 		return Entry{}, r, false
 	}
+	// The first tried name the table holds decides, priced or not: an
+	// entry Purser cannot price makes the name unknown (with the reason),
+	// never priced as another host's entry further down the list.
 	for _, n := range r.Tried {
 		if e, ok := c.entries[n]; ok {
 			r.MatchedAs, r.Key = n, n
+			// A route's key tried before the name itself: a prefix added.
+			r.Alias = !slices.Contains(plain, n)
 			return e, r, true
 		}
-	}
-	best := ""
-	for _, n := range r.Tried {
-		if key, ok := c.aliases[n]; ok {
-			best = key
-			break
+		if why, ok := c.unpriced[n]; ok {
+			r.Unpriced = why
+			return Entry{}, r, false
 		}
 	}
-	if best == "" {
-		return Entry{}, r, false
+	for _, n := range plain {
+		key := c.alias(n, route)
+		if key == "" {
+			continue
+		}
+		if why, ok := c.unpriced[key]; ok {
+			r.Unpriced = why
+			return Entry{}, r, false
+		}
+		r.MatchedAs, r.Key, r.Alias = normalise(key), key, true
+		return c.entries[key], r, true
 	}
-	r.MatchedAs, r.Key, r.Alias = normalise(best), best, true
-	return c.entries[best], r, true
+	return Entry{}, r, false
+}
+
+// alias picks, among the decorated keys standing for bare, the one to price
+// it through route (see ResolveRoute); "" if none fits.
+func (c *Catalogue) alias(bare string, route Route) string {
+	keys := c.aliases[bare]
+	if len(keys) == 0 {
+		return ""
+	}
+	prefix := route.keyPrefix()
+	if route == RouteUnknown {
+		return keys[0]
+	}
+	for _, k := range keys {
+		if prefix != "" && strings.HasPrefix(k, prefix) {
+			return k
+		}
+	}
+	for _, k := range keys {
+		i := strings.Index(k, "/")
+		if i < 0 || !hosts[k[:i]] {
+			return k // no host's key: the model maker's own name for it
+		}
+		// OpenRouter and the maker's own API bill a maker's model at the
+		// maker's price: Google AI Studio's gemini/ keys, DeepSeek's.
+		if (route == RouteOpenRouter || route == RouteDirect) && makers[k[:i]] {
+			return k
+		}
+	}
+	return ""
 }
 
 // Lookup finds the price of a model as Resolve does and returns the entry.
@@ -448,16 +686,26 @@ func (c *Catalogue) Lookup(model string) (Entry, bool) {
 // has no tokens, so pricing an event twice changes nothing. The engine calls
 // it on every usage event it records; backends never do.
 func (c *Catalogue) Estimate(ev budget.UsageEvent) budget.UsageEvent {
+	return c.EstimateRoute(ev, RouteUnknown)
+}
+
+// EstimateRoute prices an event as Estimate does, for a call that reached
+// its model through route (see ResolveRoute): a backend that knows its
+// provider base URL passes RouteOf(url).
+func (c *Catalogue) EstimateRoute(ev budget.UsageEvent, route Route) budget.UsageEvent {
 	if ev.CostSource == budget.CostReported || ev.CostSource == budget.CostEstimated {
 		return ev
 	}
 	if ev.Tokens() == 0 {
 		return ev
 	}
-	e, r, ok := c.Resolve(ev.Model)
+	e, r, ok := c.ResolveRoute(ev.Model, route)
 	if !ok {
 		ev.USD, ev.CostSource = 0, budget.CostUnknown
 		ev.PriceSource = fmt.Sprintf("no price for %q in the catalogue", ev.Model)
+		if r.Unpriced != "" {
+			ev.PriceSource += ": " + r.Unpriced
+		}
 		return ev
 	}
 	a := e.Price.Rate(ev)
@@ -484,7 +732,7 @@ var priceKey = regexp.MustCompile(`^(input_cost_per_token_cache_hit|input_cost_p
 // when Purser does not model it.
 func looksLikePrice(key string) bool {
 	k := strings.ToLower(key)
-	return strings.Contains(k, "cost") || strings.Contains(k, "price") || strings.Contains(k, "multiplier") ||
+	return strings.Contains(k, "cost") || strings.Contains(k, "price") || strings.Contains(k, "pricing") || strings.Contains(k, "multiplier") ||
 		k == "provider_specific_entry"
 }
 
@@ -590,7 +838,9 @@ func ParseLiteLLM(data []byte, source string) (*Catalogue, error) {
 	}
 	sort.Strings(names)
 	c := New()
-	unknown := map[string][]string{} // key → models
+	unknown := map[string][]string{} // key → priced models carrying it
+	onlyBy := map[string][]string{}  // key → models priced by it alone, so unpriced
+	var zero []string                // models priced at zero, not marked free
 	for _, name := range names {
 		if name == "sample_spec" || strings.TrimSpace(name) == "" {
 			continue
@@ -606,6 +856,20 @@ func ParseLiteLLM(data []byte, source string) (*Catalogue, error) {
 			return nil, fmt.Errorf("%s: model %q: %w", source, name, err)
 		}
 		if !ok {
+			// A chat model priced only by keys Purser does not model
+			// (tiered_pricing, per-second, per-character): named, and
+			// remembered so that a lookup says why it is unknown.
+			if len(skipped) > 0 && chatLike(fields) {
+				c.setUnpriced(name, fmt.Sprintf("the table's entry %q is priced only by keys Purser does not model (%s)", name, strings.Join(skipped, ", ")))
+				for _, k := range skipped {
+					onlyBy[k] = append(onlyBy[k], name)
+				}
+			}
+			continue
+		}
+		if p.Input == 0 && p.Output == 0 && !markedFree(name) {
+			c.setUnpriced(name, fmt.Sprintf("the table's entry %q gives a zero price and the model is not marked free, so its cost is not known", name))
+			zero = append(zero, name)
 			continue
 		}
 		for _, k := range skipped {
@@ -613,7 +877,7 @@ func ParseLiteLLM(data []byte, source string) (*Catalogue, error) {
 		}
 		c.Set(Entry{Model: name, Price: p, Source: source})
 	}
-	if c.Len() == 0 {
+	if c.Len() == 0 && len(zero) == 0 {
 		return nil, fmt.Errorf("%s: %w", source, ErrNoPrices)
 	}
 	keys := make([]string, 0, len(unknown))
@@ -626,7 +890,52 @@ func ParseLiteLLM(data []byte, source string) (*Catalogue, error) {
 		c.warnings = append(c.warnings, fmt.Sprintf("%s: price key %q is not modelled, so the charges it describes are not estimated (%d priced model(s), e.g. %s)",
 			source, k, len(models), models[0]))
 	}
+	keys = keys[:0]
+	for k := range onlyBy {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		models := onlyBy[k]
+		c.warnings = append(c.warnings, fmt.Sprintf("%s: price key %q is not modelled, and %d chat model(s) are priced by no other key, so their cost is unknown (e.g. %s)",
+			source, k, len(models), models[0]))
+	}
+	if len(zero) > 0 {
+		c.warnings = append(c.warnings, fmt.Sprintf("%s: %d model(s) have a zero price and are not marked free (\":free\"), so their cost is unknown, never $0 (e.g. %s)",
+			source, len(zero), zero[0]))
+	}
 	return c, nil
+}
+
+// chatLike is an entry for a model an agent talks to: LiteLLM's chat,
+// completion and responses modes, or no mode at all.
+func chatLike(fields map[string]json.RawMessage) bool {
+	var mode string
+	if raw, ok := fields["mode"]; ok && json.Unmarshal(raw, &mode) != nil {
+		return false
+	}
+	switch mode {
+	case "", "chat", "completion", "responses":
+		return true
+	}
+	return false
+}
+
+// markedFree is a model whose name says it costs nothing: OpenRouter's
+// ":free" variants and free router, and models run locally (Ollama, LM
+// Studio, llamafile). Any other zero price is a gap in the table, not a
+// price.
+func markedFree(name string) bool {
+	n := strings.ToLower(name)
+	if strings.HasSuffix(n, ":free") || strings.HasSuffix(n, "/free") {
+		return true
+	}
+	for _, local := range []string{"ollama/", "ollama_chat/", "lm_studio/", "llamafile/"} {
+		if strings.HasPrefix(n, local) {
+			return true
+		}
+	}
+	return false
 }
 
 // parseEntry reads one model's fields. ok is false for an entry with no
@@ -679,7 +988,7 @@ func parseEntry(fields map[string]json.RawMessage) (p Price, skipped []string, o
 		return p, skipped, false, nil
 	}
 	base := std.rates(nil, std)
-	p = priceOf(base, tiersOf(cells, "", base, std))
+	p = priceOf(base, tiersOf(cells, "", base, std, nil))
 	services := map[string]bool{}
 	for cl := range cells {
 		if cl.service != "" {
@@ -695,7 +1004,7 @@ func parseEntry(fields map[string]json.RawMessage) (p Price, skipped []string, o
 			continue
 		}
 		sBase := sc.rates(&base, std)
-		sp := priceOf(sBase, tiersOf(cells, s, sBase, std))
+		sp := priceOf(sBase, tiersOf(cells, s, sBase, std, p.Tiers))
 		if p.Services == nil {
 			p.Services = map[string]*Price{}
 		}
@@ -704,13 +1013,22 @@ func parseEntry(fields map[string]json.RawMessage) (p Price, skipped []string, o
 	return p, skipped, true, nil
 }
 
-// tiersOf returns a service tier's long-context tiers, ascending, each
-// falling back to the tier's short-context rates for a field it omits.
-func tiersOf(cells map[cellKey]*rateSet, service string, short Rates, std *rateSet) []Tier {
+// tiersOf returns a service tier's long-context tiers, ascending. A field a
+// tier omits falls back to the standard long-context rates at the same
+// threshold when the table gives them (a priority long-context cell without a
+// cache-read price is billed the long-context cache read, as LiteLLM reads
+// it), else to the tier's short-context rates.
+func tiersOf(cells map[cellKey]*rateSet, service string, short Rates, std *rateSet, stdTiers []Tier) []Tier {
 	var out []Tier
 	for cl, rs := range cells {
 		if cl.service == service && cl.above > 0 {
-			out = append(out, Tier{AboveInput: cl.above, Rates: rs.rates(&short, std)})
+			fallback := short
+			for _, t := range stdTiers {
+				if t.AboveInput == cl.above {
+					fallback = t.Rates
+				}
+			}
+			out = append(out, Tier{AboveInput: cl.above, Rates: rs.rates(&fallback, std)})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].AboveInput < out[j].AboveInput })

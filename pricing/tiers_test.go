@@ -152,7 +152,7 @@ func TestEveryBuiltinNameFormResolves(t *testing.T) {
 				dotted = m[:loc[0]+1] + "." + m[loc[0]+2:]
 			}
 			forms = append(forms, "anthropic/"+dotted, "openrouter/anthropic/"+dotted, "anthropic."+m+"-20250929-v1:0",
-				"us.anthropic."+m+"-20250929-v1:0", m+"@20250929", m+"[1m]", "vertex_ai/"+m, "bedrock/anthropic."+m+"-v1:0")
+				"global.anthropic."+m+"-20250929-v1:0", m+"@20250929", m+"[1m]", "vertex_ai/"+m, "bedrock/anthropic."+m+"-v1:0")
 		case "google":
 			forms = append(forms, "gemini/"+m, "vertex_ai/"+m)
 		case "openai":
