@@ -13,7 +13,9 @@ import (
 	"math"
 	"math/bits"
 	"os"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/purser-dev/purser/budget"
@@ -80,6 +82,14 @@ type Result struct {
 	// NaiveSpentUSD is what a check-then-spend rule (stop once spend has
 	// reached the cap, checked before each call) would have spent.
 	NaiveSpentUSD budget.USD `json:"naiveSpentUsd"`
+	// PriceTables names the price tables that priced calls with no recorded
+	// cost (an entry's Source: built-in with its date, or a file with its
+	// SHA-256); empty when every cost was recorded.
+	PriceTables []string `json:"priceTables,omitempty"`
+	// CostNote says how RecordedUSD was made when it is not simply the
+	// recorded costs added up: a record's total shared out over calls that
+	// carry no cost, by their estimated costs.
+	CostNote string `json:"costNote,omitempty"`
 
 	recorded budget.Totals // the run's recorded usage, whose provenance a Summary adds up
 }
@@ -103,8 +113,31 @@ type Summary struct {
 	// USDSource says where the recorded dollar figures came from, over every
 	// call of every run: a total with unknown parts is a lower bound.
 	USDSource budget.USDSource `json:"usdSource"`
+	// PriceTables names every price table that priced a call with no
+	// recorded cost, sorted; empty when every cost was recorded.
+	PriceTables []string `json:"priceTables"`
+	// SharedTotalRuns counts the runs whose calls carry no cost but whose
+	// record gives a total: the total is kept, shared out over the calls by
+	// their estimated costs (see Result.CostNote).
+	SharedTotalRuns int `json:"sharedTotalRuns,omitempty"`
 
 	recorded budget.Totals // provenance counts of every recorded call
+}
+
+// PricesLine says which price tables the summary's estimates come from, or
+// that none was needed: for a report's text, beside the dollar figures.
+func (s Summary) PricesLine() string {
+	if len(s.PriceTables) == 0 {
+		if s.recorded.UnknownEvents > 0 {
+			return "prices: no price table priced any call; calls with no recorded cost are unknown"
+		}
+		return "prices: every cost was recorded; no price table used"
+	}
+	line := "prices: calls with no recorded cost estimated from " + strings.Join(s.PriceTables, "; ")
+	if s.SharedTotalRuns > 0 {
+		line += fmt.Sprintf(" (%d run(s) whose calls carry no cost keep their recorded total, shared out over the calls by those estimates)", s.SharedTotalRuns)
+	}
+	return line
 }
 
 // Report is a replay of a corpus.
@@ -133,7 +166,20 @@ func ReplayRun(cfg budget.Config, prices *pricing.Catalogue, r Run) (Result, err
 			CostUSD: r.TotalCostUSD, Model: r.Model}}
 	}
 	res.Calls = len(calls)
-	events, recorded := recordedEvents(prices, r, calls, res.TotalsOnly)
+	events, recorded, tables := recordedEvents(prices, r, calls, res.TotalsOnly)
+	res.PriceTables = tables
+	if !res.TotalsOnly && r.TotalCostUSD != nil && noCallCost(calls) && recorded.UnknownEvents == 0 && recorded.USD > 0 {
+		// The calls carry no cost but the record gives the run's total:
+		// keep it, shared out by the estimates, and say so.
+		estimate := recorded.USD
+		events = shareOut(events, *r.TotalCostUSD, tables)
+		recorded = budget.Totals{}
+		for _, ev := range events {
+			recorded.Add(ev)
+		}
+		res.CostNote = fmt.Sprintf("the calls carry no cost: the record's total %s (reported) is shared out over them by their costs estimated from %s (%s in all), so each call's figure is estimated",
+			budget.FormatUSD(*r.TotalCostUSD, budget.SourceReported), strings.Join(tables, "; "), estimate.Decimal())
+	}
 	res.RecordedUSD, res.RecordedUSDSource, res.recorded = recorded.USD, recorded.USDSource(), recorded
 	res.NaiveSpentUSD = naiveSpend(cfg, events)
 	admitEach(m, events, &res)
@@ -148,11 +194,22 @@ func ReplayRun(cfg budget.Config, prices *pricing.Catalogue, r Run) (Result, err
 // recordedEvents turns a run's recorded calls into usage events, priced
 // from the catalogue where the record has no cost, each timed from the call
 // before it (a run of totals only: the run's wall time); recorded is their
-// sum.
-func recordedEvents(prices *pricing.Catalogue, r Run, calls []Call, totalsOnly bool) (events []budget.UsageEvent, recorded budget.Totals) {
+// sum and tables the price tables that priced them. A call with no recorded
+// cost that the catalogue cannot price, even one with no tokens, is unknown:
+// never a reported $0.
+func recordedEvents(prices *pricing.Catalogue, r Run, calls []Call, totalsOnly bool) (events []budget.UsageEvent, recorded budget.Totals, tables []string) {
 	events = make([]budget.UsageEvent, len(calls))
 	for i, c := range calls {
 		ev := prices.Estimate(recordedEvent(c))
+		switch ev.CostSource {
+		case budget.CostEstimated:
+			if e, ok := prices.Lookup(ev.Model); ok && !slices.Contains(tables, e.Source) {
+				tables = append(tables, e.Source)
+			}
+		case budget.CostNone:
+			// No cost recorded and no tokens to price: nobody knows what it cost.
+			ev.CostSource, ev.PriceSource = budget.CostUnknown, "no cost recorded"
+		}
 		if i > 0 && !c.At.IsZero() && !calls[i-1].At.IsZero() {
 			ev.Elapsed = max(c.At.Sub(calls[i-1].At), 0)
 		}
@@ -162,7 +219,42 @@ func recordedEvents(prices *pricing.Catalogue, r Run, calls []Call, totalsOnly b
 		events[i] = ev
 		recorded.Add(ev)
 	}
-	return events, recorded
+	sort.Strings(tables)
+	return events, recorded, tables
+}
+
+// noCallCost reports that no call carries a recorded cost.
+func noCallCost(calls []Call) bool {
+	for _, c := range calls {
+		if c.CostUSD != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// shareOut gives each estimated event its share of total, in proportion to
+// its estimate, exactly: the shares are differences of the rounded-down
+// running fractions total × (estimates so far) / (all estimates), so they
+// add up to total to the nano-dollar.
+func shareOut(events []budget.UsageEvent, total budget.USD, tables []string) []budget.UsageEvent {
+	var all uint64
+	for _, ev := range events {
+		all += uint64(max(ev.USD, 0))
+	}
+	out := make([]budget.UsageEvent, len(events))
+	var sofar uint64
+	var given budget.USD
+	for i, ev := range events {
+		sofar += uint64(max(ev.USD, 0))
+		hi, lo := bits.Mul64(uint64(max(total, 0)), sofar)
+		upto, _ := bits.Div64(hi, lo, all) // total·sofar/all ≤ total: no overflow
+		ev.USD, ev.CostSource = budget.USD(upto)-given, budget.CostEstimated
+		ev.PriceSource = fmt.Sprintf("the run's recorded total %s shared out by the call's cost estimated from %s", total.Decimal(), strings.Join(tables, "; "))
+		given = budget.USD(upto)
+		out[i] = ev
+	}
+	return out
 }
 
 // recordedEvent is one recorded call's usage, its parts kept within their
@@ -343,6 +435,15 @@ func (s *Summary) add(cfg budget.Config, r Result) {
 	s.recorded.EstimatedEvents += r.recorded.EstimatedEvents
 	s.recorded.UnknownEvents += r.recorded.UnknownEvents
 	s.USDSource = s.recorded.USDSource()
+	for _, t := range r.PriceTables {
+		if !slices.Contains(s.PriceTables, t) {
+			s.PriceTables = append(s.PriceTables, t)
+			sort.Strings(s.PriceTables)
+		}
+	}
+	if r.CostNote != "" {
+		s.SharedTotalRuns++
+	}
 	s.SpentUSD += r.SpentUSD
 	s.SavedUSD += r.SavedUSD
 	if cfg.Hard.USD != nil && r.NaiveSpentUSD > *cfg.Hard.USD {
