@@ -21,6 +21,12 @@ const BuiltinReference = "BerriAI/litellm model_prices_and_context_window.json @
 //     prices, which reproduce Claude Code's own total_cost_usd on the
 //     captured fixtures to the nano-dollar.
 //   - claude-sonnet-4 is keyed claude-4-sonnet-20250514 in the reference.
+//   - gpt-4o-2024-05-13 is here because its price ($5/$15) is not gpt-4o's
+//     ($2.50/$10): a dated name resolves to its undated model unless the
+//     table holds the dated key (issue 22, item 4). Its input and output
+//     prices are the reference's as quoted by several independent copies;
+//     the whole reference file was not on hand to copy the entry's other
+//     keys (it has no cache pricing).
 //   - claude-3-5-haiku, gpt-5-mini, gpt-5-nano, gpt-4.1, gpt-4.1-mini,
 //     gpt-4o, o3, o3-mini, o4-mini, gemini-2.5-flash and -flash-lite keep the
 //     figures of the previous table, which equalled the reference's base

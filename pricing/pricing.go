@@ -440,13 +440,25 @@ func (r Route) keyPrefix() string {
 }
 
 // hosts are LiteLLM's provider prefixes: a name whose first segment is one
-// of them is that host's key, not an OpenRouter vendor/model id.
+// of them is that host's key, not an OpenRouter vendor/model id. The value
+// says whether the host sets its own prices for other makers' models
+// (true), so that a name through it is priced only by its own entry, or
+// bills the maker's list price (false: OpenRouter, the clouds' global
+// endpoints, the makers' own APIs), so that the prefix may be stripped.
 var hosts = map[string]bool{
-	"openrouter": true, "vertex_ai": true, "gemini": true, "bedrock": true, "bedrock_converse": true, "azure": true, "azure_ai": true,
-	"anthropic": false, "openai": false, "google": false, "deepseek": false, // also OpenRouter vendors, see routeFor
+	"openrouter": false, "vertex_ai": false, "gemini": false, "bedrock": false, "bedrock_converse": false,
+	"azure": false, "azure_ai": false, "vercel_ai_gateway": false,
 	"together_ai": true, "fireworks_ai": true, "groq": true, "deepinfra": true, "ollama": true, "ollama_chat": true,
-	"mistral": true, "xai": true, "perplexity": true, "cerebras": true, "nebius": true, "novita": true, "dashscope": true,
-	"github_copilot": true, "vercel_ai_gateway": true, "databricks": true, "snowflake": true, "sambanova": true,
+	"perplexity": true, "cerebras": true, "nebius": true, "novita": true, "dashscope": true, "github_copilot": true,
+	"databricks": true, "snowflake": true, "sambanova": true, "replicate": true, "baseten": true, "hyperbolic": true,
+	"lambda_ai": true, "ovhcloud": true, "publicai": true, "oci": true, "heroku": true, "watsonx": true,
+	"sagemaker": true, "cloudflare": true, "friendliai": true, "featherless_ai": true, "nscale": true, "wandb": true,
+}
+
+// isHost reports that a name's first segment is a LiteLLM host prefix.
+func isHost(segment string) bool {
+	_, ok := hosts[segment]
+	return ok
 }
 
 // makers are the hosts that are a model maker's own API.
@@ -463,7 +475,7 @@ func routeFor(name string, route Route) Route {
 	if strings.HasPrefix(name, "gemini-") {
 		return RouteGemini
 	}
-	if i := strings.Index(name, "/"); i > 0 && !hosts[name[:i]] && !strings.HasPrefix(name, "openrouter/") {
+	if i := strings.Index(name, "/"); i > 0 && !isHost(name[:i]) {
 		return RouteOpenRouter
 	}
 	return RouteUnknown
@@ -499,6 +511,11 @@ func candidates(model string) []string {
 		i := strings.Index(name, "/")
 		if i < 0 {
 			break
+		}
+		if hosts[name[:i]] {
+			// A host with its own prices (together_ai/…, groq/…): only its
+			// own entry prices the name, never the maker's list price.
+			return out
 		}
 		name = name[i+1:]
 	}
@@ -660,7 +677,7 @@ func (c *Catalogue) alias(bare string, route Route) string {
 	}
 	for _, k := range keys {
 		i := strings.Index(k, "/")
-		if i < 0 || !hosts[k[:i]] {
+		if i < 0 || !isHost(k[:i]) {
 			return k // no host's key: the model maker's own name for it
 		}
 		// OpenRouter and the maker's own API bill a maker's model at the

@@ -68,6 +68,16 @@ func TestOpenRouterIDsResolveToOpenRouterEntries(t *testing.T) {
 	if e, _, ok := c.ResolveRoute("together_ai/qwen3-235b-a22b-thinking-2507", pricing.RouteUnknown); !ok || e.Model != "together_ai/qwen3-235b-a22b-thinking-2507" {
 		t.Errorf("a host's own key must still price its own name: %q", e.Model)
 	}
+	// A host that sets its own prices never lends them to the bare name, and
+	// a name through it is never priced at the maker's list price.
+	if e, _, _ := c.ResolveRoute("qwen3-235b-a22b-thinking-2507", pricing.RouteUnknown); e.Model == "together_ai/qwen3-235b-a22b-thinking-2507" {
+		t.Errorf("the bare name priced as %q", e.Model)
+	}
+	for _, m := range []string{"together_ai/claude-sonnet-4-5", "groq/deepseek-chat", "github_copilot/gpt-5"} {
+		if e, ok := pricing.Builtin().Lookup(m); ok {
+			t.Errorf("%s priced at the maker's rates (%s)", m, e.Model)
+		}
+	}
 }
 
 // A zero price from a table is never an estimate for a model not marked
@@ -158,7 +168,7 @@ func TestUnmodelledOnlyEntriesAreNamed(t *testing.T) {
 	if strings.Contains(all, "text-embedding-like") {
 		t.Errorf("an embedding entry named:\n%s", all)
 	}
-	for model, key := range map[string]string{"dashscope/qwen3-max": "tiered_pricing", "qwen3-max": "tiered_pricing",
+	for model, key := range map[string]string{"dashscope/qwen3-max": "tiered_pricing",
 		"vertex_ai/chirp-like-per-second": "input_cost_per_second", "vertex_ai/chat-bison-like-per-character": "input_cost_per_character"} {
 		_, r, ok := c.Resolve(model)
 		if ok || !strings.Contains(r.Unpriced, key) {
