@@ -430,6 +430,30 @@ func RouteOf(baseURL string) Route {
 	return RouteUnknown
 }
 
+// ParseRoute reads a route by name, as a flag or a record writes it
+// ("openrouter", "vertex_ai" or "vertex", "gemini" or "aistudio", "bedrock",
+// "azure", "direct"; "" is unknown). An unknown name is an error naming the
+// known ones.
+func ParseRoute(name string) (Route, error) {
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case "":
+		return RouteUnknown, nil
+	case "openrouter":
+		return RouteOpenRouter, nil
+	case "vertex_ai", "vertex":
+		return RouteVertex, nil
+	case "gemini", "aistudio", "ai-studio":
+		return RouteGemini, nil
+	case "bedrock":
+		return RouteBedrock, nil
+	case "azure":
+		return RouteAzure, nil
+	case "direct":
+		return RouteDirect, nil
+	}
+	return RouteUnknown, fmt.Errorf("route %q: want openrouter, vertex_ai, gemini, bedrock, azure or direct", name)
+}
+
 // keyPrefix is the LiteLLM key prefix of a route's own entries.
 func (r Route) keyPrefix() string {
 	switch r {

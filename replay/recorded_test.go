@@ -95,3 +95,27 @@ func TestRecordedTotalIsKeptWhenCallsCarryNoCost(t *testing.T) {
 		t.Errorf("stopped %v at %v", capped.Stopped, capped.StoppedAtCall)
 	}
 }
+
+// A record that says its calls went through OpenRouter (usage_route) prices
+// its costless calls by OpenRouter's entries (issue 22, item 1).
+func TestRecordedRouteChoosesTheEntry(t *testing.T) {
+	file, err := pricing.ParseLiteLLM([]byte(`{
+		"openrouter/qwen/qwen3-235b-a22b-thinking-2507": {"input_cost_per_token": 1.1e-07, "output_cost_per_token": 6e-07},
+		"qwen3-235b-a22b-thinking-2507": {"input_cost_per_token": 0.01, "output_cost_per_token": 0.01}
+	}`), "routes.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := replay.Parse("r.jsonl", strings.NewReader(
+		`{"instance_id": "r", "model": "qwen3-235b-a22b-thinking-2507", "usage_route": "openrouter", "calls": [{"input_tokens": 10000, "output_tokens": 1000, "cost_usd": null}]}`+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := replay.ReplayRun(capAt("10", ""), file, runs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RecordedUSD != usd("0.0017") || res.RecordedUSDSource != budget.SourceEstimated {
+		t.Errorf("recorded %s (%s), want $0.0017 estimated from the OpenRouter entry", res.RecordedUSD, res.RecordedUSDSource)
+	}
+}

@@ -48,6 +48,10 @@ type Run struct {
 	TotalOutputTokens int64
 	TotalCacheRead    int64
 	WallTime          time.Duration
+	// Route is how the calls reached their model, when the record says so
+	// (usage_route: openrouter): calls with no recorded cost are priced by
+	// that route's entries first (see pricing.ResolveRoute).
+	Route pricing.Route
 }
 
 // Result is what a budget would have done to one run.
@@ -200,10 +204,10 @@ func ReplayRun(cfg budget.Config, prices *pricing.Catalogue, r Run) (Result, err
 func recordedEvents(prices *pricing.Catalogue, r Run, calls []Call, totalsOnly bool) (events []budget.UsageEvent, recorded budget.Totals, tables []string) {
 	events = make([]budget.UsageEvent, len(calls))
 	for i, c := range calls {
-		ev := prices.Estimate(recordedEvent(c))
+		ev := prices.EstimateRoute(recordedEvent(c), r.Route)
 		switch ev.CostSource {
 		case budget.CostEstimated:
-			if e, ok := prices.Lookup(ev.Model); ok && !slices.Contains(tables, e.Source) {
+			if e, _, ok := prices.ResolveRoute(ev.Model, r.Route); ok && !slices.Contains(tables, e.Source) {
 				tables = append(tables, e.Source)
 			}
 		case budget.CostNone:
@@ -464,6 +468,7 @@ type record struct {
 	TotalOutput *int64       `json:"total_output_tokens"`
 	TotalCache  *int64       `json:"total_cache_read_tokens"`
 	WallTimeS   *float64     `json:"wall_time_s"`
+	UsageRoute  string       `json:"usage_route"`
 }
 
 type recordCall struct {
@@ -548,6 +553,9 @@ func parseRecord(b []byte) (Run, error) {
 	var err error
 	if run.TotalCostUSD, err = money(rec.TotalCost, "total_cost_usd"); err != nil {
 		return Run{}, err
+	}
+	if route, err := pricing.ParseRoute(rec.UsageRoute); err == nil {
+		run.Route = route // a route Purser has no entries for (portkey) stays unknown
 	}
 	if rec.WallTimeS != nil && *rec.WallTimeS > 0 && *rec.WallTimeS < 1e9 {
 		run.WallTime = time.Duration(*rec.WallTimeS * float64(time.Second))
