@@ -644,41 +644,68 @@ func (c *Catalogue) ResolveRoute(model string, route Route) (Entry, Resolution, 
 	given := route
 	route = routeFor(name, route)
 	r := Resolution{Query: model, Route: route, Tried: routed(plain, route)}
-	if given == RouteUnknown && route == RouteOpenRouter && r.Tried[0] != plain[0] {
-		// An OpenRouter id inferred from the name: the name as given still
-		// comes first (a table's deepseek/deepseek-chat is DeepSeek's own
-		// key, not an OpenRouter id).
-		r.Tried = append([]string{plain[0]}, slices.DeleteFunc(r.Tried, func(s string) bool { return s == plain[0] })...)
-	}
-	if c == nil {
+	if c == nil || len(plain) == 0 {
 		return Entry{}, r, false
 	}
-	// The first tried name the table holds decides, priced or not: an
-	// entry Purser cannot price makes the name unknown (with the reason),
-	// never priced as another host's entry further down the list.
-	for _, n := range r.Tried {
-		if e, ok := c.entries[n]; ok {
-			r.MatchedAs, r.Key = n, n
-			// A route's key tried before the name itself: a prefix added.
-			r.Alias = !slices.Contains(plain, n)
-			return e, r, true
-		}
-		if why, ok := c.unpriced[n]; ok {
-			r.Unpriced = why
-			return Entry{}, r, false
-		}
-	}
-	for _, n := range plain {
-		key := c.alias(n, route)
-		if key == "" {
-			continue
+	// The first name the table holds decides, priced or not: an entry
+	// Purser cannot price makes the name unknown (with the reason), never
+	// priced as another host's entry further down the list.
+	decide := func(key string, alias bool) (Entry, bool, bool) {
+		if e, ok := c.entries[key]; ok {
+			r.Key, r.Alias = key, alias
+			r.MatchedAs = key
+			if alias {
+				r.MatchedAs = normalise(key)
+			}
+			return e, true, true
 		}
 		if why, ok := c.unpriced[key]; ok {
 			r.Unpriced = why
-			return Entry{}, r, false
+			return Entry{}, false, true
 		}
-		r.MatchedAs, r.Key, r.Alias = normalise(key), key, true
-		return c.entries[key], r, true
+		return Entry{}, false, false
+	}
+	var order []string
+	if given == RouteUnknown && route == RouteOpenRouter {
+		// An OpenRouter id inferred from the name: the name as given still
+		// comes first (a table's deepseek/deepseek-chat is DeepSeek's own
+		// key, not an OpenRouter id).
+		order = append(order, plain[0])
+	}
+	// The route's own keys: its prefix added to each name, then the keys of
+	// that prefix standing for a bare name (openrouter/qwen/x for x).
+	for _, n := range r.Tried {
+		if !slices.Contains(plain, n) {
+			order = append(order, n)
+		}
+	}
+	for _, key := range order {
+		if e, ok, done := decide(key, !slices.Contains(plain, key)); done {
+			return e, r, ok
+		}
+	}
+	if prefix := route.keyPrefix(); prefix != "" {
+		for _, n := range plain {
+			for _, key := range c.aliases[n] {
+				if strings.HasPrefix(key, prefix) {
+					if e, ok, done := decide(key, true); done {
+						return e, r, ok
+					}
+				}
+			}
+		}
+	}
+	for _, n := range plain {
+		if e, ok, done := decide(n, false); done {
+			return e, r, ok
+		}
+	}
+	for _, n := range plain {
+		if key := c.alias(n, route); key != "" {
+			if e, ok, done := decide(key, true); done {
+				return e, r, ok
+			}
+		}
 	}
 	return Entry{}, r, false
 }
