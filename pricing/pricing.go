@@ -485,7 +485,9 @@ func isHost(segment string) bool {
 	return ok
 }
 
-// makers are the hosts that are a model maker's own API.
+// makers are the key prefixes of a model maker's own API (Google AI
+// Studio's gemini/, DeepSeek's deepseek/): OpenRouter and the maker's API
+// bill the maker's price, so through them such a key prices the bare name.
 var makers = map[string]bool{"gemini": true, "deepseek": true, "anthropic": true, "openai": true}
 
 // routeFor is the route to prefer for a name when the caller knows none: a
@@ -560,9 +562,9 @@ func candidates(model string) []string {
 }
 
 // routed puts the route's own keys first: each candidate under the route's
-// key prefix, then the candidate itself.
-// A bare Gemini name off Vertex is Google AI Studio's (gemini/…): through
-// OpenRouter too, which bills Google's own price.
+// key prefix, then the candidate itself. A bare Gemini name off Vertex is
+// Google AI Studio's, so gemini/… comes before it on every other route
+// (OpenRouter bills Google's own price).
 func routed(tried []string, route Route) []string {
 	prefix := route.keyPrefix()
 	var out []string
