@@ -59,15 +59,21 @@ type UsageCost struct {
 	PriceSource string            `json:"priceSource"`
 }
 
-// DescribePrices resolves ev.Model in c and prices ev when it has tokens.
-func DescribePrices(c *pricing.Catalogue, ev budget.UsageEvent) PriceReport {
-	e, r, ok := c.Resolve(ev.Model)
+// DescribePrices resolves ev.Model in c, as a call on route would (the
+// zero Route: the route is not known), and prices ev when it has tokens.
+func DescribePrices(c *pricing.Catalogue, ev budget.UsageEvent, route pricing.Route) PriceReport {
+	e, r, ok := c.ResolveRoute(ev.Model, route)
 	out := PriceReport{Model: ev.Model, Known: ok, Tried: r.Tried, ReadOn: pricing.BuiltinReadOn, Reference: pricing.BuiltinReference}
-	if !ok {
+	switch {
+	case !ok && r.Unpriced != "":
+		// The table names the model but cannot price it: say why, rather
+		// than that it has no such entry.
+		out.Why = fmt.Sprintf("the price table names it but cannot price it: %s. Give its prices under prices: in purser.yaml, or a LiteLLM-format file with --pricing", r.Unpriced)
+	case !ok:
 		out.Why = fmt.Sprintf("no entry of the price table is any of the names tried (%s), nor a provider-decorated form of one; "+
 			"Purser never prices a model as another whose name it merely starts with. Give its prices under prices: in purser.yaml, or a LiteLLM-format file with --pricing",
 			strings.Join(r.Tried, ", "))
-	} else {
+	default:
 		out.Key, out.Alias, out.Source = e.Model, r.Alias, e.Source
 		base := perMillionRates(e.Price.Base())
 		out.Base = &base
@@ -80,7 +86,7 @@ func DescribePrices(c *pricing.Catalogue, ev budget.UsageEvent) PriceReport {
 		}
 	}
 	if ev.Tokens() > 0 {
-		priced := c.Estimate(ev)
+		priced := c.EstimateRoute(ev, route)
 		uc := UsageCost{Event: priced, CostSource: priced.CostSource.String(), PriceSource: priced.PriceSource, USD: "unknown"}
 		if priced.CostSource == budget.CostEstimated {
 			uc.USD = priced.USD.Decimal()

@@ -19,6 +19,8 @@ func WriteReplay(w io.Writer, rep replay.Report) error {
 	if s.TotalsOnly > 0 {
 		fmt.Fprintf(w, "%d runs have totals only: their savings (total − cap) are lower bounds, and their stop point unknown.\n", s.TotalsOnly)
 	}
+	// Every estimated dollar names the table it came from.
+	fmt.Fprintln(w, s.PricesLine()+".")
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SYSTEM\tMODEL\tRUNS\tSTOPPED\tSOLVED CUT\tRECORDED\tSPENT\tSAVED\tNOTE")

@@ -18,11 +18,11 @@ type pricesUsage struct {
 }
 
 func newPricesCmd() *cobra.Command {
-	var pricingPath string
+	var pricingPath, routeName string
 	var asJSON bool
 	var u pricesUsage
 	cmd := &cobra.Command{
-		Use:   "prices MODEL [--pricing FILE] [--json] [--input N --output N --cache-read N --cache-write N --cache-write-1h N --reasoning N --service-tier TIER]",
+		Use:   "prices MODEL [--pricing FILE] [--route ROUTE] [--json] [--input N --output N --cache-read N --cache-write N --cache-write-1h N --reasoning N --service-tier TIER]",
 		Short: "Show how a model name resolves, its rates, and what a usage would cost",
 		Long: `Shows which price-table entry a model name resolves to (and every name tried),
 the table it comes from (built-in with its date, or a file with its SHA-256),
@@ -52,7 +52,11 @@ part of the writes held for one hour) are parts of it; --reasoning is part of
 			if err := ev.Validate(); err != nil {
 				return badInput(fmt.Errorf("usage: %w", err))
 			}
-			out := report.DescribePrices(prices, ev)
+			route, err := pricing.ParseRoute(routeName)
+			if err != nil {
+				return badInput(fmt.Errorf("--route: %w", err))
+			}
+			out := report.DescribePrices(prices, ev, route)
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -64,6 +68,7 @@ part of the writes held for one hour) are parts of it; --reasoning is part of
 	f := cmd.Flags()
 	f.StringVar(&pricingPath, "pricing", "", "prices in LiteLLM's model_prices_and_context_window.json format, over the built-in ones")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	f.StringVar(&routeName, "route", "", "the route the call takes, which decides the entry a name resolves to (e.g. openrouter, vertex, bedrock; default: not known)")
 	f.Int64Var(&u.input, "input", 0, "input tokens, cached ones included")
 	f.Int64Var(&u.output, "output", 0, "output tokens, reasoning included")
 	f.Int64Var(&u.cacheRead, "cache-read", 0, "input tokens read from the cache")
