@@ -131,6 +131,7 @@ type listener struct {
 type Manager struct {
 	cfg    Config
 	limits [Iterations + 1]metricLimits
+	caps   Amount // CapsOf(cfg): what admission holds against
 	clock  Clock
 	parent *Manager
 	scope  Scope
@@ -161,6 +162,7 @@ func NewManager(cfg Config, opts Options) (*Manager, error) {
 	for _, metric := range Metrics {
 		m.limits[metric] = cfg.limits(metric)
 	}
+	m.caps = CapsOf(cfg)
 	m.tier, _ = m.tierLocked(m.clock.Now())
 	return m, nil
 }
@@ -510,14 +512,8 @@ func (m *Manager) chain() []*Manager {
 // headroomLocked is what fits under this budget's hard caps after its usage
 // and its open reservations.
 func (m *Manager) headroomLocked() Amount {
-	h := Unlimited
-	if l := m.limits[Money].hard; l.set {
-		h.USD = max(USD(SatSub(SatSub(l.v, m.usedLocked(Money, time.Time{})), int64(m.reserved.USD))), 0)
-	}
-	if l := m.limits[Tokens].hard; l.set {
-		h.Tokens = max(SatSub(SatSub(l.v, m.usedLocked(Tokens, time.Time{})), m.reserved.Tokens), 0)
-	}
-	return h
+	spent := Amount{USD: USD(m.usedLocked(Money, time.Time{})), Tokens: m.usedLocked(Tokens, time.Time{})}
+	return Headroom(m.caps, spent, m.reserved)
 }
 
 // Available returns how much money and how many tokens a call could still
@@ -581,13 +577,14 @@ func (m *Manager) Reserve(want Amount) (*Reservation, error) {
 		}
 	}
 	avail, usdScope, tokScope := availableLocked(cs)
-	switch {
-	case want.USD > avail.USD:
+	if e := short(want, avail); e != nil {
 		unlock()
-		return nil, &InsufficientBudgetError{Scope: usdScope, Metric: Money, Want: want, Available: avail}
-	case want.Tokens > avail.Tokens:
-		unlock()
-		return nil, &InsufficientBudgetError{Scope: tokScope, Metric: Tokens, Want: want, Available: avail}
+		// The budget short of the metric is the one that refused.
+		e.Scope = tokScope
+		if e.Metric == Money {
+			e.Scope = usdScope
+		}
+		return nil, e
 	}
 	for _, c := range cs {
 		c.reserved.USD = c.reserved.USD.Plus(want.USD)
