@@ -455,10 +455,6 @@ func (p *Parser) agentShares(r *Result) agentShares {
 	return s
 }
 
-// apportion is budget.Apportion: splitting a reported total among agents
-// is budget arithmetic, kept where the rest of it is.
-var apportion = budget.Apportion
-
 // splitByAgent turns the reconciliation into one reported adjustment per
 // agent, so that a sub-agent's share is booked to it, not to the main
 // agent:
@@ -488,7 +484,7 @@ func (p *Parser) splitByAgent(adj budget.UsageEvent, total, diff budget.USD, pri
 			unknown[ev.Agent]++
 		}
 	}
-	targets := apportion(int64(total), shares.weights)
+	targets := budget.Apportion(int64(total), shares.weights)
 	shortfalls := make([]*big.Rat, len(targets))
 	var sum int64
 	for i, agent := range shares.agents {
@@ -504,9 +500,9 @@ func (p *Parser) splitByAgent(adj budget.UsageEvent, total, diff budget.USD, pri
 			dollars[i] = r.Num().Int64()
 		}
 	case sum > 0:
-		dollars = apportion(int64(diff), shortfalls)
+		dollars = budget.Apportion(int64(diff), shortfalls)
 	default:
-		dollars = apportion(int64(diff), shares.weights)
+		dollars = budget.Apportion(int64(diff), shares.weights)
 	}
 	tokensTo := shares.largest()
 	var out []budget.UsageEvent
