@@ -242,3 +242,21 @@ func TestApportionIsExact(t *testing.T) {
 		}
 	}
 }
+
+func TestTotalsMinusUndoesMerge(t *testing.T) {
+	base := budget.Totals{USD: 500, Tokens: 40, Time: 7, Iterations: 2, ReportedEvents: 3, EstimatedEvents: 1, UnknownEvents: 1, ListUSD: 9, ListEvents: 1}
+	for _, other := range []budget.Totals{
+		{},
+		{USD: 1, Tokens: 2, Iterations: 1, ReportedEvents: 1},
+		{USD: budget.Dollars(3), Tokens: 1 << 40, Time: 5, Iterations: 9, EstimatedEvents: 4, UnknownEvents: 2, ListUSD: 6, ListEvents: 3},
+	} {
+		sum := base
+		sum.Merge(other)
+		if got := sum.Minus(base); got != other {
+			t.Errorf("(%+v merged with %+v) minus the first = %+v, want the second", base, other, got)
+		}
+	}
+	if got := (budget.Totals{Tokens: math.MinInt64}).Minus(budget.Totals{Tokens: 1}); got.Tokens != math.MinInt64 {
+		t.Errorf("Minus wrapped: %d tokens", got.Tokens)
+	}
+}

@@ -65,6 +65,23 @@ func (t *Totals) Merge(other Totals) {
 	t.ListEvents = SatAdd(t.ListEvents, other.ListEvents)
 }
 
+// Minus is t − other, field by field, saturating as Merge does: what t
+// counts beyond other. A run shared by processes learns what the others
+// spent as the store's totals minus what it counted itself.
+func (t Totals) Minus(other Totals) Totals {
+	return Totals{
+		USD:             USD(SatSub(int64(t.USD), int64(other.USD))),
+		Tokens:          SatSub(t.Tokens, other.Tokens),
+		Time:            time.Duration(SatSub(int64(t.Time), int64(other.Time))),
+		Iterations:      t.Iterations - other.Iterations,
+		ReportedEvents:  SatSub(t.ReportedEvents, other.ReportedEvents),
+		EstimatedEvents: SatSub(t.EstimatedEvents, other.EstimatedEvents),
+		UnknownEvents:   SatSub(t.UnknownEvents, other.UnknownEvents),
+		ListUSD:         USD(SatSub(int64(t.ListUSD), int64(other.ListUSD))),
+		ListEvents:      SatSub(t.ListEvents, other.ListEvents),
+	}
+}
+
 func (t *Totals) add(ev UsageEvent, withElapsed bool) {
 	t.Tokens = SatAdd(t.Tokens, ev.Tokens())
 	if withElapsed {
