@@ -142,17 +142,8 @@ func ValidateNamedBudgetConfig(cfg budget.Config) error {
 }
 
 // Caps is the budget's hard caps as an amount (budget.Unlimited where not
-// capped).
-func (b NamedBudget) Caps() budget.Amount {
-	caps := budget.Unlimited
-	if b.Budget.Hard.USD != nil {
-		caps.USD = *b.Budget.Hard.USD
-	}
-	if b.Budget.Hard.Tokens != nil {
-		caps.Tokens = *b.Budget.Hard.Tokens
-	}
-	return caps
-}
+// capped), by budget.CapsOf.
+func (b NamedBudget) Caps() budget.Amount { return budget.CapsOf(b.Budget) }
 
 // NamedBudgetRaise is a named budget changed by the user: from what, to
 // what, by whom, when, from which file.
@@ -182,6 +173,13 @@ type NamedBudgetStatus struct {
 // money's and its tokens'.
 func (s NamedBudgetStatus) Tier() budget.Tier {
 	return max(s.Budget.MetricTier(budget.Money, int64(s.Spent.USD)), s.Budget.MetricTier(budget.Tokens, s.Spent.Tokens))
+}
+
+// Headroom is what a new hold on the budget could take in this window: its
+// caps after the window's spend and the holds of calls in flight. Both
+// stores admit by it, under their lock, and the engine sizes calls by it.
+func (s NamedBudgetStatus) Headroom() budget.Amount {
+	return budget.Headroom(s.Caps(), s.Spent.Amount(), s.Held)
 }
 
 // ErrBudgetExists is returned by CreateBudget for a name already taken.
@@ -215,16 +213,4 @@ type NamedBudgets interface {
 	// across processes. A hold that does not fit is refused with a
 	// *budget.InsufficientBudgetError of scope budget.ScopeNamed.
 	ReserveNamed(ctx context.Context, name string, want budget.Amount, now time.Time, ttl time.Duration) (release func(), err error)
-}
-
-// NamedHeadroom is what fits under caps after spent and held.
-func NamedHeadroom(caps budget.Amount, spent budget.Totals, held budget.Amount) budget.Amount {
-	avail := caps
-	if caps.USD != budget.UnlimitedUSD {
-		avail.USD = max(caps.USD-spent.USD-held.USD, 0)
-	}
-	if caps.Tokens != budget.Unlimited.Tokens {
-		avail.Tokens = max(caps.Tokens-spent.Tokens-held.Tokens, 0)
-	}
-	return avail
 }

@@ -65,6 +65,23 @@ func (t *Totals) Merge(other Totals) {
 	t.ListEvents = SatAdd(t.ListEvents, other.ListEvents)
 }
 
+// Minus is t − other, field by field, saturating as Merge does: what t
+// counts beyond other. A run shared by processes learns what the others
+// spent as the store's totals minus what it counted itself.
+func (t Totals) Minus(other Totals) Totals {
+	return Totals{
+		USD:             USD(SatSub(int64(t.USD), int64(other.USD))),
+		Tokens:          SatSub(t.Tokens, other.Tokens),
+		Time:            time.Duration(SatSub(int64(t.Time), int64(other.Time))),
+		Iterations:      t.Iterations - other.Iterations,
+		ReportedEvents:  SatSub(t.ReportedEvents, other.ReportedEvents),
+		EstimatedEvents: SatSub(t.EstimatedEvents, other.EstimatedEvents),
+		UnknownEvents:   SatSub(t.UnknownEvents, other.UnknownEvents),
+		ListUSD:         USD(SatSub(int64(t.ListUSD), int64(other.ListUSD))),
+		ListEvents:      SatSub(t.ListEvents, other.ListEvents),
+	}
+}
+
 func (t *Totals) add(ev UsageEvent, withElapsed bool) {
 	t.Tokens = SatAdd(t.Tokens, ev.Tokens())
 	if withElapsed {
@@ -131,6 +148,7 @@ type listener struct {
 type Manager struct {
 	cfg    Config
 	limits [Iterations + 1]metricLimits
+	caps   Amount // CapsOf(cfg): what admission holds against
 	clock  Clock
 	parent *Manager
 	scope  Scope
@@ -161,6 +179,7 @@ func NewManager(cfg Config, opts Options) (*Manager, error) {
 	for _, metric := range Metrics {
 		m.limits[metric] = cfg.limits(metric)
 	}
+	m.caps = CapsOf(cfg)
 	m.tier, _ = m.tierLocked(m.clock.Now())
 	return m, nil
 }
@@ -510,14 +529,8 @@ func (m *Manager) chain() []*Manager {
 // headroomLocked is what fits under this budget's hard caps after its usage
 // and its open reservations.
 func (m *Manager) headroomLocked() Amount {
-	h := Unlimited
-	if l := m.limits[Money].hard; l.set {
-		h.USD = max(USD(SatSub(SatSub(l.v, m.usedLocked(Money, time.Time{})), int64(m.reserved.USD))), 0)
-	}
-	if l := m.limits[Tokens].hard; l.set {
-		h.Tokens = max(SatSub(SatSub(l.v, m.usedLocked(Tokens, time.Time{})), m.reserved.Tokens), 0)
-	}
-	return h
+	spent := Amount{USD: USD(m.usedLocked(Money, time.Time{})), Tokens: m.usedLocked(Tokens, time.Time{})}
+	return Headroom(m.caps, spent, m.reserved)
 }
 
 // Available returns how much money and how many tokens a call could still
@@ -581,13 +594,14 @@ func (m *Manager) Reserve(want Amount) (*Reservation, error) {
 		}
 	}
 	avail, usdScope, tokScope := availableLocked(cs)
-	switch {
-	case want.USD > avail.USD:
+	if e := short(want, avail); e != nil {
 		unlock()
-		return nil, &InsufficientBudgetError{Scope: usdScope, Metric: Money, Want: want, Available: avail}
-	case want.Tokens > avail.Tokens:
-		unlock()
-		return nil, &InsufficientBudgetError{Scope: tokScope, Metric: Tokens, Want: want, Available: avail}
+		// The budget short of the metric is the one that refused.
+		e.Scope = tokScope
+		if e.Metric == Money {
+			e.Scope = usdScope
+		}
+		return nil, e
 	}
 	for _, c := range cs {
 		c.reserved.USD = c.reserved.USD.Plus(want.USD)

@@ -29,12 +29,55 @@ func (t *taskRun) worstCase(model string, input, output int64) (budget.Amount, i
 // process that died holding it.
 const sharedTTL = purser.DefaultCallTimeout + time.Minute
 
+// holdTTL is how long this task's holds on shared budgets outlive a
+// process that died holding them: the call's timeout and a minute.
+func (t *taskRun) holdTTL() time.Duration {
+	if t.task.Backend.CallTimeout <= 0 {
+		return sharedTTL
+	}
+	return t.task.Backend.CallTimeout + time.Minute
+}
+
+// callSize is what a call is admitted for: its worst case, held on every
+// budget, and the most output it may produce, which the backend is told.
+type callSize struct {
+	want   budget.Amount
+	maxOut int64
+}
+
+// admit reserves the call's worst case on the run shared through the
+// database, then on the task and its run in this process, shrinking the
+// call's output to what fits. It returns the reservation and the function
+// that releases every hold; the call's record says what was reserved, a
+// refused call's too.
+func (t *taskRun) admit(ctx context.Context, pc *preparedCall) (*budget.Reservation, func(), error) {
+	want, maxOut := t.worstCase(pc.model, pc.input, t.e.cfg.ReserveOutputTokens)
+	size, releaseShared, err := t.reserveShared(ctx, pc.model, pc.input, callSize{want: want, maxOut: maxOut})
+	pc.rec.Reserved, pc.rec.MaxOutputTokens = size.want, size.maxOut
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := t.budget.Reserve(size.want)
+	var short *budget.InsufficientBudgetError
+	if errors.As(err, &short) {
+		if size, err = t.clampToFit(pc.model, pc.input, short.Available); err == nil {
+			res, err = t.budget.Reserve(size.want)
+		}
+	}
+	pc.rec.Reserved, pc.rec.MaxOutputTokens = size.want, size.maxOut
+	if err != nil {
+		releaseShared()
+		return nil, nil, err
+	}
+	return res, func() { res.Release(); releaseShared() }, nil
+}
+
 // reserveShared holds the call's worst case on its run's budget shared
 // through the database and on every named budget the run draws from,
 // shrinking the call to what fits in all of them, and waits while only
-// other calls' holds stand in the way. It returns the function that
-// releases every hold.
-func (t *taskRun) reserveShared(ctx context.Context, model string, input int64, want *budget.Amount, maxOut *int64) (func(), error) {
+// other calls' holds stand in the way. It returns the size admitted (the
+// last one tried when refused) and the function that releases every hold.
+func (t *taskRun) reserveShared(ctx context.Context, model string, input int64, first callSize) (callSize, func(), error) {
 	// Every hold is recorded as this process's, for this task: if the
 	// process dies, whoever resumes the task can drop them.
 	ctx = purser.WithHolder(ctx, purser.Holder{Owner: t.e.owner, TaskID: t.task.ID})
@@ -42,32 +85,30 @@ func (t *taskRun) reserveShared(ctx context.Context, model string, input int64, 
 	if t.e.cfg.Named != nil && t.runID != "" {
 		var err error
 		if names, err = t.e.cfg.Named.RunDraws(ctx, t.runID); err != nil {
-			return func() {}, err
+			return first, func() {}, err
 		}
 	}
 	if len(names) == 0 {
-		return t.reserveRun(ctx, model, input, want, maxOut)
+		return t.reserveRun(ctx, model, input, first)
 	}
-	first, firstOut := *want, *maxOut
 	w := holdWaiter{t: t}
 	for {
-		*want, *maxOut = first, firstOut
-		err := t.fitNamed(ctx, names, model, input, want, maxOut)
+		size, err := t.fitNamed(ctx, names, model, input, first)
 		if err == nil {
 			var releaseRun, releaseNamed func()
-			if releaseRun, err = t.reserveRun(ctx, model, input, want, maxOut); err != nil {
-				return func() {}, err
+			if size, releaseRun, err = t.reserveRun(ctx, model, input, size); err != nil {
+				return size, func() {}, err
 			}
-			if releaseNamed, err = t.holdNamed(ctx, names, *want); err == nil {
-				return func() { releaseNamed(); releaseRun() }, nil
+			if releaseNamed, err = t.holdNamed(ctx, names, size.want); err == nil {
+				return size, func() { releaseNamed(); releaseRun() }, nil
 			}
 			releaseRun()
 		}
 		if !errors.Is(err, errHeldByOthers) {
-			return func() {}, err
+			return size, func() {}, err
 		}
 		if err := w.wait(ctx, fmt.Sprintf("waiting: other calls hold what named budgets %s have left under their caps", strings.Join(names, ", "))); err != nil {
-			return func() {}, err
+			return size, func() {}, err
 		}
 	}
 }
@@ -80,45 +121,40 @@ var errHeldByOthers = errors.New("named budget held by calls in flight")
 // window's spend and the holds on it. When even the least worthwhile call
 // does not fit, it says whether spend refuses it — a
 // *budget.InsufficientBudgetError naming the budget, which stops the task —
-// or only holds do (errHeldByOthers).
-func (t *taskRun) fitNamed(ctx context.Context, names []string, model string, input int64, want *budget.Amount, maxOut *int64) error {
+// or only holds do (errHeldByOthers); the size is then first, unchanged.
+func (t *taskRun) fitNamed(ctx context.Context, names []string, model string, input int64, first callSize) (callSize, error) {
 	now := t.e.cfg.Clock.Now()
 	avail := budget.Unlimited
 	for _, name := range names {
 		st, err := t.e.cfg.Named.NamedBudgetStatus(ctx, name, now)
 		if err != nil {
-			return err
+			return first, err
 		}
-		bySpend := purser.NamedHeadroom(st.Caps(), st.Spent, budget.Amount{})
-		if _, _, err := t.clampToFit(model, input, bySpend); err != nil {
+		bySpend := budget.Headroom(st.Caps(), st.Spent.Amount(), budget.Amount{})
+		if _, err := t.clampToFit(model, input, bySpend); err != nil {
 			var short *budget.InsufficientBudgetError
 			if errors.As(err, &short) {
 				short.Scope, short.Name = budget.ScopeNamed, name
 			}
-			return err
+			return first, err
 		}
-		a := purser.NamedHeadroom(st.Caps(), st.Spent, st.Held)
-		avail = lesser(avail, a)
+		avail = avail.Min(st.Headroom())
 	}
-	if want.USD <= avail.USD && want.Tokens <= avail.Tokens {
-		return nil
+	if first.want.FitsIn(avail) {
+		return first, nil
 	}
-	w, out, err := t.clampToFit(model, input, avail)
+	size, err := t.clampToFit(model, input, avail)
 	if err != nil {
-		return errHeldByOthers
+		return first, errHeldByOthers
 	}
-	*want, *maxOut = w, out
-	return nil
+	return size, nil
 }
 
 // holdNamed holds want on every named budget, or on none: a hold refused
 // (another call took the room since fitNamed looked) releases the others
 // and is retried from fitNamed.
 func (t *taskRun) holdNamed(ctx context.Context, names []string, want budget.Amount) (func(), error) {
-	ttl := t.task.Backend.CallTimeout + time.Minute
-	if t.task.Backend.CallTimeout <= 0 {
-		ttl = sharedTTL
-	}
+	ttl := t.holdTTL()
 	now := t.e.cfg.Clock.Now()
 	var releases []func()
 	releaseAll := func() {
@@ -142,45 +178,35 @@ func (t *taskRun) holdNamed(ctx context.Context, names []string, want budget.Amo
 
 // reserveRun holds the call's worst case on a run budget shared through
 // the database, shrinking the call to what fits there, and waits while only
-// other processes' holds stand in the way. It returns the function that
-// releases the hold.
-func (t *taskRun) reserveRun(ctx context.Context, model string, input int64, want *budget.Amount, maxOut *int64) (func(), error) {
+// other processes' holds stand in the way. It returns the size held (the
+// last one tried when refused) and the function that releases the hold.
+func (t *taskRun) reserveRun(ctx context.Context, model string, input int64, first callSize) (callSize, func(), error) {
 	run := t.budget.Parent()
 	if t.e.cfg.Shared == nil || run == nil || t.runID == "" {
-		return func() {}, nil
+		return first, func() {}, nil
 	}
-	cfg := run.Config()
-	caps := budget.Unlimited
-	if cfg.Hard.USD != nil {
-		caps.USD = *cfg.Hard.USD
-	}
-	if cfg.Hard.Tokens != nil {
-		caps.Tokens = *cfg.Hard.Tokens
-	}
+	// The same caps the run's Manager admits by in this process.
+	caps := budget.CapsOf(run.Config())
 	if caps == budget.Unlimited {
-		return func() {}, nil
+		return first, func() {}, nil
 	}
-	ttl := t.task.Backend.CallTimeout + time.Minute
-	if t.task.Backend.CallTimeout <= 0 {
-		ttl = sharedTTL
-	}
-	first, firstOut := *want, *maxOut
+	ttl := t.holdTTL()
 	w := holdWaiter{t: t}
 	for {
-		*want, *maxOut = first, firstOut // each attempt starts from the call's whole worst case
-		release, err := t.holdShared(ctx, model, input, caps, ttl, want, maxOut)
+		// Each attempt starts from the call's whole worst case.
+		size, release, err := t.holdShared(ctx, model, input, caps, ttl, first)
 		var short *budget.InsufficientBudgetError
 		if err == nil || !errors.As(err, &short) || !t.heldByOthers(model, input) {
 			if err != nil {
-				return func() {}, err
+				return size, func() {}, err
 			}
-			return release, nil
+			return size, release, nil
 		}
 		// What stands in the way is other calls' holds, not spend: they end
 		// soon (or lapse after their TTL), so the call waits for them
 		// rather than stopping a task the run could still afford.
 		if err := w.wait(ctx, fmt.Sprintf("waiting: other calls hold what run %s has left under its cap (their holds end with their calls, or lapse after %s)", t.runID, ttl)); err != nil {
-			return func() {}, err
+			return size, func() {}, err
 		}
 	}
 }
@@ -219,24 +245,18 @@ func (w *holdWaiter) wait(ctx context.Context, why string) error {
 	}
 }
 
-// lesser is what fits in both a and b.
-func lesser(a, b budget.Amount) budget.Amount {
-	return budget.Amount{USD: min(a.USD, b.USD), Tokens: min(a.Tokens, b.Tokens)}
-}
-
 // holdShared makes one attempt at holding the call on the shared run,
 // shrinking it to what the run has left when its worst case does not fit.
-func (t *taskRun) holdShared(ctx context.Context, model string, input int64, caps budget.Amount, ttl time.Duration, want *budget.Amount, maxOut *int64) (func(), error) {
-	release, err := t.e.cfg.Shared.ReserveRun(ctx, t.runID, caps, *want, ttl)
+// It returns the size it tried last.
+func (t *taskRun) holdShared(ctx context.Context, model string, input int64, caps budget.Amount, ttl time.Duration, size callSize) (callSize, func(), error) {
+	release, err := t.e.cfg.Shared.ReserveRun(ctx, t.runID, caps, size.want, ttl)
 	var short *budget.InsufficientBudgetError
 	if errors.As(err, &short) {
-		local := t.budget.Available()
-		avail := lesser(short.Available, local)
-		var w budget.Amount
-		var out int64
-		if w, out, err = t.clampToFit(model, input, avail); err == nil {
-			*want, *maxOut = w, out
-			release, err = t.e.cfg.Shared.ReserveRun(ctx, t.runID, caps, *want, ttl)
+		avail := short.Available.Min(t.budget.Available())
+		var clamped callSize
+		if clamped, err = t.clampToFit(model, input, avail); err == nil {
+			size = clamped
+			release, err = t.e.cfg.Shared.ReserveRun(ctx, t.runID, caps, size.want, ttl)
 		}
 		if err != nil {
 			var short2 *budget.InsufficientBudgetError
@@ -245,7 +265,7 @@ func (t *taskRun) holdShared(ctx context.Context, model string, input int64, cap
 			}
 		}
 	}
-	return release, err
+	return size, release, err
 }
 
 // heldByOthers reports whether the least worthwhile call would fit in what
@@ -253,33 +273,18 @@ func (t *taskRun) holdShared(ctx context.Context, model string, input int64, cap
 // read from the store) and this process's own holds — so that only other
 // processes' holds refused it.
 func (t *taskRun) heldByOthers(model string, input int64) bool {
-	run, local := t.budget.Parent().Available(), t.budget.Available()
-	avail := lesser(run, local)
-	_, _, err := t.clampToFit(model, input, avail)
+	avail := t.budget.Parent().Available().Min(t.budget.Available())
+	_, err := t.clampToFit(model, input, avail)
 	return err == nil
 }
 
-// minOutputTokens is the least output worth making a call for.
-const minOutputTokens = 256
-
-// clampToFit shrinks the call's output to what the budget has left, or says
-// the call cannot be made at all.
-func (t *taskRun) clampToFit(model string, input int64, avail budget.Amount) (budget.Amount, int64, error) {
-	out := avail.Tokens - input
-	if avail.Tokens == budget.Unlimited.Tokens {
-		out = t.e.cfg.ReserveOutputTokens
-	}
-	for out >= minOutputTokens {
-		want, _ := t.worstCase(model, input, out)
-		if want.USD <= avail.USD && want.Tokens <= avail.Tokens {
-			return want, out, nil
-		}
-		out = out * 3 / 4
-	}
-	least, _ := t.worstCase(model, input, minOutputTokens)
-	metric := budget.Tokens
-	if least.USD > avail.USD {
-		metric = budget.Money
-	}
-	return budget.Amount{}, 0, &budget.InsufficientBudgetError{Metric: metric, Want: least, Available: avail}
+// clampToFit shrinks the call's output to what avail holds (by
+// budget.ClampOutput, priced as this task's backend bills), or says the
+// call cannot be made at all.
+func (t *taskRun) clampToFit(model string, input int64, avail budget.Amount) (callSize, error) {
+	want, out, err := budget.ClampOutput(avail, input, t.e.cfg.ReserveOutputTokens, func(output int64) budget.Amount {
+		w, _ := t.worstCase(model, input, output)
+		return w
+	})
+	return callSize{want: want, maxOut: out}, err
 }

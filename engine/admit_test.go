@@ -64,7 +64,7 @@ func TestSharedRunAdmissionWaitsForOthersHolds(t *testing.T) {
 			tr := &taskRun{e: &Engine{cfg: cfg}, runID: "r", budget: task, log: slog.New(slog.DiscardHandler),
 				task: purser.Task{ID: "t"}}
 			want, maxOut := tr.worstCase("m", 1_000, cfg.ReserveOutputTokens)
-			release, err := tr.reserveShared(context.Background(), "m", 1_000, &want, &maxOut)
+			_, release, err := tr.reserveShared(context.Background(), "m", 1_000, callSize{want: want, maxOut: maxOut})
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want an error: %v", err, tc.wantErr)
 			}

@@ -141,32 +141,6 @@ func (t *taskRun) refuse(ctx context.Context, pc *preparedCall, err error) (stri
 	return "", err
 }
 
-// admit reserves the call's worst case on the run shared through the
-// database, then on the task and its run in this process, shrinking the
-// call's output to what fits. It returns the reservation and the function
-// that releases every hold.
-func (t *taskRun) admit(ctx context.Context, pc *preparedCall) (*budget.Reservation, func(), error) {
-	want, maxOut := t.worstCase(pc.model, pc.input, t.e.cfg.ReserveOutputTokens)
-	releaseShared, err := t.reserveShared(ctx, pc.model, pc.input, &want, &maxOut)
-	pc.rec.Reserved, pc.rec.MaxOutputTokens = want, maxOut
-	if err != nil {
-		return nil, nil, err
-	}
-	res, err := t.budget.Reserve(want)
-	var short *budget.InsufficientBudgetError
-	if errors.As(err, &short) {
-		if want, maxOut, err = t.clampToFit(pc.model, pc.input, short.Available); err == nil {
-			res, err = t.budget.Reserve(want)
-		}
-	}
-	pc.rec.Reserved, pc.rec.MaxOutputTokens = want, maxOut
-	if err != nil {
-		releaseShared()
-		return nil, nil, err
-	}
-	return res, func() { res.Release(); releaseShared() }, nil
-}
-
 // makeCall sends an admitted call to the backend, with usage made durable in
 // the ledger and recorded on the reservation as it streams in, and records
 // how it ended.

@@ -65,20 +65,9 @@ func (s *runSync) refresh(ctx context.Context) {
 	s.mu.Lock()
 	intent := s.intent
 	s.mu.Unlock()
-	s.mgr.SetExternal(minus(minus(stored, s.initial), intent))
-}
-
-// minus is a − b per counted field; wall time is not counted (a run's time
-// is its own clock).
-func minus(a, b budget.Totals) budget.Totals {
-	return budget.Totals{
-		USD:             a.USD - b.USD,
-		Tokens:          a.Tokens - b.Tokens,
-		Iterations:      a.Iterations - b.Iterations,
-		ReportedEvents:  a.ReportedEvents - b.ReportedEvents,
-		EstimatedEvents: a.EstimatedEvents - b.EstimatedEvents,
-		UnknownEvents:   a.UnknownEvents - b.UnknownEvents,
-	}
+	// SetExternal takes neither wall time (a run's time is its own clock)
+	// nor list prices.
+	s.mgr.SetExternal(stored.Minus(s.initial).Minus(intent))
 }
 
 // follow keeps the run in step while its tasks run here: a refresh every

@@ -218,12 +218,8 @@ func (s *Store) ReserveNamed(ctx context.Context, name string, want budget.Amoun
 		if err != nil {
 			return err
 		}
-		avail := purser.NamedHeadroom(st.Caps(), st.Spent, st.Held)
-		switch {
-		case want.USD > avail.USD:
-			return &budget.InsufficientBudgetError{Scope: budget.ScopeNamed, Name: name, Metric: budget.Money, Want: want, Available: avail}
-		case want.Tokens > avail.Tokens:
-			return &budget.InsufficientBudgetError{Scope: budget.ScopeNamed, Name: name, Metric: budget.Tokens, Want: want, Available: avail}
+		if err := budget.FitNamed(name, want, st.Headroom()); err != nil {
+			return err
 		}
 		h := purser.HolderFrom(ctx)
 		return tx.QueryRow(ctx, `INSERT INTO named_reservations (name, usd_nanos, tokens, expires_at, owner, task_id) VALUES ($1, $2, $3, `+serverNanos+` + $4, $5, $6) RETURNING id`,

@@ -794,14 +794,8 @@ func runHeadroom(ctx context.Context, q queryRower, runID string, caps budget.Am
 		runID).Scan(&spentUSD, &spentTokens, &heldUSD, &heldTokens); err != nil {
 		return budget.Amount{}, fmt.Errorf("run %s headroom: %w", runID, err)
 	}
-	avail := caps
-	if caps.USD != budget.UnlimitedUSD {
-		avail.USD = max(caps.USD-budget.USD(spentUSD+heldUSD), 0)
-	}
-	if caps.Tokens != budget.Unlimited.Tokens {
-		avail.Tokens = max(caps.Tokens-spentTokens-heldTokens, 0)
-	}
-	return avail, nil
+	return budget.Headroom(caps, budget.Amount{USD: budget.USD(spentUSD), Tokens: spentTokens},
+		budget.Amount{USD: budget.USD(heldUSD), Tokens: heldTokens}), nil
 }
 
 // RunAvailable is what a hold on the run could get now.
@@ -829,11 +823,8 @@ func (s *Store) ReserveRun(ctx context.Context, runID string, caps, want budget.
 		if err != nil {
 			return err
 		}
-		switch {
-		case want.USD > avail.USD:
-			return &budget.InsufficientBudgetError{Scope: budget.ScopeRun, Metric: budget.Money, Want: want, Available: avail}
-		case want.Tokens > avail.Tokens:
-			return &budget.InsufficientBudgetError{Scope: budget.ScopeRun, Metric: budget.Tokens, Want: want, Available: avail}
+		if err := budget.Fit(budget.ScopeRun, want, avail); err != nil {
+			return err
 		}
 		h := purser.HolderFrom(ctx)
 		return tx.QueryRow(ctx, `INSERT INTO run_reservations (run_id, usd_nanos, tokens, expires_at, owner, task_id) VALUES ($1, $2, $3, `+serverNanos+` + $4, $5, $6) RETURNING id`,

@@ -230,12 +230,8 @@ func (s *Store) ReserveNamed(ctx context.Context, name string, want budget.Amoun
 	if err != nil {
 		return nil, err
 	}
-	avail := purser.NamedHeadroom(st.Caps(), st.Spent, st.Held)
-	switch {
-	case want.USD > avail.USD:
-		return nil, &budget.InsufficientBudgetError{Scope: budget.ScopeNamed, Name: name, Metric: budget.Money, Want: want, Available: avail}
-	case want.Tokens > avail.Tokens:
-		return nil, &budget.InsufficientBudgetError{Scope: budget.ScopeNamed, Name: name, Metric: budget.Tokens, Want: want, Available: avail}
+	if err := budget.FitNamed(name, want, st.Headroom()); err != nil {
+		return nil, err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM named_reservations WHERE name = ? AND expires_at <= ?`, name, time.Now().UnixNano()); err != nil {
 		return nil, fmt.Errorf("reserve on named budget %s: %w", name, err)

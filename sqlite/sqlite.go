@@ -814,14 +814,8 @@ func (s *Store) runHeadroom(ctx context.Context, q interface {
 		runID, runID, runID, time.Now().UnixNano(), runID, time.Now().UnixNano()).Scan(&spentUSD, &spentTokens, &heldUSD, &heldTokens); err != nil {
 		return budget.Amount{}, fmt.Errorf("run %s headroom: %w", runID, err)
 	}
-	avail := caps
-	if caps.USD != budget.UnlimitedUSD {
-		avail.USD = max(caps.USD-budget.USD(spentUSD+heldUSD), 0)
-	}
-	if caps.Tokens != budget.Unlimited.Tokens {
-		avail.Tokens = max(caps.Tokens-spentTokens-heldTokens, 0)
-	}
-	return avail, nil
+	return budget.Headroom(caps, budget.Amount{USD: budget.USD(spentUSD), Tokens: spentTokens},
+		budget.Amount{USD: budget.USD(heldUSD), Tokens: heldTokens}), nil
 }
 
 // RunAvailable is what a hold on the run could get now.
@@ -842,11 +836,8 @@ func (s *Store) ReserveRun(ctx context.Context, runID string, caps, want budget.
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case want.USD > avail.USD:
-		return nil, &budget.InsufficientBudgetError{Scope: budget.ScopeRun, Metric: budget.Money, Want: want, Available: avail}
-	case want.Tokens > avail.Tokens:
-		return nil, &budget.InsufficientBudgetError{Scope: budget.ScopeRun, Metric: budget.Tokens, Want: want, Available: avail}
+	if err := budget.Fit(budget.ScopeRun, want, avail); err != nil {
+		return nil, err
 	}
 	h := purser.HolderFrom(ctx)
 	res, err := tx.ExecContext(ctx, `INSERT INTO run_reservations (run_id, usd_nanos, tokens, expires_at, owner, task_id) VALUES (?, ?, ?, ?, ?, ?)`,

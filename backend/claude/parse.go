@@ -455,42 +455,6 @@ func (p *Parser) agentShares(r *Result) agentShares {
 	return s
 }
 
-// apportion divides total (≥ 0) in proportion to weights, in whole units,
-// the parts summing to total exactly: each part is its proportional share
-// rounded down, and the units left go one each to the largest remainders
-// (the first in order on a tie). All weights zero gives all to the first.
-func apportion(total int64, weights []*big.Rat) []int64 {
-	parts := make([]int64, len(weights))
-	sum := new(big.Rat)
-	for _, w := range weights {
-		sum.Add(sum, w)
-	}
-	if sum.Sign() == 0 {
-		parts[0] = total
-		return parts
-	}
-	rems := make([]*big.Rat, len(weights))
-	left := total
-	for i, w := range weights {
-		share := new(big.Rat).Mul(big.NewRat(total, 1), w)
-		share.Quo(share, sum)
-		q := new(big.Int).Quo(share.Num(), share.Denom()) // shares are ≥ 0: Quo floors
-		parts[i] = q.Int64()
-		left -= parts[i]
-		rems[i] = share.Sub(share, new(big.Rat).SetInt(q))
-	}
-	order := make([]int, len(weights))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return rems[order[a]].Cmp(rems[order[b]]) > 0 })
-	for i := 0; left > 0; i = (i + 1) % len(order) {
-		parts[order[i]]++
-		left--
-	}
-	return parts
-}
-
 // splitByAgent turns the reconciliation into one reported adjustment per
 // agent, so that a sub-agent's share is booked to it, not to the main
 // agent:
@@ -520,7 +484,7 @@ func (p *Parser) splitByAgent(adj budget.UsageEvent, total, diff budget.USD, pri
 			unknown[ev.Agent]++
 		}
 	}
-	targets := apportion(int64(total), shares.weights)
+	targets := budget.Apportion(int64(total), shares.weights)
 	shortfalls := make([]*big.Rat, len(targets))
 	var sum int64
 	for i, agent := range shares.agents {
@@ -536,9 +500,9 @@ func (p *Parser) splitByAgent(adj budget.UsageEvent, total, diff budget.USD, pri
 			dollars[i] = r.Num().Int64()
 		}
 	case sum > 0:
-		dollars = apportion(int64(diff), shortfalls)
+		dollars = budget.Apportion(int64(diff), shortfalls)
 	default:
-		dollars = apportion(int64(diff), shares.weights)
+		dollars = budget.Apportion(int64(diff), shares.weights)
 	}
 	tokensTo := shares.largest()
 	var out []budget.UsageEvent

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
@@ -243,31 +242,6 @@ func TestReconcileBooksEachAgentItsShare(t *testing.T) {
 				t.Errorf("booked %+v, want %+v (note %q)", got, tt.want, note)
 			}
 		})
-	}
-}
-
-// apportion's parts always sum to the whole, whatever the weights.
-func TestApportionIsExact(t *testing.T) {
-	tests := []struct {
-		total   int64
-		weights []int64
-		want    []int64
-	}{
-		{10, []int64{1, 1, 1}, []int64{4, 3, 3}},
-		{1, []int64{1, 3}, []int64{0, 1}},
-		{7, []int64{0, 0}, []int64{7, 0}},
-		{1_000_000_007, []int64{3, 5, 7}, []int64{200_000_001, 333_333_336, 466_666_670}},
-		{0, []int64{2, 1}, []int64{0, 0}},
-	}
-	for _, tt := range tests {
-		ws := make([]*big.Rat, len(tt.weights))
-		for i, w := range tt.weights {
-			ws[i] = big.NewRat(w, 1)
-		}
-		got := apportion(tt.total, ws)
-		if !slices.Equal(got, tt.want) {
-			t.Errorf("apportion(%d, %v) = %v, want %v", tt.total, tt.weights, got, tt.want)
-		}
 	}
 }
 
