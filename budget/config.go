@@ -284,6 +284,15 @@ func (c Config) Threshold(t Tier, m Metric) (int64, bool) {
 	return th.v, th.set
 }
 
+// WarningStart returns where a metric's WARNING starts, in its unit: its
+// optimal line, or its warning line where no optimal one is given; false
+// when neither is configured. Callers that explain a tier use it, so the
+// rule stays the one the tier arithmetic applies.
+func (c Config) WarningStart(m Metric) (int64, bool) {
+	th := c.limits(m).warningStart()
+	return th.v, th.set
+}
+
 // MetricTier is the tier of one metric at a given use, by the spec's rule
 // (see metricLimits.tier).
 func (c Config) MetricTier(m Metric, used int64) Tier { return c.limits(m).tier(used) }

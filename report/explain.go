@@ -118,10 +118,7 @@ func (e Explanation) writeTier(p printf) {
 	case budget.Optimal:
 		p("\nEvery metric is below its optimal line: nothing has been degraded on its account.\n")
 	case budget.Warning:
-		line, _ := cfg.Threshold(budget.Optimal, st.Cause)
-		if _, ok := cfg.Threshold(budget.Optimal, st.Cause); !ok {
-			line, _ = cfg.Threshold(budget.Warning, st.Cause)
-		}
+		line, _ := cfg.WarningStart(st.Cause)
 		p("\nIt is in WARNING because of %s: %s used, past the line of %s where WARNING starts.\n", st.Cause, usedMetric(st, st.Cause), st.Cause.Format(line))
 		if st.PastWarningLine {
 			p("It has also passed its warning line, so degrade actions staged \"at: warning\" apply.\n")

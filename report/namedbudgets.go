@@ -39,10 +39,9 @@ type NamedBudgetRaiseJSON struct {
 
 // WriteNamedBudget prints a named budget for people.
 func WriteNamedBudget(w io.Writer, j NamedBudgetJSON) {
-	b := purser.NamedBudget{Budget: j.Budget}
 	fmt.Fprintf(w, "%s  %s  (per %s%s, %s to %s)\n", j.Name, strings.ToUpper(j.Tier), j.Window, ZoneText(j.Zone),
 		j.WindowStart.Format(time.RFC3339), j.WindowEnd.Format(time.RFC3339))
-	fmt.Fprintf(w, "  spent  $%s, %d tokens of %s\n", j.SpentUSD, j.SpentTokens, CapsText(b.Caps()))
+	fmt.Fprintf(w, "  spent  $%s, %d tokens of %s\n", j.SpentUSD, j.SpentTokens, CapsText(budget.CapsOf(j.Budget)))
 	if j.HeldTokens > 0 || j.HeldUSD != "0" {
 		fmt.Fprintf(w, "  held by calls in flight  $%s, %d tokens\n", j.HeldUSD, j.HeldTokens)
 	}
@@ -53,7 +52,7 @@ func WriteNamedBudget(w io.Writer, j NamedBudgetJSON) {
 	fmt.Fprintf(w, "  runs drawing from it: %s\n", runs)
 	for _, r := range j.Raises {
 		fmt.Fprintf(w, "  raised %s by %s from %s: %s → %s\n", r.At.UTC().Format(time.RFC3339), r.By, r.Source,
-			CapsText(purser.NamedBudget{Budget: r.From}.Caps()), CapsText(purser.NamedBudget{Budget: r.To}.Caps()))
+			CapsText(budget.CapsOf(r.From)), CapsText(budget.CapsOf(r.To)))
 	}
 }
 
