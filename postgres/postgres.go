@@ -8,15 +8,12 @@ package postgres
 
 import (
 	"context"
-	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -27,9 +24,6 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 )
-
-//go:embed migrations/*.sql
-var migrations embed.FS
 
 // Store is a purser.Store and purser.SharedRunBudget in a PostgreSQL
 // database.
@@ -152,50 +146,6 @@ func connect(ctx context.Context, rawURL string) (*Store, error) {
 func (s *Store) Close() error {
 	s.pool.Close()
 	return nil
-}
-
-// migrate applies the migrations not yet applied, in one transaction under
-// an advisory lock on the schema: processes starting at once wait for the
-// first, then find nothing left to do.
-func (s *Store) migrate(ctx context.Context) error {
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('purser migrate ' || current_schema(), 0))`); err != nil {
-			return fmt.Errorf("lock: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
-			return fmt.Errorf("schema_migrations: %w", err)
-		}
-		for _, name := range names {
-			base := name[strings.LastIndexByte(name, '/')+1:]
-			version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-			if err != nil {
-				return fmt.Errorf("migration %s: name must start with its version number", base)
-			}
-			var applied bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, version).Scan(&applied); err != nil {
-				return err
-			}
-			if applied {
-				continue
-			}
-			body, err := migrations.ReadFile(name)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, string(body)); err != nil {
-				return fmt.Errorf("migration %s: %w", base, err)
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`, version, time.Now().UnixNano()); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
 }
 
 // inTx runs fn in a transaction, again from the start when PostgreSQL
