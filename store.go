@@ -235,8 +235,9 @@ type SharedRunBudget interface {
 	// budget.Unlimited are not capped), counting the run's recorded spend and
 	// every unexpired hold. A hold that does not fit is refused with a
 	// *budget.InsufficientBudgetError saying what does fit. The hold lasts
-	// until released, or until ttl passes (a process that died).
-	ReserveRun(ctx context.Context, runID string, caps, want budget.Amount, ttl time.Duration) (release func(), err error)
+	// until released, or until ttl passes (a process that died), and is
+	// recorded as by's, so that a resume can drop what a dead process held.
+	ReserveRun(ctx context.Context, runID string, by Holder, caps, want budget.Amount, ttl time.Duration) (release func(), err error)
 	// RunAvailable is what a hold could get now.
 	RunAvailable(ctx context.Context, runID string, caps budget.Amount) (budget.Amount, error)
 }

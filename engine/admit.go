@@ -35,9 +35,6 @@ const sharedTTL = purser.DefaultCallTimeout + time.Minute
 // other calls' holds stand in the way. It returns the function that
 // releases every hold.
 func (t *taskRun) reserveShared(ctx context.Context, model string, input int64, want *budget.Amount, maxOut *int64) (func(), error) {
-	// Every hold is recorded as this process's, for this task: if the
-	// process dies, whoever resumes the task can drop them.
-	ctx = purser.WithHolder(ctx, purser.Holder{Owner: t.e.owner, TaskID: t.task.ID})
 	var names []string
 	if t.e.cfg.Named != nil && t.runID != "" {
 		var err error
@@ -127,7 +124,7 @@ func (t *taskRun) holdNamed(ctx context.Context, names []string, want budget.Amo
 		}
 	}
 	for _, name := range names {
-		release, err := t.e.cfg.Named.ReserveNamed(ctx, name, want, now, ttl)
+		release, err := t.e.cfg.Named.ReserveNamed(ctx, name, t.holder(), want, now, ttl)
 		if err != nil {
 			releaseAll()
 			if errors.Is(err, budget.ErrInsufficientBudget) {
@@ -224,10 +221,16 @@ func lesser(a, b budget.Amount) budget.Amount {
 	return budget.Amount{USD: min(a.USD, b.USD), Tokens: min(a.Tokens, b.Tokens)}
 }
 
+// holder is who the task's holds are recorded as: this process, for this
+// task, so that if the process dies, whoever resumes the task can drop them.
+func (t *taskRun) holder() purser.Holder {
+	return purser.Holder{Owner: t.e.owner, TaskID: t.task.ID}
+}
+
 // holdShared makes one attempt at holding the call on the shared run,
 // shrinking it to what the run has left when its worst case does not fit.
 func (t *taskRun) holdShared(ctx context.Context, model string, input int64, caps budget.Amount, ttl time.Duration, want *budget.Amount, maxOut *int64) (func(), error) {
-	release, err := t.e.cfg.Shared.ReserveRun(ctx, t.runID, caps, *want, ttl)
+	release, err := t.e.cfg.Shared.ReserveRun(ctx, t.runID, t.holder(), caps, *want, ttl)
 	var short *budget.InsufficientBudgetError
 	if errors.As(err, &short) {
 		local := t.budget.Available()
@@ -236,7 +239,7 @@ func (t *taskRun) holdShared(ctx context.Context, model string, input int64, cap
 		var out int64
 		if w, out, err = t.clampToFit(model, input, avail); err == nil {
 			*want, *maxOut = w, out
-			release, err = t.e.cfg.Shared.ReserveRun(ctx, t.runID, caps, *want, ttl)
+			release, err = t.e.cfg.Shared.ReserveRun(ctx, t.runID, t.holder(), caps, *want, ttl)
 		}
 		if err != nil {
 			var short2 *budget.InsufficientBudgetError

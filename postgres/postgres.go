@@ -762,10 +762,10 @@ func (s *Store) RunAvailable(ctx context.Context, runID string, caps budget.Amou
 // ReserveRun holds want against a shared run budget, atomically across
 // every process and host: one transaction takes the run's advisory lock,
 // so holds on one run are decided one at a time, then checks the headroom
-// and records the hold, as purser.HolderFrom(ctx)'s. Nothing is
+// and records the hold, as h's. Nothing is
 // optimistic: a hold that does not fit is refused, never granted and taken
 // back.
-func (s *Store) ReserveRun(ctx context.Context, runID string, caps, want budget.Amount, ttl time.Duration) (func(), error) {
+func (s *Store) ReserveRun(ctx context.Context, runID string, h purser.Holder, caps, want budget.Amount, ttl time.Duration) (func(), error) {
 	var id int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('purser run ' || current_schema() || ' ' || $1, 0))`, runID); err != nil {
@@ -785,7 +785,6 @@ func (s *Store) ReserveRun(ctx context.Context, runID string, caps, want budget.
 		case want.Tokens > avail.Tokens:
 			return &budget.InsufficientBudgetError{Scope: budget.ScopeRun, Metric: budget.Tokens, Want: want, Available: avail}
 		}
-		h := purser.HolderFrom(ctx)
 		return tx.QueryRow(ctx, `INSERT INTO run_reservations (run_id, usd_nanos, tokens, expires_at, owner, task_id) VALUES ($1, $2, $3, `+serverNanos+` + $4, $5, $6) RETURNING id`,
 			runID, int64(want.USD), want.Tokens, ttl.Nanoseconds(), h.Owner, h.TaskID).Scan(&id)
 	})

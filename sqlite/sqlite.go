@@ -779,8 +779,8 @@ func (s *Store) RunAvailable(ctx context.Context, runID string, caps budget.Amou
 
 // ReserveRun holds want against a shared run budget, atomically across
 // processes: the check and the hold are one IMMEDIATE transaction. The
-// hold is recorded as purser.HolderFrom(ctx)'s.
-func (s *Store) ReserveRun(ctx context.Context, runID string, caps, want budget.Amount, ttl time.Duration) (func(), error) {
+// hold is recorded as h's.
+func (s *Store) ReserveRun(ctx context.Context, runID string, h purser.Holder, caps, want budget.Amount, ttl time.Duration) (func(), error) {
 	tx, err := s.db.BeginTx(ctx, nil) // _txlock=immediate: the write lock is taken now
 	if err != nil {
 		return nil, fmt.Errorf("reserve on run %s: %w", runID, err)
@@ -796,7 +796,6 @@ func (s *Store) ReserveRun(ctx context.Context, runID string, caps, want budget.
 	case want.Tokens > avail.Tokens:
 		return nil, &budget.InsufficientBudgetError{Scope: budget.ScopeRun, Metric: budget.Tokens, Want: want, Available: avail}
 	}
-	h := purser.HolderFrom(ctx)
 	res, err := tx.ExecContext(ctx, `INSERT INTO run_reservations (run_id, usd_nanos, tokens, expires_at, owner, task_id) VALUES (?, ?, ?, ?, ?, ?)`,
 		runID, int64(want.USD), want.Tokens, time.Now().Add(ttl).UnixNano(), h.Owner, h.TaskID)
 	if err != nil {
