@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/internal/storerow"
 )
 
 var _ purser.JobQueue = (*Store)(nil)
@@ -83,11 +84,5 @@ func (s *Store) ReleaseJob(ctx context.Context, taskID, worker string, after tim
 
 // Jobs lists a run's jobs ("": all), in the order submitted.
 func (s *Store) Jobs(ctx context.Context, runID string) ([]purser.Job, error) {
-	return collect(ctx, s, "jobs", func(r pgx.Rows) (purser.Job, error) {
-		var j purser.Job
-		var state string
-		err := r.Scan(&j.TaskID, &j.RunID, &j.TaskFile, &state, &j.Worker, &j.Attempts, &j.Outcome)
-		j.State = purser.JobState(state)
-		return j, err
-	}, `SELECT task_id, run_id, task_file, state, worker, attempts, outcome FROM jobs WHERE $1 = '' OR run_id = $1 ORDER BY seq`, runID)
+	return collect(ctx, s, "jobs", storerow.ScanJob, `SELECT `+storerow.JobColumns+` FROM jobs WHERE $1 = '' OR run_id = $1 ORDER BY seq`, runID)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/internal/storerow"
 )
 
 var _ purser.AlertOutbox = (*Store)(nil)
@@ -111,13 +112,5 @@ func (s *Store) ExpireAlerts(ctx context.Context, before time.Time, maxAttempts 
 
 // OutboxAlerts lists every recorded alert, oldest first.
 func (s *Store) OutboxAlerts(ctx context.Context) ([]purser.OutboxAlert, error) {
-	return collect(ctx, s, "list alerts", func(r pgx.Rows) (purser.OutboxAlert, error) {
-		var a purser.OutboxAlert
-		var created int64
-		var state string
-		err := r.Scan(&a.ID, &a.Webhook, &a.Kind, &a.TaskID, &a.Body, &created, &a.Attempts, &state, &a.Owner)
-		a.CreatedAt = time.Unix(0, created).UTC()
-		a.State = purser.OutboxState(state)
-		return a, err
-	}, `SELECT id, webhook, kind, task_id, body, created_at, attempts, state, owner FROM alert_outbox ORDER BY created_at, seq`)
+	return collect(ctx, s, "list alerts", storerow.ScanOutbox, `SELECT `+storerow.OutboxColumns+` FROM alert_outbox ORDER BY created_at, seq`)
 }

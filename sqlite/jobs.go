@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/internal/storerow"
 )
 
 // The job queue on SQLite serves workers on the machine that holds the
@@ -118,24 +119,5 @@ func (s *Store) ReleaseJob(ctx context.Context, taskID, worker string, after tim
 
 // Jobs lists a run's jobs ("": all), in the order submitted.
 func (s *Store) Jobs(ctx context.Context, runID string) ([]purser.Job, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT task_id, run_id, task_file, state, worker, attempts, outcome FROM jobs
-		WHERE ? = '' OR run_id = ? ORDER BY seq`, runID, runID)
-	if err != nil {
-		return nil, fmt.Errorf("jobs: %w", err)
-	}
-	defer rows.Close()
-	var out []purser.Job
-	for rows.Next() {
-		var j purser.Job
-		var state string
-		if err := rows.Scan(&j.TaskID, &j.RunID, &j.TaskFile, &state, &j.Worker, &j.Attempts, &j.Outcome); err != nil {
-			return nil, fmt.Errorf("jobs: %w", err)
-		}
-		j.State = purser.JobState(state)
-		out = append(out, j)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("jobs: %w", err)
-	}
-	return out, nil
+	return query(ctx, s.db, "jobs", storerow.ScanJob, `SELECT `+storerow.JobColumns+` FROM jobs WHERE ? = '' OR run_id = ? ORDER BY seq`, runID, runID)
 }

@@ -2,12 +2,12 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/internal/storerow"
 )
 
 var _ purser.AlertOutbox = (*Store)(nil)
@@ -125,32 +125,5 @@ func (s *Store) ExpireAlerts(ctx context.Context, before time.Time, maxAttempts 
 
 // OutboxAlerts lists every recorded alert, oldest first.
 func (s *Store) OutboxAlerts(ctx context.Context) ([]purser.OutboxAlert, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, webhook, kind, task_id, body, created_at, attempts, state, owner
-		FROM alert_outbox ORDER BY created_at, seq`)
-	if err != nil {
-		return nil, fmt.Errorf("list alerts: %w", err)
-	}
-	defer rows.Close()
-	var out []purser.OutboxAlert
-	for rows.Next() {
-		a, err := scanOutbox(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list alerts: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list alerts: %w", err)
-	}
-	return out, nil
-}
-
-func scanOutbox(rows *sql.Rows) (purser.OutboxAlert, error) {
-	var a purser.OutboxAlert
-	var created int64
-	var state string
-	err := rows.Scan(&a.ID, &a.Webhook, &a.Kind, &a.TaskID, &a.Body, &created, &a.Attempts, &state, &a.Owner)
-	a.CreatedAt = time.Unix(0, created).UTC()
-	a.State = purser.OutboxState(state)
-	return a, err
+	return query(ctx, s.db, "list alerts", storerow.ScanOutbox, `SELECT `+storerow.OutboxColumns+` FROM alert_outbox ORDER BY created_at, seq`)
 }
