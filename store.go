@@ -2,6 +2,7 @@ package purser
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -153,6 +154,31 @@ type TaskClaimedError struct {
 
 func (e *TaskClaimedError) Error() string {
 	return fmt.Sprintf("task %s is RUNNING in another process (%s)", e.TaskID, e.Owner)
+}
+
+// CheckClaim is the rule every store's ClaimTask applies under its lock to
+// a task recorded in state under owner: t.Owner may claim it unless another
+// owner runs it and ownerGone does not say that owner is gone.
+func CheckClaim(t TaskRecord, state TaskState, owner string, ownerGone func(owner string) bool) error {
+	if state == StateRunning && owner != "" && owner != t.Owner && !ownerGone(owner) {
+		return &TaskClaimedError{TaskID: t.ID, Owner: owner}
+	}
+	return nil
+}
+
+// ErrNoLedgerKey refuses a ledger entry without an idempotency key: it
+// could be counted twice.
+var ErrNoLedgerKey = errors.New("an idempotency key is required")
+
+// CheckLedgerKeys is what every store checks before appending entries: a
+// batch holding an entry without a key is refused whole.
+func CheckLedgerKeys(entries []LedgerEntry) error {
+	for _, e := range entries {
+		if e.Key == "" {
+			return ErrNoLedgerKey
+		}
+	}
+	return nil
 }
 
 // BudgetChange is a task's budget changed by the user on resume: from what,

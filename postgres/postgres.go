@@ -235,8 +235,8 @@ func (s *Store) ClaimTask(ctx context.Context, t purser.TaskRecord, ownerGone fu
 		if err := tx.QueryRow(ctx, `SELECT state, owner FROM tasks WHERE id = $1 FOR UPDATE`, t.ID).Scan(&state, &owner); err != nil {
 			return err
 		}
-		if purser.TaskState(state) == purser.StateRunning && owner != "" && owner != t.Owner && !ownerGone(owner) {
-			return &purser.TaskClaimedError{TaskID: t.ID, Owner: owner}
+		if err := purser.CheckClaim(t, purser.TaskState(state), owner, ownerGone); err != nil {
+			return err
 		}
 		return saveTask(ctx, tx, t)
 	})
@@ -362,11 +362,10 @@ func (s *Store) Iterations(ctx context.Context, taskID string) ([]purser.Iterati
 
 // SaveCall creates or updates a call.
 func (s *Store) SaveCall(ctx context.Context, c purser.CallRecord) error {
-	if _, err := s.pool.Exec(ctx, `INSERT INTO calls (id, task_id, iteration, kind, attempt, model, started_at, ended_at, outcome, error, context_tokens, reserved_usd, reserved_tokens, max_output_tokens, note, process, inner_retries, session, wire)
+	if _, err := s.pool.Exec(ctx, `INSERT INTO calls (`+storerow.CallInsertColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
 		ON CONFLICT (id) DO UPDATE SET ended_at = excluded.ended_at, outcome = excluded.outcome, error = excluded.error, note = excluded.note, process = excluded.process, inner_retries = excluded.inner_retries, session = excluded.session, wire = excluded.wire`,
-		c.ID, c.TaskID, c.Iteration, string(c.Kind), c.Attempt, c.Model, nanos(c.StartedAt), nanos(c.EndedAt), string(c.Outcome), c.Error,
-		c.ContextTokens, int64(c.Reserved.USD), c.Reserved.Tokens, c.MaxOutputTokens, c.Note, c.Process, c.InnerRetries, c.Session, c.Wire); err != nil {
+		storerow.CallValues(c)...); err != nil {
 		return fmt.Errorf("save call %s: %w", c.ID, err)
 	}
 	return nil
@@ -384,20 +383,16 @@ type totalsKey struct{ scope, id string }
 // per key, and adds what was new to the task's and run's running totals in
 // the same transaction.
 func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) error {
-	for _, e := range entries {
-		if e.Key == "" {
-			return errors.New("append usage: an idempotency key is required")
-		}
+	if err := purser.CheckLedgerKeys(entries); err != nil {
+		return fmt.Errorf("append usage: %w", err)
 	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		deltas := map[totalsKey]*budget.Totals{}
 		for _, e := range entries {
 			ev := e.Event
-			tag, err := tx.Exec(ctx, `INSERT INTO usage (idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown, agent)
+			tag, err := tx.Exec(ctx, `INSERT INTO usage (`+storerow.LedgerInsertColumns+`)
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) ON CONFLICT (idem_key) DO NOTHING`,
-				e.Key, e.TaskID, e.RunID, e.CallID, e.Iteration, string(e.Kind), ev.Model, ev.InputTokens, ev.OutputTokens,
-				ev.CacheReadTokens, ev.CacheWriteTokens, ev.ReasoningTokens, int64(ev.USD), ev.CostSource.String(), int64(ev.Elapsed), ev.IterationEnd, nanos(e.At),
-				ev.PriceSource, ev.SettlesUnknown, ev.Agent)
+				storerow.LedgerValues(e)...)
 			if err != nil {
 				return fmt.Errorf("%s: %w", e.Key, err)
 			}
@@ -501,8 +496,8 @@ func (s *Store) PriceSources(ctx context.Context, taskID string) ([]purser.Price
 
 // SaveDegrade records a degrade action.
 func (s *Store) SaveDegrade(ctx context.Context, d purser.DegradeRecord) error {
-	if _, err := s.pool.Exec(ctx, `INSERT INTO degrade_events (task_id, iteration, call_kind, action, tier, metric, scope, detail, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		d.TaskID, d.Iteration, string(d.Call), string(d.Action), d.Tier.String(), d.Metric.String(), d.Scope.String(), d.Detail, nanos(d.At)); err != nil {
+	if _, err := s.pool.Exec(ctx, `INSERT INTO degrade_events (`+storerow.DegradeInsertColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		storerow.DegradeValues(d)...); err != nil {
 		return fmt.Errorf("save degrade action of task %s: %w", d.TaskID, err)
 	}
 	return nil

@@ -56,11 +56,9 @@ func (s *Store) ClaimJob(ctx context.Context, worker string, lease time.Duration
 	}
 	defer tx.Rollback()
 	now := time.Now().UnixNano()
-	j := purser.Job{Worker: worker, State: purser.JobLeased}
-	var prevState, prevWorker string
-	err = tx.QueryRowContext(ctx, `SELECT task_id, run_id, task_file, attempts, state, worker FROM jobs
+	j, err := storerow.ScanJobClaim(tx.QueryRowContext(ctx, `SELECT task_id, run_id, task_file, attempts, state, worker FROM jobs
 		WHERE (state = 'queued' AND not_before <= ?) OR (state = 'leased' AND lease_until <= ?)
-		ORDER BY seq LIMIT 1`, now, now).Scan(&j.TaskID, &j.RunID, &j.TaskFile, &j.Attempts, &prevState, &prevWorker)
+		ORDER BY seq LIMIT 1`, now, now), worker)
 	if errors.Is(err, sql.ErrNoRows) {
 		return purser.Job{}, false, nil
 	}
@@ -74,9 +72,6 @@ func (s *Store) ClaimJob(ctx context.Context, worker string, lease time.Duration
 	}
 	if err := tx.Commit(); err != nil {
 		return purser.Job{}, false, fmt.Errorf("claim job %s: %w", j.TaskID, err)
-	}
-	if prevState == string(purser.JobLeased) && prevWorker != worker {
-		j.LeaseLost = prevWorker
 	}
 	return j, true, nil
 }

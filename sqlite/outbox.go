@@ -49,11 +49,11 @@ func (s *Store) ClaimAlerts(ctx context.Context, owner string, webhooks []string
 	}
 	defer tx.Rollback()
 	now := time.Now()
-	args := []any{}
+	args := []any{now.UnixNano()}
 	for _, w := range webhooks {
 		args = append(args, w)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT seq, id, webhook, kind, task_id, body, created_at, attempts, owner, lease_until
+	rows, err := tx.QueryContext(ctx, `SELECT `+storerow.AlertClaimColumns+`, lease_until > ?
 		FROM alert_outbox WHERE state = 'pending' AND webhook IN (?`+strings.Repeat(", ?", len(webhooks)-1)+`) ORDER BY created_at, seq`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim alerts: %w", err)
@@ -61,20 +61,15 @@ func (s *Store) ClaimAlerts(ctx context.Context, owner string, webhooks []string
 	var out []purser.OutboxAlert
 	var seqs []int64
 	for rows.Next() {
-		var a purser.OutboxAlert
-		var seq, created, until int64
-		if err := rows.Scan(&seq, &a.ID, &a.Webhook, &a.Kind, &a.TaskID, &a.Body, &created, &a.Attempts, &a.Owner, &until); err != nil {
+		seq, a, ok, err := storerow.ScanAlertClaim(rows, owner, ownerGone)
+		if err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("claim alerts: %w", err)
 		}
-		if a.Owner != "" && until > now.UnixNano() && (a.Owner == owner || !ownerGone(a.Owner)) {
-			continue // held by a live process, which delivers it
+		if ok {
+			out = append(out, a)
+			seqs = append(seqs, seq)
 		}
-		a.CreatedAt = time.Unix(0, created).UTC()
-		a.State = purser.OutboxPending
-		a.Owner = owner
-		out = append(out, a)
-		seqs = append(seqs, seq)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

@@ -221,8 +221,10 @@ func (s *Store) ClaimTask(ctx context.Context, t purser.TaskRecord, ownerGone fu
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return fmt.Errorf("claim task %s: %w", t.ID, err)
-	case purser.TaskState(state) == purser.StateRunning && owner != "" && owner != t.Owner && !ownerGone(owner):
-		return &purser.TaskClaimedError{TaskID: t.ID, Owner: owner}
+	default:
+		if err := purser.CheckClaim(t, purser.TaskState(state), owner, ownerGone); err != nil {
+			return err
+		}
 	}
 	if err := saveTask(ctx, tx, t); err != nil {
 		return err
@@ -350,11 +352,10 @@ func (s *Store) Iterations(ctx context.Context, taskID string) ([]purser.Iterati
 
 // SaveCall creates or updates a call.
 func (s *Store) SaveCall(ctx context.Context, c purser.CallRecord) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO calls (id, task_id, iteration, kind, attempt, model, started_at, ended_at, outcome, error, context_tokens, reserved_usd, reserved_tokens, max_output_tokens, note, process, inner_retries, session, wire)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO calls (`+storerow.CallInsertColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET ended_at = excluded.ended_at, outcome = excluded.outcome, error = excluded.error, note = excluded.note, process = excluded.process, inner_retries = excluded.inner_retries, session = excluded.session, wire = excluded.wire`,
-		c.ID, c.TaskID, c.Iteration, string(c.Kind), c.Attempt, c.Model, nanos(c.StartedAt), nanos(c.EndedAt), string(c.Outcome), c.Error,
-		c.ContextTokens, int64(c.Reserved.USD), c.Reserved.Tokens, c.MaxOutputTokens, c.Note, c.Process, c.InnerRetries, c.Session, c.Wire)
+		storerow.CallValues(c)...)
 	if err != nil {
 		return fmt.Errorf("save call %s: %w", c.ID, err)
 	}
@@ -369,7 +370,7 @@ func (s *Store) Calls(ctx context.Context, taskID string) ([]purser.CallRecord, 
 
 // The ledger's statements, prepared when the store opens.
 const (
-	insertUsageSQL = `INSERT INTO usage (idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown, agent)
+	insertUsageSQL = `INSERT INTO usage (` + storerow.LedgerInsertColumns + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idem_key) DO NOTHING`
 	addTotalSQL = `INSERT INTO usage_totals (scope, id, usd_nanos, tokens, iterations, reported, estimated, unknown, list_usd_nanos, list_events)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -411,17 +412,16 @@ func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) 
 		return fmt.Errorf("append usage: %w", err)
 	}
 	defer tx.Rollback()
+	if err := purser.CheckLedgerKeys(entries); err != nil {
+		return fmt.Errorf("append usage: %w", err)
+	}
 	insert := tx.StmtContext(ctx, s.insertUsage)
 	total := tx.StmtContext(ctx, s.addTotal)
 	perCall := tx.StmtContext(ctx, s.addCallTotal)
 	perPrice := tx.StmtContext(ctx, s.addPriceTotal)
 	for _, e := range entries {
-		if e.Key == "" {
-			return errors.New("append usage: an idempotency key is required")
-		}
 		ev := e.Event
-		res, err := insert.ExecContext(ctx, e.Key, e.TaskID, e.RunID, e.CallID, e.Iteration, string(e.Kind), ev.Model, ev.InputTokens, ev.OutputTokens,
-			ev.CacheReadTokens, ev.CacheWriteTokens, ev.ReasoningTokens, int64(ev.USD), ev.CostSource.String(), int64(ev.Elapsed), ev.IterationEnd, nanos(e.At), ev.PriceSource, ev.SettlesUnknown, ev.Agent)
+		res, err := insert.ExecContext(ctx, storerow.LedgerValues(e)...)
 		if err != nil {
 			return fmt.Errorf("append usage %s: %w", e.Key, err)
 		}
@@ -511,8 +511,8 @@ func (s *Store) PriceSources(ctx context.Context, taskID string) ([]purser.Price
 
 // SaveDegrade records a degrade action.
 func (s *Store) SaveDegrade(ctx context.Context, d purser.DegradeRecord) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO degrade_events (task_id, iteration, call_kind, action, tier, metric, scope, detail, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		d.TaskID, d.Iteration, string(d.Call), string(d.Action), d.Tier.String(), d.Metric.String(), d.Scope.String(), d.Detail, nanos(d.At))
+	_, err := s.db.ExecContext(ctx, `INSERT INTO degrade_events (`+storerow.DegradeInsertColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		storerow.DegradeValues(d)...)
 	if err != nil {
 		return fmt.Errorf("save degrade action of task %s: %w", d.TaskID, err)
 	}

@@ -323,3 +323,73 @@ func ScanJob(r Scanner) (purser.Job, error) {
 func Of[T any](taskID string, scan func(Scanner, string) (T, error)) func(Scanner) (T, error) {
 	return func(r Scanner) (T, error) { return scan(r, taskID) }
 }
+
+// CallInsertColumns are the columns of a call as saved, in the order
+// CallValues gives them.
+const CallInsertColumns = `id, task_id, iteration, kind, attempt, model, started_at, ended_at, outcome, error, context_tokens, reserved_usd, reserved_tokens, max_output_tokens, note, process, inner_retries, session, wire`
+
+// CallValues are c's CallInsertColumns as stored.
+func CallValues(c purser.CallRecord) []any {
+	return []any{c.ID, c.TaskID, c.Iteration, string(c.Kind), c.Attempt, c.Model, Nanos(c.StartedAt), Nanos(c.EndedAt), string(c.Outcome), c.Error,
+		c.ContextTokens, int64(c.Reserved.USD), c.Reserved.Tokens, c.MaxOutputTokens, c.Note, c.Process, c.InnerRetries, c.Session, c.Wire}
+}
+
+// LedgerInsertColumns are the columns of a ledger entry as appended, in
+// the order LedgerValues gives them.
+const LedgerInsertColumns = `idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown, agent`
+
+// LedgerValues are e's LedgerInsertColumns as stored.
+func LedgerValues(e purser.LedgerEntry) []any {
+	ev := e.Event
+	return []any{e.Key, e.TaskID, e.RunID, e.CallID, e.Iteration, string(e.Kind), ev.Model, ev.InputTokens, ev.OutputTokens,
+		ev.CacheReadTokens, ev.CacheWriteTokens, ev.ReasoningTokens, int64(ev.USD), ev.CostSource.String(), int64(ev.Elapsed), ev.IterationEnd, Nanos(e.At),
+		ev.PriceSource, ev.SettlesUnknown, ev.Agent}
+}
+
+// DegradeInsertColumns are the columns of a degrade action as saved, in
+// the order DegradeValues gives them.
+const DegradeInsertColumns = `task_id, ` + DegradeColumns
+
+// DegradeValues are d's DegradeInsertColumns as stored.
+func DegradeValues(d purser.DegradeRecord) []any {
+	return []any{d.TaskID, d.Iteration, string(d.Call), string(d.Action), d.Tier.String(), d.Metric.String(), d.Scope.String(), d.Detail, Nanos(d.At)}
+}
+
+// AlertClaimColumns are the columns ScanAlertClaim reads, in order, but
+// the last: whether the alert's lease is live, which each store judges by
+// its clock.
+const AlertClaimColumns = `seq, id, webhook, kind, task_id, body, created_at, attempts, owner`
+
+// ScanAlertClaim reads a pending alert a claimer (owner) found: its row's
+// seq and the alert as the claimer's. ok is false when the alert is held
+// by a live process, the claimer included, which delivers it: its lease is
+// live and its owner is the claimer or not gone.
+func ScanAlertClaim(r Scanner, owner string, ownerGone func(string) bool) (seq int64, a purser.OutboxAlert, ok bool, err error) {
+	var created int64
+	var leased bool
+	if err := r.Scan(&seq, &a.ID, &a.Webhook, &a.Kind, &a.TaskID, &a.Body, &created, &a.Attempts, &a.Owner, &leased); err != nil {
+		return 0, a, false, err
+	}
+	if a.Owner != "" && leased && (a.Owner == owner || !ownerGone(a.Owner)) {
+		return seq, a, false, nil
+	}
+	a.CreatedAt = time.Unix(0, created).UTC()
+	a.State = purser.OutboxPending
+	a.Owner = owner
+	return seq, a, true, nil
+}
+
+// ScanJobClaim reads the job a worker was granted: task_id, run_id,
+// task_file, attempts, and the job's state and worker before the grant
+// (a lease that ran out names the worker that lost it).
+func ScanJobClaim(r Scanner, worker string) (purser.Job, error) {
+	j := purser.Job{Worker: worker, State: purser.JobLeased}
+	var prevState, prevWorker string
+	if err := r.Scan(&j.TaskID, &j.RunID, &j.TaskFile, &j.Attempts, &prevState, &prevWorker); err != nil {
+		return purser.Job{}, err
+	}
+	if prevState == string(purser.JobLeased) && prevWorker != worker {
+		j.LeaseLost = prevWorker
+	}
+	return j, nil
+}
