@@ -53,17 +53,5 @@ func (t migrateTx) Ints(ctx context.Context, query string) ([][]int64, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var out [][]int64
-	for rows.Next() {
-		row := make([]int64, len(rows.FieldDescriptions()))
-		ptrs := make([]any, len(row))
-		for i := range row {
-			ptrs[i] = &row[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, err
-		}
-		out = append(out, row)
-	}
-	return out, rows.Err()
+	return migrate.IntRows(rows, len(rows.FieldDescriptions()))
 }

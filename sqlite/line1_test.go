@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/purser-dev/purser/internal/migrate"
 	"github.com/purser-dev/purser/storetest"
 )
 
@@ -80,17 +81,5 @@ func ints(db *sql.DB, q string) ([][]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out [][]int64
-	for rows.Next() {
-		row := make([]int64, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range row {
-			ptrs[i] = &row[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, err
-		}
-		out = append(out, row)
-	}
-	return out, rows.Err()
+	return migrate.IntRows(rows, len(cols))
 }

@@ -58,17 +58,5 @@ func (t migrateTx) Ints(ctx context.Context, query string) ([][]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out [][]int64
-	for rows.Next() {
-		row := make([]int64, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range row {
-			ptrs[i] = &row[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, err
-		}
-		out = append(out, row)
-	}
-	return out, rows.Err()
+	return migrate.IntRows(rows, len(cols))
 }

@@ -173,3 +173,28 @@ func record(ctx context.Context, tx Tx, version, at int64) error {
 	}
 	return nil
 }
+
+// Rows is a result set as a store's driver gives it, for IntRows.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// IntRows reads every row of rows, each of cols integer columns: a Tx's
+// Ints over its driver's rows. The caller closes rows.
+func IntRows(rows Rows, cols int) ([][]int64, error) {
+	var out [][]int64
+	for rows.Next() {
+		row := make([]int64, cols)
+		ptrs := make([]any, cols)
+		for i := range row {
+			ptrs[i] = &row[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		out = append(out, row)
+	}
+	return out, rows.Err()
+}

@@ -26,19 +26,7 @@ func (t sqlTx) Ints(ctx context.Context, q string) ([][]int64, error) {
 	}
 	defer rows.Close()
 	cols, _ := rows.Columns()
-	var out [][]int64
-	for rows.Next() {
-		row := make([]int64, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range row {
-			ptrs[i] = &row[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, err
-		}
-		out = append(out, row)
-	}
-	return out, rows.Err()
+	return IntRows(rows, len(cols))
 }
 
 // run applies ms to db in one transaction, committed when Run succeeds.
