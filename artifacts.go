@@ -33,5 +33,5 @@ type TaskStop struct {
 type ArtifactRenderer interface {
 	// RenderArtifacts returns STATUS.md and BUDGET.md for the stopped task,
 	// reading its history from s.
-	RenderArtifacts(ctx context.Context, s Store, stop TaskStop) (statusMD, budgetMD []byte, err error)
+	RenderArtifacts(ctx context.Context, s StoreReader, stop TaskStop) (statusMD, budgetMD []byte, err error)
 }

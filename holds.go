@@ -9,28 +9,12 @@ import (
 // Holder is who placed a hold on a shared run or a named budget: the owner
 // ID of the process (Owners.Self) and the task whose call it admits. A hold
 // whose holder is known lets a resume drop what a dead process left,
-// instead of waiting out the hold's TTL.
+// instead of waiting out the hold's TTL. It is an argument of every method
+// that places a hold (SharedRunBudget.ReserveRun, NamedBudgets.ReserveNamed);
+// the zero Holder's holds only lapse by their TTL.
 type Holder struct {
 	Owner  string
 	TaskID string
-}
-
-type holderKey struct{}
-
-// WithHolder returns ctx carrying h: a hold placed by
-// SharedRunBudget.ReserveRun or NamedBudgets.ReserveNamed under it is
-// recorded as h's. The holder rides on the context (as CallStarted's
-// listener does) so that every reserving method says who holds without a
-// parameter each.
-func WithHolder(ctx context.Context, h Holder) context.Context {
-	return context.WithValue(ctx, holderKey{}, h)
-}
-
-// HolderFrom is the holder ctx carries; the zero Holder (whose holds only
-// lapse by their TTL) when none.
-func HolderFrom(ctx context.Context) Holder {
-	h, _ := ctx.Value(holderKey{}).(Holder)
-	return h
 }
 
 // DroppedHolds is what the holds dropped on one run or named budget held.

@@ -211,6 +211,7 @@ type NamedBudgets interface {
 	// ReserveNamed holds want against the named budget's hard caps,
 	// counting the window's spend and every unexpired hold, atomically
 	// across processes. A hold that does not fit is refused with a
-	// *budget.InsufficientBudgetError of scope budget.ScopeNamed.
-	ReserveNamed(ctx context.Context, name string, want budget.Amount, now time.Time, ttl time.Duration) (release func(), err error)
+	// *budget.InsufficientBudgetError of scope budget.ScopeNamed. The hold
+	// is recorded as by's.
+	ReserveNamed(ctx context.Context, name string, by Holder, want budget.Amount, now time.Time, ttl time.Duration) (release func(), err error)
 }

@@ -2,6 +2,7 @@ package purser
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -155,6 +156,31 @@ func (e *TaskClaimedError) Error() string {
 	return fmt.Sprintf("task %s is RUNNING in another process (%s)", e.TaskID, e.Owner)
 }
 
+// CheckClaim is the rule every store's ClaimTask applies under its lock to
+// a task recorded in state under owner: t.Owner may claim it unless another
+// owner runs it and ownerGone does not say that owner is gone.
+func CheckClaim(t TaskRecord, state TaskState, owner string, ownerGone func(owner string) bool) error {
+	if state == StateRunning && owner != "" && owner != t.Owner && !ownerGone(owner) {
+		return &TaskClaimedError{TaskID: t.ID, Owner: owner}
+	}
+	return nil
+}
+
+// ErrNoLedgerKey refuses a ledger entry without an idempotency key: it
+// could be counted twice.
+var ErrNoLedgerKey = errors.New("an idempotency key is required")
+
+// CheckLedgerKeys is what every store checks before appending entries: a
+// batch holding an entry without a key is refused whole.
+func CheckLedgerKeys(entries []LedgerEntry) error {
+	for _, e := range entries {
+		if e.Key == "" {
+			return ErrNoLedgerKey
+		}
+	}
+	return nil
+}
+
 // BudgetChange is a task's budget changed by the user on resume: from what,
 // to what, by whom, when, and from which file.
 type BudgetChange struct {
@@ -168,18 +194,43 @@ type BudgetChange struct {
 
 // Store keeps runs, tasks, iterations, calls, the usage ledger, degrade
 // actions and artifacts. Implementations must be safe for concurrent use.
+// It is the small interfaces below, composed: a consumer takes the one it
+// uses (the dashboard reads through StoreReader; the engine writes all).
 type Store interface {
+	TaskStore
+	TaskJournal
+	Ledger
+	Close() error
+}
+
+// StoreReader is everything a Store says, nothing it writes: what the
+// dashboard, the reports and replays read.
+type StoreReader interface {
+	TaskReader
+	JournalReader
+	LedgerReader
+}
+
+// TaskReader reads runs and tasks.
+type TaskReader interface {
+	// Run returns a run; a missing one is an error matching ErrNotFound.
+	Run(ctx context.Context, id string) (Run, error)
+	// Task returns a task; a missing one is an error matching ErrNotFound.
+	Task(ctx context.Context, id string) (TaskRecord, error)
+	Tasks(ctx context.Context) ([]TaskRecord, error)
+}
+
+// TaskStore keeps runs and tasks: their budgets, states, owners and wall
+// time.
+type TaskStore interface {
+	TaskReader
 	SaveRun(ctx context.Context, run Run) error
 	// JoinRun creates a run if it does not exist, atomically, and returns the
 	// run as stored: the existing one, unchanged, when it did exist.
 	JoinRun(ctx context.Context, run Run) (Run, error)
-	// Run returns a run; a missing one is an error matching ErrNotFound.
-	Run(ctx context.Context, id string) (Run, error)
 	// SaveRunElapsed records the run's wall time, keeping the larger of the
 	// stored and the given figure (processes sharing a run each save theirs).
 	SaveRunElapsed(ctx context.Context, id string, elapsed time.Duration) error
-	// RunUsageTotals returns the ledger totals of every task of a run.
-	RunUsageTotals(ctx context.Context, runID string) (budget.Totals, error)
 	// SaveTask creates or updates a task's definition and state.
 	SaveTask(ctx context.Context, t TaskRecord) error
 	// ClaimTask records t as RUNNING under t.Owner, atomically: it fails
@@ -187,21 +238,33 @@ type Store interface {
 	// ownerGone does not say that owner is gone, so two processes never run
 	// one task at once.
 	ClaimTask(ctx context.Context, t TaskRecord, ownerGone func(owner string) bool) error
-	// Task returns a task; a missing one is an error matching ErrNotFound.
-	Task(ctx context.Context, id string) (TaskRecord, error)
-	Tasks(ctx context.Context) ([]TaskRecord, error)
 	SetTaskState(ctx context.Context, id string, state TaskState, reason string) error
 	SaveElapsed(ctx context.Context, id string, elapsed time.Duration) error
+}
 
-	SaveIteration(ctx context.Context, it IterationRecord) error
+// JournalReader reads what a task did.
+type JournalReader interface {
 	Iterations(ctx context.Context, taskID string) ([]IterationRecord, error)
-	SaveCall(ctx context.Context, c CallRecord) error
 	Calls(ctx context.Context, taskID string) ([]CallRecord, error)
+	Degrades(ctx context.Context, taskID string) ([]DegradeRecord, error)
+	BudgetChanges(ctx context.Context, taskID string) ([]BudgetChange, error)
+	Artifact(ctx context.Context, taskID, name string) ([]byte, error)
+}
 
-	// AppendUsage appends entries to the ledger atomically; an entry whose
-	// Key is already there is ignored, so replaying a report never counts
-	// twice.
-	AppendUsage(ctx context.Context, entries ...LedgerEntry) error
+// TaskJournal keeps what a task did: its iterations, calls, degrade
+// actions, budget changes and artifacts.
+type TaskJournal interface {
+	JournalReader
+	SaveIteration(ctx context.Context, it IterationRecord) error
+	SaveCall(ctx context.Context, c CallRecord) error
+	SaveDegrade(ctx context.Context, d DegradeRecord) error
+	// SaveBudgetChange records a change of a task's budget made by the user.
+	SaveBudgetChange(ctx context.Context, c BudgetChange) error
+	SaveArtifact(ctx context.Context, taskID, name string, content []byte) error
+}
+
+// LedgerReader reads the usage ledger and its running totals.
+type LedgerReader interface {
 	Usage(ctx context.Context, taskID string) ([]LedgerEntry, error)
 	// CallUsage returns what each call of a task spent, per model and agent, in the
 	// order the calls first reported usage, at a cost that grows with the
@@ -210,22 +273,21 @@ type Store interface {
 	// UsageTotals returns a task's ledger totals, at a cost that does not
 	// grow with the ledger.
 	UsageTotals(ctx context.Context, taskID string) (budget.Totals, error)
+	// RunUsageTotals returns the ledger totals of every task of a run.
+	RunUsageTotals(ctx context.Context, runID string) (budget.Totals, error)
 	// PriceSources returns what each price table and its rates priced for
 	// a task (the provenance of its estimates), in the order each was first
 	// used.
 	PriceSources(ctx context.Context, taskID string) ([]PriceSourceUsage, error)
+}
 
-	SaveDegrade(ctx context.Context, d DegradeRecord) error
-	Degrades(ctx context.Context, taskID string) ([]DegradeRecord, error)
-
-	// SaveBudgetChange records a change of a task's budget made by the user.
-	SaveBudgetChange(ctx context.Context, c BudgetChange) error
-	BudgetChanges(ctx context.Context, taskID string) ([]BudgetChange, error)
-
-	SaveArtifact(ctx context.Context, taskID, name string, content []byte) error
-	Artifact(ctx context.Context, taskID, name string) ([]byte, error)
-
-	Close() error
+// Ledger is the append-only usage ledger and its running totals.
+type Ledger interface {
+	LedgerReader
+	// AppendUsage appends entries to the ledger atomically; an entry whose
+	// Key is already there is ignored, so replaying a report never counts
+	// twice.
+	AppendUsage(ctx context.Context, entries ...LedgerEntry) error
 }
 
 // SharedRunBudget admits calls against a run budget that several processes
@@ -235,8 +297,9 @@ type SharedRunBudget interface {
 	// budget.Unlimited are not capped), counting the run's recorded spend and
 	// every unexpired hold. A hold that does not fit is refused with a
 	// *budget.InsufficientBudgetError saying what does fit. The hold lasts
-	// until released, or until ttl passes (a process that died).
-	ReserveRun(ctx context.Context, runID string, caps, want budget.Amount, ttl time.Duration) (release func(), err error)
+	// until released, or until ttl passes (a process that died), and is
+	// recorded as by's, so that a resume can drop what a dead process held.
+	ReserveRun(ctx context.Context, runID string, by Holder, caps, want budget.Amount, ttl time.Duration) (release func(), err error)
 	// RunAvailable is what a hold could get now.
 	RunAvailable(ctx context.Context, runID string, caps budget.Amount) (budget.Amount, error)
 }

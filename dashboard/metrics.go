@@ -75,14 +75,14 @@ func bounded(v string, known []string) string {
 // keeps no state, so several processes writing one database are all
 // counted, and restarting `purser serve` loses nothing.
 type Collector struct {
-	store   purser.Store
+	store   purser.StoreReader
 	logger  *slog.Logger
 	timeout time.Duration
 }
 
 // NewCollector returns a Collector over store; logger (nil: discard) is
 // told why a scrape could not read the store.
-func NewCollector(store purser.Store, logger *slog.Logger) *Collector {
+func NewCollector(store purser.StoreReader, logger *slog.Logger) *Collector {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}

@@ -92,7 +92,7 @@ func CheckBind(addr, token string) error {
 // NewHandler returns the dashboard's HTTP handler over store: the page and
 // its assets at /, the snapshot as JSON at /api/snapshot, the live stream
 // at /events and Prometheus metrics at /metrics.
-func NewHandler(store purser.Store, o Options) http.Handler {
+func NewHandler(store purser.StoreReader, o Options) http.Handler {
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultPollInterval
 	}
@@ -123,7 +123,7 @@ func NewHandler(store purser.Store, o Options) http.Handler {
 const tokenCookie = "purser_token"
 
 type handler struct {
-	store purser.Store
+	store purser.StoreReader
 	o     Options
 	hosts hosts
 	feed  *feed

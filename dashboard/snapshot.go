@@ -1,7 +1,7 @@
 // Package dashboard serves `purser serve`: a web page over the store showing
 // runs, tasks, their budget gauges, spend over time, degrade actions, calls
 // and the STATUS.md and BUDGET.md artifacts, kept live with Server-Sent
-// Events; and /metrics for Prometheus. It reads through purser.Store only,
+// Events; and /metrics for Prometheus. It reads through purser.StoreReader only,
 // so it works on any store and needs nothing from the engine.
 package dashboard
 
@@ -139,7 +139,7 @@ type ArtifactView struct {
 var artifactNames = []string{"STATUS.md", "BUDGET.md"}
 
 // Load reads a snapshot from the store.
-func Load(ctx context.Context, s purser.Store) (Snapshot, error) {
+func Load(ctx context.Context, s purser.StoreReader) (Snapshot, error) {
 	tasks, err := s.Tasks(ctx)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("read tasks: %w", err)
@@ -181,7 +181,7 @@ func latest(r RunView) int64 {
 	return t
 }
 
-func runBudget(ctx context.Context, s purser.Store, runID string) (*BudgetView, error) {
+func runBudget(ctx context.Context, s purser.StoreReader, runID string) (*BudgetView, error) {
 	run, err := s.Run(ctx, runID)
 	if errors.Is(err, purser.ErrNotFound) || (err == nil && run.Budget == nil) {
 		return nil, nil
@@ -201,7 +201,7 @@ func runBudget(ctx context.Context, s purser.Store, runID string) (*BudgetView, 
 	return &bv, nil
 }
 
-func loadTask(ctx context.Context, s purser.Store, rec purser.TaskRecord) (TaskView, error) {
+func loadTask(ctx context.Context, s purser.StoreReader, rec purser.TaskRecord) (TaskView, error) {
 	tv := TaskView{ID: rec.ID, Goal: redact.String(rec.Goal), State: string(rec.State), Reason: redact.String(rec.Reason),
 		Updated: rec.UpdatedAt, Spend: []SpendPoint{}, Degrades: []DegradeView{}, Calls: []CallView{},
 		Models: []SpendShare{}, Agents: []SpendShare{}, Docs: []ArtifactView{}}

@@ -78,9 +78,6 @@ func (t *taskRun) admit(ctx context.Context, pc *preparedCall) (*budget.Reservat
 // other calls' holds stand in the way. It returns the size admitted (the
 // last one tried when refused) and the function that releases every hold.
 func (t *taskRun) reserveShared(ctx context.Context, model string, input int64, first callSize) (callSize, func(), error) {
-	// Every hold is recorded as this process's, for this task: if the
-	// process dies, whoever resumes the task can drop them.
-	ctx = purser.WithHolder(ctx, purser.Holder{Owner: t.e.owner, TaskID: t.task.ID})
 	var names []string
 	if t.e.cfg.Named != nil && t.runID != "" {
 		var err error
@@ -163,7 +160,7 @@ func (t *taskRun) holdNamed(ctx context.Context, names []string, want budget.Amo
 		}
 	}
 	for _, name := range names {
-		release, err := t.e.cfg.Named.ReserveNamed(ctx, name, want, now, ttl)
+		release, err := t.e.cfg.Named.ReserveNamed(ctx, name, t.holder(), want, now, ttl)
 		if err != nil {
 			releaseAll()
 			if errors.Is(err, budget.ErrInsufficientBudget) {
@@ -245,18 +242,24 @@ func (w *holdWaiter) wait(ctx context.Context, why string) error {
 	}
 }
 
+// holder is who the task's holds are recorded as: this process, for this
+// task, so that if the process dies, whoever resumes the task can drop them.
+func (t *taskRun) holder() purser.Holder {
+	return purser.Holder{Owner: t.e.owner, TaskID: t.task.ID}
+}
+
 // holdShared makes one attempt at holding the call on the shared run,
 // shrinking it to what the run has left when its worst case does not fit.
 // It returns the size it tried last.
 func (t *taskRun) holdShared(ctx context.Context, model string, input int64, caps budget.Amount, ttl time.Duration, size callSize) (callSize, func(), error) {
-	release, err := t.e.cfg.Shared.ReserveRun(ctx, t.runID, caps, size.want, ttl)
+	release, err := t.e.cfg.Shared.ReserveRun(ctx, t.runID, t.holder(), caps, size.want, ttl)
 	var short *budget.InsufficientBudgetError
 	if errors.As(err, &short) {
 		avail := short.Available.Min(t.budget.Available())
 		var clamped callSize
 		if clamped, err = t.clampToFit(model, input, avail); err == nil {
 			size = clamped
-			release, err = t.e.cfg.Shared.ReserveRun(ctx, t.runID, caps, size.want, ttl)
+			release, err = t.e.cfg.Shared.ReserveRun(ctx, t.runID, t.holder(), caps, size.want, ttl)
 		}
 		if err != nil {
 			var short2 *budget.InsufficientBudgetError

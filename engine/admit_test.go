@@ -20,7 +20,7 @@ type heldRun struct {
 	tries    int
 }
 
-func (h *heldRun) ReserveRun(_ context.Context, _ string, _, want budget.Amount, _ time.Duration) (func(), error) {
+func (h *heldRun) ReserveRun(_ context.Context, _ string, _ purser.Holder, _, want budget.Amount, _ time.Duration) (func(), error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.tries++

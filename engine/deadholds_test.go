@@ -57,11 +57,10 @@ func TestResumeDropsTheDeadOwnersHolds(t *testing.T) {
 				State: purser.StateRunning, Owner: dead, Budget: f.task.Budget}))
 			hold := func(h purser.Holder, tokens int64, named bool) {
 				t.Helper()
-				hctx := purser.WithHolder(ctx, h)
-				_, err := f.store.ReserveRun(hctx, "shared", caps, budget.Amount{Tokens: tokens}, time.Hour)
+				_, err := f.store.ReserveRun(ctx, "shared", h, caps, budget.Amount{Tokens: tokens}, time.Hour)
 				must(t, err)
 				if named {
-					_, err = f.store.ReserveNamed(hctx, "team", budget.Amount{Tokens: tokens}, time.Now(), time.Hour)
+					_, err = f.store.ReserveNamed(ctx, "team", h, budget.Amount{Tokens: tokens}, time.Now(), time.Hour)
 					must(t, err)
 				}
 			}

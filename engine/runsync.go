@@ -185,8 +185,8 @@ type admitTap struct {
 // ReserveRun holds want on the run through the store, then refreshes the
 // run's spend in this process — after a refusal too, so that whether the
 // others' holds or their spend stood in the way is judged on fresh figures.
-func (a *admitTap) ReserveRun(ctx context.Context, runID string, caps, want budget.Amount, ttl time.Duration) (func(), error) {
-	release, err := a.SharedRunBudget.ReserveRun(ctx, runID, caps, want, ttl)
+func (a *admitTap) ReserveRun(ctx context.Context, runID string, by purser.Holder, caps, want budget.Amount, ttl time.Duration) (func(), error) {
+	release, err := a.SharedRunBudget.ReserveRun(ctx, runID, by, caps, want, ttl)
 	for _, s := range a.runs.ofRun(runID) {
 		s.refresh(ctx)
 	}

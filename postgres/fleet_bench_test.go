@@ -69,7 +69,7 @@ func BenchmarkFleetAdmission(b *testing.B) {
 					var mine []time.Duration
 					for next.Add(1) <= int64(b.N) {
 						t0 := time.Now()
-						release, err := s.ReserveRun(ctx, "fleet", caps, budget.Amount{Tokens: 1000}, time.Minute)
+						release, err := s.ReserveRun(ctx, "fleet", purser.Holder{}, caps, budget.Amount{Tokens: 1000}, time.Minute)
 						if err != nil {
 							b.Error(err)
 							return
@@ -174,11 +174,11 @@ func overshoot(b *testing.B, pools []*postgres.Store, admit bool, runCap, worst 
 				want := int64(worst)
 				release := func() {}
 				if admit {
-					r, err := s.ReserveRun(ctx, "fleet", caps, budget.Amount{Tokens: want}, time.Minute)
+					r, err := s.ReserveRun(ctx, "fleet", purser.Holder{}, caps, budget.Amount{Tokens: want}, time.Minute)
 					var short *budget.InsufficientBudgetError
 					if errors.As(err, &short) && short.Available.Tokens >= 100 {
 						want = short.Available.Tokens // clamped, as the engine clamps max_tokens
-						r, err = s.ReserveRun(ctx, "fleet", caps, budget.Amount{Tokens: want}, time.Minute)
+						r, err = s.ReserveRun(ctx, "fleet", purser.Holder{}, caps, budget.Amount{Tokens: want}, time.Minute)
 					}
 					if err != nil {
 						return

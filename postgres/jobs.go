@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/internal/storerow"
 )
 
 var _ purser.JobQueue = (*Store)(nil)
@@ -27,24 +28,19 @@ func (s *Store) SubmitJob(ctx context.Context, j purser.Job) (bool, error) {
 // FOR UPDATE SKIP LOCKED: claimers at once each get a different job, none
 // waits on another's, and a job is never granted twice.
 func (s *Store) ClaimJob(ctx context.Context, worker string, lease time.Duration) (purser.Job, bool, error) {
-	j := purser.Job{Worker: worker, State: purser.JobLeased}
-	var prevState, prevWorker string
-	err := s.pool.QueryRow(ctx, `WITH next AS (
+	j, err := storerow.ScanJobClaim(s.pool.QueryRow(ctx, `WITH next AS (
 			SELECT task_id, state, worker FROM jobs
 			WHERE (state = 'queued' AND not_before <= `+serverNanos+`) OR (state = 'leased' AND lease_until <= `+serverNanos+`)
 			ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)
 		UPDATE jobs SET state = 'leased', worker = $1, lease_until = `+serverNanos+` + $2, attempts = jobs.attempts + 1
 		FROM next WHERE jobs.task_id = next.task_id
 		RETURNING jobs.task_id, jobs.run_id, jobs.task_file, jobs.attempts, next.state, next.worker`,
-		worker, lease.Nanoseconds()).Scan(&j.TaskID, &j.RunID, &j.TaskFile, &j.Attempts, &prevState, &prevWorker)
+		worker, lease.Nanoseconds()), worker)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return purser.Job{}, false, nil
 	}
 	if err != nil {
 		return purser.Job{}, false, fmt.Errorf("claim a job: %w", err)
-	}
-	if prevState == string(purser.JobLeased) && prevWorker != worker {
-		j.LeaseLost = prevWorker
 	}
 	return j, true, nil
 }
@@ -83,11 +79,5 @@ func (s *Store) ReleaseJob(ctx context.Context, taskID, worker string, after tim
 
 // Jobs lists a run's jobs ("": all), in the order submitted.
 func (s *Store) Jobs(ctx context.Context, runID string) ([]purser.Job, error) {
-	return collect(ctx, s, "jobs", func(r pgx.Rows) (purser.Job, error) {
-		var j purser.Job
-		var state string
-		err := r.Scan(&j.TaskID, &j.RunID, &j.TaskFile, &state, &j.Worker, &j.Attempts, &j.Outcome)
-		j.State = purser.JobState(state)
-		return j, err
-	}, `SELECT task_id, run_id, task_file, state, worker, attempts, outcome FROM jobs WHERE $1 = '' OR run_id = $1 ORDER BY seq`, runID)
+	return collect(ctx, s, "jobs", storerow.ScanJob, `SELECT `+storerow.JobColumns+` FROM jobs WHERE $1 = '' OR run_id = $1 ORDER BY seq`, runID)
 }

@@ -204,8 +204,8 @@ func (s *Store) NamedBudgetStatus(ctx context.Context, name string, now time.Tim
 // ReserveNamed holds want against a named budget, atomically across every
 // process and host: one transaction takes the budget's advisory lock, so
 // holds on one budget are decided one at a time. The hold is recorded as
-// purser.HolderFrom(ctx)'s.
-func (s *Store) ReserveNamed(ctx context.Context, name string, want budget.Amount, now time.Time, ttl time.Duration) (func(), error) {
+// h's.
+func (s *Store) ReserveNamed(ctx context.Context, name string, h purser.Holder, want budget.Amount, now time.Time, ttl time.Duration) (func(), error) {
 	var id int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('purser named budget ' || current_schema() || ' ' || $1, 0))`, name); err != nil {
@@ -221,7 +221,6 @@ func (s *Store) ReserveNamed(ctx context.Context, name string, want budget.Amoun
 		if err := budget.FitNamed(name, want, st.Headroom()); err != nil {
 			return err
 		}
-		h := purser.HolderFrom(ctx)
 		return tx.QueryRow(ctx, `INSERT INTO named_reservations (name, usd_nanos, tokens, expires_at, owner, task_id) VALUES ($1, $2, $3, `+serverNanos+` + $4, $5, $6) RETURNING id`,
 			name, int64(want.USD), want.Tokens, ttl.Nanoseconds(), h.Owner, h.TaskID).Scan(&id)
 	})

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/internal/storerow"
 )
 
 var _ purser.AlertOutbox = (*Store)(nil)
@@ -43,28 +44,22 @@ func (s *Store) ClaimAlerts(ctx context.Context, owner string, webhooks []string
 	var out []purser.OutboxAlert
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		out = nil
-		rows, err := tx.Query(ctx, `SELECT seq, id, webhook, kind, task_id, body, created_at, attempts, owner, lease_until > `+serverNanos+`
+		rows, err := tx.Query(ctx, `SELECT `+storerow.AlertClaimColumns+`, lease_until > `+serverNanos+`
 			FROM alert_outbox WHERE state = 'pending' AND webhook = ANY($1) ORDER BY created_at, seq FOR UPDATE SKIP LOCKED`, webhooks)
 		if err != nil {
 			return err
 		}
 		var seqs []int64
 		for rows.Next() {
-			var a purser.OutboxAlert
-			var seq, created int64
-			var leased bool
-			if err := rows.Scan(&seq, &a.ID, &a.Webhook, &a.Kind, &a.TaskID, &a.Body, &created, &a.Attempts, &a.Owner, &leased); err != nil {
+			seq, a, ok, err := storerow.ScanAlertClaim(rows, owner, ownerGone)
+			if err != nil {
 				rows.Close()
 				return err
 			}
-			if a.Owner != "" && leased && (a.Owner == owner || !ownerGone(a.Owner)) {
-				continue // held by a live process, which delivers it
+			if ok {
+				out = append(out, a)
+				seqs = append(seqs, seq)
 			}
-			a.CreatedAt = time.Unix(0, created).UTC()
-			a.State = purser.OutboxPending
-			a.Owner = owner
-			out = append(out, a)
-			seqs = append(seqs, seq)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -111,13 +106,5 @@ func (s *Store) ExpireAlerts(ctx context.Context, before time.Time, maxAttempts 
 
 // OutboxAlerts lists every recorded alert, oldest first.
 func (s *Store) OutboxAlerts(ctx context.Context) ([]purser.OutboxAlert, error) {
-	return collect(ctx, s, "list alerts", func(r pgx.Rows) (purser.OutboxAlert, error) {
-		var a purser.OutboxAlert
-		var created int64
-		var state string
-		err := r.Scan(&a.ID, &a.Webhook, &a.Kind, &a.TaskID, &a.Body, &created, &a.Attempts, &state, &a.Owner)
-		a.CreatedAt = time.Unix(0, created).UTC()
-		a.State = purser.OutboxState(state)
-		return a, err
-	}, `SELECT id, webhook, kind, task_id, body, created_at, attempts, state, owner FROM alert_outbox ORDER BY created_at, seq`)
+	return collect(ctx, s, "list alerts", storerow.ScanOutbox, `SELECT `+storerow.OutboxColumns+` FROM alert_outbox ORDER BY created_at, seq`)
 }

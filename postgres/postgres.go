@@ -8,15 +8,12 @@ package postgres
 
 import (
 	"context"
-	"embed"
-	"encoding/json"
+	"database/sql"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -26,10 +23,8 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/internal/storerow"
 )
-
-//go:embed migrations/*.sql
-var migrations embed.FS
 
 // Store is a purser.Store and purser.SharedRunBudget in a PostgreSQL
 // database.
@@ -154,50 +149,6 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// migrate applies the migrations not yet applied, in one transaction under
-// an advisory lock on the schema: processes starting at once wait for the
-// first, then find nothing left to do.
-func (s *Store) migrate(ctx context.Context) error {
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('purser migrate ' || current_schema(), 0))`); err != nil {
-			return fmt.Errorf("lock: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
-			return fmt.Errorf("schema_migrations: %w", err)
-		}
-		for _, name := range names {
-			base := name[strings.LastIndexByte(name, '/')+1:]
-			version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-			if err != nil {
-				return fmt.Errorf("migration %s: name must start with its version number", base)
-			}
-			var applied bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, version).Scan(&applied); err != nil {
-				return err
-			}
-			if applied {
-				continue
-			}
-			body, err := migrations.ReadFile(name)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, string(body)); err != nil {
-				return fmt.Errorf("migration %s: %w", base, err)
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`, version, time.Now().UnixNano()); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
 // inTx runs fn in a transaction, again from the start when PostgreSQL
 // aborted it for a deadlock or a serialization failure (two appends that
 // touch the same keys in opposite orders): the work is idempotent.
@@ -216,31 +167,16 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	}
 }
 
-func nanos(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
+// How times are stored, as in every store.
+var nanos = storerow.Nanos
 
-func fromNanos(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n)
-}
-
-func runBudgetJSON(run purser.Run) (string, error) {
-	if run.Budget == nil {
-		return "", nil
-	}
-	b, err := json.Marshal(run.Budget)
-	return string(b), err
-}
+// fromNanos reads a time scanned into an int64 (the named budgets'; never
+// NULL here).
+func fromNanos(n int64) time.Time { return storerow.FromNanos(sql.NullInt64{Int64: n, Valid: true}) }
 
 // SaveRun records a run, replacing its budget (its clock is kept).
 func (s *Store) SaveRun(ctx context.Context, run purser.Run) error {
-	b, err := runBudgetJSON(run)
+	b, err := storerow.RunBudgetJSON(run)
 	if err != nil {
 		return err
 	}
@@ -253,7 +189,7 @@ func (s *Store) SaveRun(ctx context.Context, run purser.Run) error {
 
 // JoinRun creates a run if it does not exist and returns the run as stored.
 func (s *Store) JoinRun(ctx context.Context, run purser.Run) (purser.Run, error) {
-	b, err := runBudgetJSON(run)
+	b, err := storerow.RunBudgetJSON(run)
 	if err != nil {
 		return run, err
 	}
@@ -266,22 +202,12 @@ func (s *Store) JoinRun(ctx context.Context, run purser.Run) (purser.Run, error)
 
 // Run returns a run.
 func (s *Store) Run(ctx context.Context, id string) (purser.Run, error) {
-	run := purser.Run{ID: id}
-	var b string
-	var elapsed int64
-	err := s.pool.QueryRow(ctx, `SELECT budget_json, elapsed_ns FROM runs WHERE id = $1`, id).Scan(&b, &elapsed)
+	run, err := storerow.ScanRun(s.pool.QueryRow(ctx, `SELECT `+storerow.RunColumns+` FROM runs WHERE id = $1`, id), id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return run, fmt.Errorf("run %q: %w", id, purser.ErrNotFound)
 	}
 	if err != nil {
 		return run, fmt.Errorf("run %s: %w", id, err)
-	}
-	run.Elapsed = time.Duration(elapsed)
-	if b != "" {
-		run.Budget = new(budget.Config)
-		if err := json.Unmarshal([]byte(b), run.Budget); err != nil {
-			return run, fmt.Errorf("run %s: stored budget: %w", id, err)
-		}
 	}
 	return run, nil
 }
@@ -309,8 +235,8 @@ func (s *Store) ClaimTask(ctx context.Context, t purser.TaskRecord, ownerGone fu
 		if err := tx.QueryRow(ctx, `SELECT state, owner FROM tasks WHERE id = $1 FOR UPDATE`, t.ID).Scan(&state, &owner); err != nil {
 			return err
 		}
-		if purser.TaskState(state) == purser.StateRunning && owner != "" && owner != t.Owner && !ownerGone(owner) {
-			return &purser.TaskClaimedError{TaskID: t.ID, Owner: owner}
+		if err := purser.CheckClaim(t, purser.TaskState(state), owner, ownerGone); err != nil {
+			return err
 		}
 		return saveTask(ctx, tx, t)
 	})
@@ -325,21 +251,12 @@ type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-func taskArgs(t purser.TaskRecord) ([]any, error) {
-	b, err := json.Marshal(t.Budget)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now().UnixNano()
-	return []any{t.ID, t.RunID, t.Goal, t.Workspace, t.File, string(b), string(t.State), t.Reason, int64(t.Elapsed), t.Owner, now, now}, nil
-}
-
-const insertTaskSQL = `INSERT INTO tasks (id, run_id, goal, workspace, file, budget_json, state, reason, elapsed_ns, owner, created_at, updated_at)
+const insertTaskSQL = `INSERT INTO tasks (` + storerow.TaskColumns + `)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
 
 // insertTask inserts t if no task has its ID, saying whether it did.
 func insertTask(ctx context.Context, db execer, t purser.TaskRecord) (bool, error) {
-	args, err := taskArgs(t)
+	args, err := storerow.TaskValues(t)
 	if err != nil {
 		return false, err
 	}
@@ -351,7 +268,7 @@ func insertTask(ctx context.Context, db execer, t purser.TaskRecord) (bool, erro
 }
 
 func saveTask(ctx context.Context, db execer, t purser.TaskRecord) error {
-	args, err := taskArgs(t)
+	args, err := storerow.TaskValues(t)
 	if err != nil {
 		return err
 	}
@@ -369,26 +286,9 @@ func (s *Store) SaveTask(ctx context.Context, t purser.TaskRecord) error {
 	return saveTask(ctx, s.pool, t)
 }
 
-const taskColumns = `id, run_id, goal, workspace, file, budget_json, state, reason, elapsed_ns, owner, created_at, updated_at`
-
-func scanTask(row pgx.Row) (purser.TaskRecord, error) {
-	var t purser.TaskRecord
-	var budgetJSON, state string
-	var elapsed, created, updated int64
-	if err := row.Scan(&t.ID, &t.RunID, &t.Goal, &t.Workspace, &t.File, &budgetJSON, &state, &t.Reason, &elapsed, &t.Owner, &created, &updated); err != nil {
-		return t, err
-	}
-	if err := json.Unmarshal([]byte(budgetJSON), &t.Budget); err != nil {
-		return t, fmt.Errorf("task %s: stored budget: %w", t.ID, err)
-	}
-	t.State, t.Elapsed = purser.TaskState(state), time.Duration(elapsed)
-	t.CreatedAt, t.UpdatedAt = fromNanos(created), fromNanos(updated)
-	return t, nil
-}
-
 // Task returns one task.
 func (s *Store) Task(ctx context.Context, id string) (purser.TaskRecord, error) {
-	t, err := scanTask(s.pool.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = $1`, id))
+	t, err := storerow.ScanTask(s.pool.QueryRow(ctx, `SELECT `+storerow.TaskColumns+` FROM tasks WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, purser.TaskNotFoundError(id)
 	}
@@ -399,21 +299,14 @@ func (s *Store) Task(ctx context.Context, id string) (purser.TaskRecord, error) 
 }
 
 // collect runs a query and scans each row with scan.
-func collect[T any](ctx context.Context, s *Store, what string, scan func(pgx.Rows) (T, error), query string, args ...any) ([]T, error) {
+func collect[T any](ctx context.Context, s *Store, what string, scan func(storerow.Scanner) (T, error), query string, args ...any) ([]T, error) {
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := storerow.Collect(rows, scan)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
@@ -421,8 +314,7 @@ func collect[T any](ctx context.Context, s *Store, what string, scan func(pgx.Ro
 
 // Tasks returns every task, oldest first.
 func (s *Store) Tasks(ctx context.Context) ([]purser.TaskRecord, error) {
-	return collect(ctx, s, "tasks", func(r pgx.Rows) (purser.TaskRecord, error) { return scanTask(r) },
-		`SELECT `+taskColumns+` FROM tasks ORDER BY created_at, id`)
+	return collect(ctx, s, "tasks", storerow.ScanTask, `SELECT `+storerow.TaskColumns+` FROM tasks ORDER BY created_at, id`)
 }
 
 func (s *Store) execOne(ctx context.Context, what, id, query string, args ...any) error {
@@ -450,17 +342,13 @@ func (s *Store) SaveElapsed(ctx context.Context, id string, elapsed time.Duratio
 
 // SaveIteration creates or updates an iteration.
 func (s *Store) SaveIteration(ctx context.Context, it purser.IterationRecord) error {
-	vs := it.Validators
-	if vs == nil {
-		vs = []purser.ValidatorResult{}
-	}
-	b, err := json.Marshal(vs)
+	vs, err := storerow.ValidatorsJSON(it.Validators)
 	if err != nil {
 		return err
 	}
 	if _, err := s.pool.Exec(ctx, `INSERT INTO iterations (task_id, n, started_at, ended_at, outcome, validators_json) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (task_id, n) DO UPDATE SET ended_at = excluded.ended_at, outcome = excluded.outcome, validators_json = excluded.validators_json`,
-		it.TaskID, it.N, nanos(it.StartedAt), nanos(it.EndedAt), it.Outcome, string(b)); err != nil {
+		it.TaskID, it.N, nanos(it.StartedAt), nanos(it.EndedAt), it.Outcome, vs); err != nil {
 		return fmt.Errorf("save iteration %d of task %s: %w", it.N, it.TaskID, err)
 	}
 	return nil
@@ -468,28 +356,16 @@ func (s *Store) SaveIteration(ctx context.Context, it purser.IterationRecord) er
 
 // Iterations returns a task's iterations in order.
 func (s *Store) Iterations(ctx context.Context, taskID string) ([]purser.IterationRecord, error) {
-	return collect(ctx, s, "iterations of task "+taskID, func(r pgx.Rows) (purser.IterationRecord, error) {
-		it := purser.IterationRecord{TaskID: taskID}
-		var started, ended int64
-		var vj string
-		if err := r.Scan(&it.N, &started, &ended, &it.Outcome, &vj); err != nil {
-			return it, err
-		}
-		it.StartedAt, it.EndedAt = fromNanos(started), fromNanos(ended)
-		if err := json.Unmarshal([]byte(vj), &it.Validators); err != nil {
-			return it, fmt.Errorf("iteration %d: %w", it.N, err)
-		}
-		return it, nil
-	}, `SELECT n, started_at, ended_at, outcome, validators_json FROM iterations WHERE task_id = $1 ORDER BY n`, taskID)
+	return collect(ctx, s, "iterations of task "+taskID, storerow.Of(taskID, storerow.ScanIteration),
+		`SELECT `+storerow.IterationColumns+` FROM iterations WHERE task_id = $1 ORDER BY n`, taskID)
 }
 
 // SaveCall creates or updates a call.
 func (s *Store) SaveCall(ctx context.Context, c purser.CallRecord) error {
-	if _, err := s.pool.Exec(ctx, `INSERT INTO calls (id, task_id, iteration, kind, attempt, model, started_at, ended_at, outcome, error, context_tokens, reserved_usd, reserved_tokens, max_output_tokens, note, process, inner_retries, session, wire)
+	if _, err := s.pool.Exec(ctx, `INSERT INTO calls (`+storerow.CallInsertColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
 		ON CONFLICT (id) DO UPDATE SET ended_at = excluded.ended_at, outcome = excluded.outcome, error = excluded.error, note = excluded.note, process = excluded.process, inner_retries = excluded.inner_retries, session = excluded.session, wire = excluded.wire`,
-		c.ID, c.TaskID, c.Iteration, string(c.Kind), c.Attempt, c.Model, nanos(c.StartedAt), nanos(c.EndedAt), string(c.Outcome), c.Error,
-		c.ContextTokens, int64(c.Reserved.USD), c.Reserved.Tokens, c.MaxOutputTokens, c.Note, c.Process, c.InnerRetries, c.Session, c.Wire); err != nil {
+		storerow.CallValues(c)...); err != nil {
 		return fmt.Errorf("save call %s: %w", c.ID, err)
 	}
 	return nil
@@ -497,18 +373,8 @@ func (s *Store) SaveCall(ctx context.Context, c purser.CallRecord) error {
 
 // Calls returns a task's calls in the order they started.
 func (s *Store) Calls(ctx context.Context, taskID string) ([]purser.CallRecord, error) {
-	return collect(ctx, s, "calls of task "+taskID, func(r pgx.Rows) (purser.CallRecord, error) {
-		c := purser.CallRecord{TaskID: taskID}
-		var kind, outcome string
-		var started, ended, rusd int64
-		if err := r.Scan(&c.ID, &c.Iteration, &kind, &c.Attempt, &c.Model, &started, &ended, &outcome, &c.Error, &c.ContextTokens, &rusd, &c.Reserved.Tokens, &c.MaxOutputTokens, &c.Note, &c.Process, &c.InnerRetries, &c.Session, &c.Wire); err != nil {
-			return c, err
-		}
-		c.Kind, c.Outcome, c.Reserved.USD = purser.CallKind(kind), purser.CallOutcome(outcome), budget.USD(rusd)
-		c.StartedAt, c.EndedAt = fromNanos(started), fromNanos(ended)
-		return c, nil
-	}, `SELECT id, iteration, kind, attempt, model, started_at, ended_at, outcome, error, context_tokens, reserved_usd, reserved_tokens, max_output_tokens, note, process, inner_retries, session, wire
-		FROM calls WHERE task_id = $1 ORDER BY started_at, id`, taskID)
+	return collect(ctx, s, "calls of task "+taskID, storerow.Of(taskID, storerow.ScanCall),
+		`SELECT `+storerow.CallColumns+` FROM calls WHERE task_id = $1 ORDER BY started_at, id`, taskID)
 }
 
 type totalsKey struct{ scope, id string }
@@ -517,20 +383,16 @@ type totalsKey struct{ scope, id string }
 // per key, and adds what was new to the task's and run's running totals in
 // the same transaction.
 func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) error {
-	for _, e := range entries {
-		if e.Key == "" {
-			return errors.New("append usage: an idempotency key is required")
-		}
+	if err := purser.CheckLedgerKeys(entries); err != nil {
+		return fmt.Errorf("append usage: %w", err)
 	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		deltas := map[totalsKey]*budget.Totals{}
 		for _, e := range entries {
 			ev := e.Event
-			tag, err := tx.Exec(ctx, `INSERT INTO usage (idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown, agent)
+			tag, err := tx.Exec(ctx, `INSERT INTO usage (`+storerow.LedgerInsertColumns+`)
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) ON CONFLICT (idem_key) DO NOTHING`,
-				e.Key, e.TaskID, e.RunID, e.CallID, e.Iteration, string(e.Kind), ev.Model, ev.InputTokens, ev.OutputTokens,
-				ev.CacheReadTokens, ev.CacheWriteTokens, ev.ReasoningTokens, int64(ev.USD), ev.CostSource.String(), int64(ev.Elapsed), ev.IterationEnd, nanos(e.At),
-				ev.PriceSource, ev.SettlesUnknown, ev.Agent)
+				storerow.LedgerValues(e)...)
 			if err != nil {
 				return fmt.Errorf("%s: %w", e.Key, err)
 			}
@@ -582,61 +444,23 @@ func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) 
 	return nil
 }
 
-func parseCostSource(s string) budget.CostSource {
-	for _, c := range []budget.CostSource{budget.CostReported, budget.CostEstimated, budget.CostUnknown, budget.CostList} {
-		if c.String() == s {
-			return c
-		}
-	}
-	return budget.CostNone
-}
-
 // Usage returns a task's ledger in order.
 func (s *Store) Usage(ctx context.Context, taskID string) ([]purser.LedgerEntry, error) {
-	return collect(ctx, s, "usage of task "+taskID, func(r pgx.Rows) (purser.LedgerEntry, error) {
-		e := purser.LedgerEntry{TaskID: taskID}
-		var kind, source string
-		var usd, elapsed, at int64
-		ev := &e.Event
-		if err := r.Scan(&e.Key, &e.RunID, &e.CallID, &e.Iteration, &kind, &ev.Model, &ev.InputTokens, &ev.OutputTokens, &ev.CacheReadTokens,
-			&ev.CacheWriteTokens, &ev.ReasoningTokens, &usd, &source, &elapsed, &ev.IterationEnd, &at, &ev.PriceSource, &ev.SettlesUnknown, &ev.Agent); err != nil {
-			return e, err
-		}
-		e.Kind, ev.USD, ev.CostSource, ev.Elapsed, e.At = purser.CallKind(kind), budget.USD(usd), parseCostSource(source), time.Duration(elapsed), fromNanos(at)
-		return e, nil
-	}, `SELECT idem_key, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown, agent
-		FROM usage WHERE task_id = $1 ORDER BY seq`, taskID)
+	return collect(ctx, s, "usage of task "+taskID, storerow.Of(taskID, storerow.ScanLedgerEntry),
+		`SELECT `+storerow.LedgerColumns+` FROM usage WHERE task_id = $1 ORDER BY seq`, taskID)
 }
 
 // CallUsage returns what each call of a task spent, per model and agent, in the order
 // the calls first reported usage, summed by the server over the task's
 // ledger rows (by the usage_task index).
 func (s *Store) CallUsage(ctx context.Context, taskID string) ([]purser.CallUsage, error) {
-	rows, err := s.pool.Query(ctx, `SELECT call_id, model, agent, MIN(iteration), MIN(kind),
+	return collect(ctx, s, "call usage of task "+taskID, storerow.ScanCallUsage, `SELECT call_id, model, agent, MIN(iteration), MIN(kind),
 			COALESCE(SUM(CASE WHEN cost_source IN ('reported', 'estimated') THEN usd_nanos ELSE 0 END), 0)::BIGINT,
 			COALESCE(SUM(input_tokens + output_tokens), 0)::BIGINT, COALESCE(SUM(cache_read), 0)::BIGINT,
 			COUNT(*) FILTER (WHERE cost_source = 'reported'), COUNT(*) FILTER (WHERE cost_source = 'estimated'),
 			COUNT(*) FILTER (WHERE cost_source = 'unknown') - COALESCE(SUM(settles_unknown), 0)::BIGINT,
 			COALESCE(SUM(CASE WHEN cost_source = 'list' THEN usd_nanos ELSE 0 END), 0)::BIGINT, COUNT(*) FILTER (WHERE cost_source = 'list')
 		FROM usage WHERE task_id = $1 AND call_id <> '' GROUP BY call_id, model, agent ORDER BY MIN(seq)`, taskID)
-	if err != nil {
-		return nil, fmt.Errorf("call usage of task %s: %w", taskID, err)
-	}
-	defer rows.Close()
-	var out []purser.CallUsage
-	for rows.Next() {
-		var c purser.CallUsage
-		var kind string
-		var usd, list int64
-		var iteration int32
-		if err := rows.Scan(&c.CallID, &c.Model, &c.Agent, &iteration, &kind, &usd, &c.Totals.Tokens, &c.CachedTokens,
-			&c.Totals.ReportedEvents, &c.Totals.EstimatedEvents, &c.Totals.UnknownEvents, &list, &c.Totals.ListEvents); err != nil {
-			return nil, fmt.Errorf("call usage of task %s: %w", taskID, err)
-		}
-		c.Iteration, c.Kind, c.Totals.USD, c.Totals.ListUSD = int(iteration), purser.CallKind(kind), budget.USD(usd), budget.USD(list)
-		out = append(out, c)
-	}
-	return out, rows.Err()
 }
 
 // UsageTotals returns a task's running totals.
@@ -650,17 +474,13 @@ func (s *Store) RunUsageTotals(ctx context.Context, runID string) (budget.Totals
 }
 
 func (s *Store) totals(ctx context.Context, scope, id string) (budget.Totals, error) {
-	var t budget.Totals
-	var usd, list int64
-	err := s.pool.QueryRow(ctx, `SELECT usd_nanos, tokens, iterations, reported, estimated, unknown, list_usd_nanos, list_events FROM usage_totals WHERE scope = $1 AND id = $2`,
-		scope, id).Scan(&usd, &t.Tokens, &t.Iterations, &t.ReportedEvents, &t.EstimatedEvents, &t.UnknownEvents, &list, &t.ListEvents)
+	t, err := storerow.ScanTotals(s.pool.QueryRow(ctx, `SELECT `+storerow.TotalsColumns+` FROM usage_totals WHERE scope = $1 AND id = $2`, scope, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return budget.Totals{}, nil
 	}
 	if err != nil {
 		return t, fmt.Errorf("usage totals of %s %s: %w", scope, id, err)
 	}
-	t.USD, t.ListUSD = budget.USD(usd), budget.USD(list)
 	return t, nil
 }
 
@@ -668,24 +488,16 @@ func (s *Store) totals(ctx context.Context, scope, id string) (budget.Totals, er
 // task, summed by the server over the task's ledger rows (by the usage_task
 // index), as CallUsage is.
 func (s *Store) PriceSources(ctx context.Context, taskID string) ([]purser.PriceSourceUsage, error) {
-	return collect(ctx, s, "price sources of task "+taskID, func(r pgx.Rows) (purser.PriceSourceUsage, error) {
-		var p purser.PriceSourceUsage
-		var source string
-		var usd int64
-		if err := r.Scan(&p.Source, &source, &p.Events, &p.Tokens, &usd); err != nil {
-			return p, err
-		}
-		p.CostSource, p.USD = parseCostSource(source), budget.USD(usd)
-		return p, nil
-	}, `SELECT price_source, cost_source, COUNT(*), COALESCE(SUM(input_tokens + output_tokens), 0)::BIGINT,
+	return collect(ctx, s, "price sources of task "+taskID, storerow.ScanPriceSource,
+		`SELECT price_source, cost_source, COUNT(*), COALESCE(SUM(input_tokens + output_tokens), 0)::BIGINT,
 			COALESCE(SUM(CASE WHEN cost_source = 'unknown' THEN 0 ELSE usd_nanos END), 0)::BIGINT
 		FROM usage WHERE task_id = $1 AND price_source <> '' GROUP BY price_source, cost_source ORDER BY MIN(seq)`, taskID)
 }
 
 // SaveDegrade records a degrade action.
 func (s *Store) SaveDegrade(ctx context.Context, d purser.DegradeRecord) error {
-	if _, err := s.pool.Exec(ctx, `INSERT INTO degrade_events (task_id, iteration, call_kind, action, tier, metric, scope, detail, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		d.TaskID, d.Iteration, string(d.Call), string(d.Action), d.Tier.String(), d.Metric.String(), d.Scope.String(), d.Detail, nanos(d.At)); err != nil {
+	if _, err := s.pool.Exec(ctx, `INSERT INTO degrade_events (`+storerow.DegradeInsertColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		storerow.DegradeValues(d)...); err != nil {
 		return fmt.Errorf("save degrade action of task %s: %w", d.TaskID, err)
 	}
 	return nil
@@ -693,41 +505,18 @@ func (s *Store) SaveDegrade(ctx context.Context, d purser.DegradeRecord) error {
 
 // Degrades returns a task's degrade actions in order.
 func (s *Store) Degrades(ctx context.Context, taskID string) ([]purser.DegradeRecord, error) {
-	return collect(ctx, s, "degrade actions of task "+taskID, func(r pgx.Rows) (purser.DegradeRecord, error) {
-		d := purser.DegradeRecord{TaskID: taskID}
-		var call, action, tier, metric, scope string
-		var at int64
-		if err := r.Scan(&d.Iteration, &call, &action, &tier, &metric, &scope, &d.Detail, &at); err != nil {
-			return d, err
-		}
-		d.Call, d.Action, d.At = purser.CallKind(call), purser.DegradeAction(action), fromNanos(at)
-		if err := d.Tier.UnmarshalText([]byte(tier)); err != nil {
-			return d, fmt.Errorf("stored tier %q: %w", tier, err)
-		}
-		for _, m := range budget.Metrics {
-			if m.String() == metric {
-				d.Metric = m
-			}
-		}
-		if scope == budget.ScopeRun.String() {
-			d.Scope = budget.ScopeRun
-		}
-		return d, nil
-	}, `SELECT iteration, call_kind, action, tier, metric, scope, detail, at FROM degrade_events WHERE task_id = $1 ORDER BY seq`, taskID)
+	return collect(ctx, s, "degrade actions of task "+taskID, storerow.Of(taskID, storerow.ScanDegrade),
+		`SELECT `+storerow.DegradeColumns+` FROM degrade_events WHERE task_id = $1 ORDER BY seq`, taskID)
 }
 
 // SaveBudgetChange records a change of a task's budget made by the user.
 func (s *Store) SaveBudgetChange(ctx context.Context, c purser.BudgetChange) error {
-	from, err := json.Marshal(c.From)
-	if err != nil {
-		return err
-	}
-	to, err := json.Marshal(c.To)
+	from, to, err := storerow.BudgetChangeJSON(c.From, c.To)
 	if err != nil {
 		return err
 	}
 	if _, err := s.pool.Exec(ctx, `INSERT INTO budget_changes (task_id, at, by_whom, source, from_json, to_json) VALUES ($1, $2, $3, $4, $5, $6)`,
-		c.TaskID, nanos(c.At), c.By, c.Source, string(from), string(to)); err != nil {
+		c.TaskID, nanos(c.At), c.By, c.Source, from, to); err != nil {
 		return fmt.Errorf("save budget change of task %s: %w", c.TaskID, err)
 	}
 	return nil
@@ -735,19 +524,8 @@ func (s *Store) SaveBudgetChange(ctx context.Context, c purser.BudgetChange) err
 
 // BudgetChanges returns a task's budget changes, oldest first.
 func (s *Store) BudgetChanges(ctx context.Context, taskID string) ([]purser.BudgetChange, error) {
-	return collect(ctx, s, "budget changes of task "+taskID, func(r pgx.Rows) (purser.BudgetChange, error) {
-		c := purser.BudgetChange{TaskID: taskID}
-		var at int64
-		var from, to string
-		if err := r.Scan(&at, &c.By, &c.Source, &from, &to); err != nil {
-			return c, err
-		}
-		c.At = fromNanos(at)
-		if err := json.Unmarshal([]byte(from), &c.From); err != nil {
-			return c, err
-		}
-		return c, json.Unmarshal([]byte(to), &c.To)
-	}, `SELECT at, by_whom, source, from_json, to_json FROM budget_changes WHERE task_id = $1 ORDER BY id`, taskID)
+	return collect(ctx, s, "budget changes of task "+taskID, storerow.Of(taskID, storerow.ScanBudgetChange),
+		`SELECT `+storerow.BudgetChangeColumns+` FROM budget_changes WHERE task_id = $1 ORDER BY id`, taskID)
 }
 
 // SaveArtifact stores (or replaces) a named artifact of a task.
@@ -806,10 +584,10 @@ func (s *Store) RunAvailable(ctx context.Context, runID string, caps budget.Amou
 // ReserveRun holds want against a shared run budget, atomically across
 // every process and host: one transaction takes the run's advisory lock,
 // so holds on one run are decided one at a time, then checks the headroom
-// and records the hold, as purser.HolderFrom(ctx)'s. Nothing is
+// and records the hold, as h's. Nothing is
 // optimistic: a hold that does not fit is refused, never granted and taken
 // back.
-func (s *Store) ReserveRun(ctx context.Context, runID string, caps, want budget.Amount, ttl time.Duration) (func(), error) {
+func (s *Store) ReserveRun(ctx context.Context, runID string, h purser.Holder, caps, want budget.Amount, ttl time.Duration) (func(), error) {
 	var id int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('purser run ' || current_schema() || ' ' || $1, 0))`, runID); err != nil {
@@ -826,7 +604,6 @@ func (s *Store) ReserveRun(ctx context.Context, runID string, caps, want budget.
 		if err := budget.Fit(budget.ScopeRun, want, avail); err != nil {
 			return err
 		}
-		h := purser.HolderFrom(ctx)
 		return tx.QueryRow(ctx, `INSERT INTO run_reservations (run_id, usd_nanos, tokens, expires_at, owner, task_id) VALUES ($1, $2, $3, `+serverNanos+` + $4, $5, $6) RETURNING id`,
 			runID, int64(want.USD), want.Tokens, ttl.Nanoseconds(), h.Owner, h.TaskID).Scan(&id)
 	})

@@ -10,7 +10,10 @@ import (
 // FromStore turns Purser's own history into runs: one per task, one call per
 // ledger call, resolved when the task is DONE (unlabelled while it could
 // still finish).
-func FromStore(ctx context.Context, s purser.Store) ([]Run, error) {
+func FromStore(ctx context.Context, s interface {
+	purser.TaskReader
+	purser.LedgerReader
+}) ([]Run, error) {
 	tasks, err := s.Tasks(ctx)
 	if err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ var _ purser.ArtifactRenderer = Artifacts{}
 
 // RenderArtifacts loads the task's history from s and renders StatusMD and
 // BudgetMD from it and what the engine knows of the stop.
-func (Artifacts) RenderArtifacts(ctx context.Context, s purser.Store, stop purser.TaskStop) (statusMD, budgetMD []byte, err error) {
+func (Artifacts) RenderArtifacts(ctx context.Context, s purser.StoreReader, stop purser.TaskStop) (statusMD, budgetMD []byte, err error) {
 	r, err := Load(ctx, s, stop.Task.ID)
 	if err != nil {
 		return nil, nil, err

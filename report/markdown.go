@@ -39,7 +39,10 @@ type Report struct {
 }
 
 // Load reads a task's history from the store.
-func Load(ctx context.Context, s purser.Store, taskID string) (Report, error) {
+func Load(ctx context.Context, s interface {
+	purser.JournalReader
+	purser.LedgerReader
+}, taskID string) (Report, error) {
 	var r Report
 	var err error
 	if r.Iterations, err = s.Iterations(ctx, taskID); err != nil {

@@ -17,9 +17,10 @@ import (
 	"github.com/purser-dev/purser/sqlite"
 )
 
-// A database made before migration 017 keeps its ledger and per-call totals
-// through it: the old usage is the main agent's, and new usage is kept per
-// agent beside it.
+// A database made before migration 017 (as numbered then, in
+// testdata/line1; 013 now) keeps its ledger and per-call totals through it:
+// the old usage is the main agent's, and new usage is kept per agent beside
+// it.
 func TestMigration017KeepsTheLedgerAsTheMainAgents(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "purser.db")
@@ -27,7 +28,7 @@ func TestMigration017KeepsTheLedgerAsTheMainAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names, err := fs.Glob(os.DirFS("migrations"), "*.sql")
+	names, err := fs.Glob(os.DirFS("testdata/line1"), "*.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestMigration017KeepsTheLedgerAsTheMainAgents(t *testing.T) {
 		if v >= 17 {
 			continue
 		}
-		body, err := os.ReadFile(filepath.Join("migrations", n))
+		body, err := os.ReadFile(filepath.Join("testdata/line1", n))
 		if err != nil {
 			t.Fatal(err)
 		}

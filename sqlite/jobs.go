@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/internal/storerow"
 )
 
 // The job queue on SQLite serves workers on the machine that holds the
@@ -55,11 +56,9 @@ func (s *Store) ClaimJob(ctx context.Context, worker string, lease time.Duration
 	}
 	defer tx.Rollback()
 	now := time.Now().UnixNano()
-	j := purser.Job{Worker: worker, State: purser.JobLeased}
-	var prevState, prevWorker string
-	err = tx.QueryRowContext(ctx, `SELECT task_id, run_id, task_file, attempts, state, worker FROM jobs
+	j, err := storerow.ScanJobClaim(tx.QueryRowContext(ctx, `SELECT task_id, run_id, task_file, attempts, state, worker FROM jobs
 		WHERE (state = 'queued' AND not_before <= ?) OR (state = 'leased' AND lease_until <= ?)
-		ORDER BY seq LIMIT 1`, now, now).Scan(&j.TaskID, &j.RunID, &j.TaskFile, &j.Attempts, &prevState, &prevWorker)
+		ORDER BY seq LIMIT 1`, now, now), worker)
 	if errors.Is(err, sql.ErrNoRows) {
 		return purser.Job{}, false, nil
 	}
@@ -73,9 +72,6 @@ func (s *Store) ClaimJob(ctx context.Context, worker string, lease time.Duration
 	}
 	if err := tx.Commit(); err != nil {
 		return purser.Job{}, false, fmt.Errorf("claim job %s: %w", j.TaskID, err)
-	}
-	if prevState == string(purser.JobLeased) && prevWorker != worker {
-		j.LeaseLost = prevWorker
 	}
 	return j, true, nil
 }
@@ -118,24 +114,5 @@ func (s *Store) ReleaseJob(ctx context.Context, taskID, worker string, after tim
 
 // Jobs lists a run's jobs ("": all), in the order submitted.
 func (s *Store) Jobs(ctx context.Context, runID string) ([]purser.Job, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT task_id, run_id, task_file, state, worker, attempts, outcome FROM jobs
-		WHERE ? = '' OR run_id = ? ORDER BY seq`, runID, runID)
-	if err != nil {
-		return nil, fmt.Errorf("jobs: %w", err)
-	}
-	defer rows.Close()
-	var out []purser.Job
-	for rows.Next() {
-		var j purser.Job
-		var state string
-		if err := rows.Scan(&j.TaskID, &j.RunID, &j.TaskFile, &state, &j.Worker, &j.Attempts, &j.Outcome); err != nil {
-			return nil, fmt.Errorf("jobs: %w", err)
-		}
-		j.State = purser.JobState(state)
-		out = append(out, j)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("jobs: %w", err)
-	}
-	return out, nil
+	return query(ctx, s.db, "jobs", storerow.ScanJob, `SELECT `+storerow.JobColumns+` FROM jobs WHERE ? = '' OR run_id = ? ORDER BY seq`, runID, runID)
 }

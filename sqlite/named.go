@@ -219,8 +219,8 @@ func (s *Store) NamedBudgetStatus(ctx context.Context, name string, now time.Tim
 
 // ReserveNamed holds want against a named budget, atomically across
 // processes: the check and the hold are one IMMEDIATE transaction. The
-// hold is recorded as purser.HolderFrom(ctx)'s.
-func (s *Store) ReserveNamed(ctx context.Context, name string, want budget.Amount, now time.Time, ttl time.Duration) (func(), error) {
+// hold is recorded as h's.
+func (s *Store) ReserveNamed(ctx context.Context, name string, h purser.Holder, want budget.Amount, now time.Time, ttl time.Duration) (func(), error) {
 	tx, err := s.db.BeginTx(ctx, nil) // _txlock=immediate: the write lock is taken now
 	if err != nil {
 		return nil, fmt.Errorf("reserve on named budget %s: %w", name, err)
@@ -236,7 +236,6 @@ func (s *Store) ReserveNamed(ctx context.Context, name string, want budget.Amoun
 	if _, err := tx.ExecContext(ctx, `DELETE FROM named_reservations WHERE name = ? AND expires_at <= ?`, name, time.Now().UnixNano()); err != nil {
 		return nil, fmt.Errorf("reserve on named budget %s: %w", name, err)
 	}
-	h := purser.HolderFrom(ctx)
 	res, err := tx.ExecContext(ctx, `INSERT INTO named_reservations (name, usd_nanos, tokens, expires_at, owner, task_id) VALUES (?, ?, ?, ?, ?, ?)`,
 		name, int64(want.USD), want.Tokens, time.Now().Add(ttl).UnixNano(), h.Owner, h.TaskID)
 	if err != nil {

@@ -2,12 +2,12 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/internal/storerow"
 )
 
 var _ purser.AlertOutbox = (*Store)(nil)
@@ -49,11 +49,11 @@ func (s *Store) ClaimAlerts(ctx context.Context, owner string, webhooks []string
 	}
 	defer tx.Rollback()
 	now := time.Now()
-	args := []any{}
+	args := []any{now.UnixNano()}
 	for _, w := range webhooks {
 		args = append(args, w)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT seq, id, webhook, kind, task_id, body, created_at, attempts, owner, lease_until
+	rows, err := tx.QueryContext(ctx, `SELECT `+storerow.AlertClaimColumns+`, lease_until > ?
 		FROM alert_outbox WHERE state = 'pending' AND webhook IN (?`+strings.Repeat(", ?", len(webhooks)-1)+`) ORDER BY created_at, seq`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim alerts: %w", err)
@@ -61,20 +61,15 @@ func (s *Store) ClaimAlerts(ctx context.Context, owner string, webhooks []string
 	var out []purser.OutboxAlert
 	var seqs []int64
 	for rows.Next() {
-		var a purser.OutboxAlert
-		var seq, created, until int64
-		if err := rows.Scan(&seq, &a.ID, &a.Webhook, &a.Kind, &a.TaskID, &a.Body, &created, &a.Attempts, &a.Owner, &until); err != nil {
+		seq, a, ok, err := storerow.ScanAlertClaim(rows, owner, ownerGone)
+		if err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("claim alerts: %w", err)
 		}
-		if a.Owner != "" && until > now.UnixNano() && (a.Owner == owner || !ownerGone(a.Owner)) {
-			continue // held by a live process, which delivers it
+		if ok {
+			out = append(out, a)
+			seqs = append(seqs, seq)
 		}
-		a.CreatedAt = time.Unix(0, created).UTC()
-		a.State = purser.OutboxPending
-		a.Owner = owner
-		out = append(out, a)
-		seqs = append(seqs, seq)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -125,32 +120,5 @@ func (s *Store) ExpireAlerts(ctx context.Context, before time.Time, maxAttempts 
 
 // OutboxAlerts lists every recorded alert, oldest first.
 func (s *Store) OutboxAlerts(ctx context.Context) ([]purser.OutboxAlert, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, webhook, kind, task_id, body, created_at, attempts, state, owner
-		FROM alert_outbox ORDER BY created_at, seq`)
-	if err != nil {
-		return nil, fmt.Errorf("list alerts: %w", err)
-	}
-	defer rows.Close()
-	var out []purser.OutboxAlert
-	for rows.Next() {
-		a, err := scanOutbox(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list alerts: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list alerts: %w", err)
-	}
-	return out, nil
-}
-
-func scanOutbox(rows *sql.Rows) (purser.OutboxAlert, error) {
-	var a purser.OutboxAlert
-	var created int64
-	var state string
-	err := rows.Scan(&a.ID, &a.Webhook, &a.Kind, &a.TaskID, &a.Body, &created, &a.Attempts, &state, &a.Owner)
-	a.CreatedAt = time.Unix(0, created).UTC()
-	a.State = purser.OutboxState(state)
-	return a, err
+	return query(ctx, s.db, "list alerts", storerow.ScanOutbox, `SELECT `+storerow.OutboxColumns+` FROM alert_outbox ORDER BY created_at, seq`)
 }

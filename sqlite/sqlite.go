@@ -5,16 +5,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -22,10 +17,8 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/internal/storerow"
 )
-
-//go:embed migrations/*.sql
-var migrations embed.FS
 
 // Store is a purser.Store in one SQLite file.
 type Store struct {
@@ -36,6 +29,9 @@ type Store struct {
 }
 
 var _ purser.Store = (*Store)(nil)
+
+// How times are stored, as in every store.
+var nanos, fromNanos = storerow.Nanos, storerow.FromNanos
 
 // OpenExisting opens the database at path, which must exist: commands that
 // only read never create a database. A missing one is an error matching
@@ -166,68 +162,9 @@ func (s *Store) Close() error {
 	return cerr
 }
 
-// migrate applies the migrations not yet applied, all in one IMMEDIATE
-// transaction: it takes the write lock first (waiting for it), so processes
-// opening a new database at once migrate it once, and none fails on a lock
-// upgrade.
-func (s *Store) migrate(ctx context.Context) error {
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	tx, err := s.db.BeginTx(ctx, nil) // _txlock=immediate
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("schema_migrations: %w", err)
-	}
-	for _, name := range names {
-		base := filepath.Base(name)
-		version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migration %s: name must start with its version number", base)
-		}
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil {
-			return err
-		}
-		if n > 0 {
-			continue
-		}
-		body, err := migrations.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-			return fmt.Errorf("migration %s: %w", base, err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, version, time.Now().UnixNano()); err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
-}
-
-func nanos(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-func fromNanos(n sql.NullInt64) time.Time {
-	if !n.Valid || n.Int64 == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n.Int64)
-}
-
 // SaveRun records a run, replacing its budget.
 func (s *Store) SaveRun(ctx context.Context, run purser.Run) error {
-	b, err := runBudgetJSON(run)
+	b, err := storerow.RunBudgetJSON(run)
 	if err != nil {
 		return err
 	}
@@ -241,7 +178,7 @@ func (s *Store) SaveRun(ctx context.Context, run purser.Run) error {
 
 // JoinRun creates a run if it does not exist and returns the run as stored.
 func (s *Store) JoinRun(ctx context.Context, run purser.Run) (purser.Run, error) {
-	b, err := runBudgetJSON(run)
+	b, err := storerow.RunBudgetJSON(run)
 	if err != nil {
 		return run, err
 	}
@@ -252,34 +189,13 @@ func (s *Store) JoinRun(ctx context.Context, run purser.Run) (purser.Run, error)
 	return s.Run(ctx, run.ID)
 }
 
-func runBudgetJSON(run purser.Run) (string, error) {
-	if run.Budget == nil {
-		return "", nil
-	}
-	b, err := json.Marshal(run.Budget)
-	return string(b), err
-}
-
 // Run returns a run.
 func (s *Store) Run(ctx context.Context, id string) (purser.Run, error) {
-	run := purser.Run{ID: id}
-	var b sql.NullString
-	var elapsed int64
-	err := s.db.QueryRowContext(ctx, `SELECT budget_json, elapsed_ns FROM runs WHERE id = ?`, id).Scan(&b, &elapsed)
+	run, err := storerow.ScanRun(s.db.QueryRowContext(ctx, `SELECT `+storerow.RunColumns+` FROM runs WHERE id = ?`, id), id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return run, fmt.Errorf("run %q: %w", id, purser.ErrNotFound)
 	}
-	if err != nil {
-		return run, err
-	}
-	run.Elapsed = time.Duration(elapsed)
-	if b.Valid && b.String != "" {
-		run.Budget = new(budget.Config)
-		if err := json.Unmarshal([]byte(b.String), run.Budget); err != nil {
-			return run, fmt.Errorf("run %s: stored budget: %w", id, err)
-		}
-	}
-	return run, nil
+	return run, err
 }
 
 // SaveRunElapsed records the run's wall time, never lowering it.
@@ -305,8 +221,10 @@ func (s *Store) ClaimTask(ctx context.Context, t purser.TaskRecord, ownerGone fu
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return fmt.Errorf("claim task %s: %w", t.ID, err)
-	case purser.TaskState(state) == purser.StateRunning && owner != "" && owner != t.Owner && !ownerGone(owner):
-		return &purser.TaskClaimedError{TaskID: t.ID, Owner: owner}
+	default:
+		if err := purser.CheckClaim(t, purser.TaskState(state), owner, ownerGone); err != nil {
+			return err
+		}
 	}
 	if err := saveTask(ctx, tx, t); err != nil {
 		return err
@@ -319,16 +237,12 @@ func (s *Store) ClaimTask(ctx context.Context, t purser.TaskRecord, ownerGone fu
 
 // SaveBudgetChange records a change of a task's budget made by the user.
 func (s *Store) SaveBudgetChange(ctx context.Context, c purser.BudgetChange) error {
-	from, err := json.Marshal(c.From)
-	if err != nil {
-		return err
-	}
-	to, err := json.Marshal(c.To)
+	from, to, err := storerow.BudgetChangeJSON(c.From, c.To)
 	if err != nil {
 		return err
 	}
 	if _, err := s.db.ExecContext(ctx, `INSERT INTO budget_changes (task_id, at, by_whom, source, from_json, to_json) VALUES (?, ?, ?, ?, ?, ?)`,
-		c.TaskID, nanos(c.At), c.By, c.Source, string(from), string(to)); err != nil {
+		c.TaskID, storerow.Nanos(c.At), c.By, c.Source, from, to); err != nil {
 		return fmt.Errorf("save budget change of task %s: %w", c.TaskID, err)
 	}
 	return nil
@@ -336,29 +250,8 @@ func (s *Store) SaveBudgetChange(ctx context.Context, c purser.BudgetChange) err
 
 // BudgetChanges returns a task's budget changes, oldest first.
 func (s *Store) BudgetChanges(ctx context.Context, taskID string) ([]purser.BudgetChange, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT at, by_whom, source, from_json, to_json FROM budget_changes WHERE task_id = ? ORDER BY id`, taskID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []purser.BudgetChange
-	for rows.Next() {
-		c := purser.BudgetChange{TaskID: taskID}
-		var at sql.NullInt64
-		var from, to string
-		if err := rows.Scan(&at, &c.By, &c.Source, &from, &to); err != nil {
-			return nil, err
-		}
-		c.At = fromNanos(at)
-		if err := json.Unmarshal([]byte(from), &c.From); err != nil {
-			return nil, fmt.Errorf("budget change of task %s: %w", taskID, err)
-		}
-		if err := json.Unmarshal([]byte(to), &c.To); err != nil {
-			return nil, fmt.Errorf("budget change of task %s: %w", taskID, err)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return query(ctx, s.db, "budget changes of task "+taskID, storerow.Of(taskID, storerow.ScanBudgetChange),
+		`SELECT `+storerow.BudgetChangeColumns+` FROM budget_changes WHERE task_id = ? ORDER BY id`, taskID)
 }
 
 // SaveTask creates or updates a task.
@@ -369,44 +262,24 @@ func (s *Store) SaveTask(ctx context.Context, t purser.TaskRecord) error {
 func saveTask(ctx context.Context, db interface {
 	ExecContext(context.Context, string, ...any) (sql.Result, error)
 }, t purser.TaskRecord) error {
-	b, err := json.Marshal(t.Budget)
+	values, err := storerow.TaskValues(t)
 	if err != nil {
 		return err
 	}
-	now := time.Now().UnixNano()
-	_, err = db.ExecContext(ctx, `INSERT INTO tasks (id, run_id, goal, workspace, file, budget_json, state, reason, elapsed_ns, owner, created_at, updated_at)
+	_, err = db.ExecContext(ctx, `INSERT INTO tasks (`+storerow.TaskColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, goal = excluded.goal, workspace = excluded.workspace,
 			file = excluded.file, budget_json = excluded.budget_json, state = excluded.state, reason = excluded.reason,
-			elapsed_ns = excluded.elapsed_ns, owner = excluded.owner, updated_at = excluded.updated_at`,
-		t.ID, t.RunID, t.Goal, t.Workspace, t.File, string(b), string(t.State), t.Reason, int64(t.Elapsed), t.Owner, now, now)
+			elapsed_ns = excluded.elapsed_ns, owner = excluded.owner, updated_at = excluded.updated_at`, values...)
 	if err != nil {
 		return fmt.Errorf("save task %s: %w", t.ID, err)
 	}
 	return nil
 }
 
-const taskColumns = `id, run_id, goal, workspace, file, budget_json, state, reason, elapsed_ns, owner, created_at, updated_at`
-
-func scanTask(row interface{ Scan(...any) error }) (purser.TaskRecord, error) {
-	var t purser.TaskRecord
-	var budgetJSON, state string
-	var elapsed int64
-	var created, updated sql.NullInt64
-	if err := row.Scan(&t.ID, &t.RunID, &t.Goal, &t.Workspace, &t.File, &budgetJSON, &state, &t.Reason, &elapsed, &t.Owner, &created, &updated); err != nil {
-		return t, err
-	}
-	if err := json.Unmarshal([]byte(budgetJSON), &t.Budget); err != nil {
-		return t, fmt.Errorf("task %s: stored budget: %w", t.ID, err)
-	}
-	t.State, t.Elapsed = purser.TaskState(state), time.Duration(elapsed)
-	t.CreatedAt, t.UpdatedAt = fromNanos(created), fromNanos(updated)
-	return t, nil
-}
-
 // Task returns one task.
 func (s *Store) Task(ctx context.Context, id string) (purser.TaskRecord, error) {
-	t, err := scanTask(s.db.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, id))
+	t, err := storerow.ScanTask(s.db.QueryRowContext(ctx, `SELECT `+storerow.TaskColumns+` FROM tasks WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, purser.TaskNotFoundError(id)
 	}
@@ -415,20 +288,22 @@ func (s *Store) Task(ctx context.Context, id string) (purser.TaskRecord, error) 
 
 // Tasks returns every task, oldest first.
 func (s *Store) Tasks(ctx context.Context) ([]purser.TaskRecord, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+taskColumns+` FROM tasks ORDER BY created_at, id`)
+	return query(ctx, s.db, "tasks", storerow.ScanTask, `SELECT `+storerow.TaskColumns+` FROM tasks ORDER BY created_at, id`)
+}
+
+// query runs a query and scans each of its rows with scan, saying what it
+// read when it fails.
+func query[T any](ctx context.Context, db *sql.DB, what string, scan func(storerow.Scanner) (T, error), q string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
-	var out []purser.TaskRecord
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
+	out, err := storerow.Collect(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func (s *Store) execOne(ctx context.Context, what, id, query string, args ...any) error {
@@ -456,17 +331,13 @@ func (s *Store) SaveElapsed(ctx context.Context, id string, elapsed time.Duratio
 
 // SaveIteration creates or updates an iteration.
 func (s *Store) SaveIteration(ctx context.Context, it purser.IterationRecord) error {
-	vs := it.Validators
-	if vs == nil {
-		vs = []purser.ValidatorResult{}
-	}
-	b, err := json.Marshal(vs)
+	vs, err := storerow.ValidatorsJSON(it.Validators)
 	if err != nil {
 		return err
 	}
 	_, err = s.db.ExecContext(ctx, `INSERT INTO iterations (task_id, n, started_at, ended_at, outcome, validators_json) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (task_id, n) DO UPDATE SET ended_at = excluded.ended_at, outcome = excluded.outcome, validators_json = excluded.validators_json`,
-		it.TaskID, it.N, nanos(it.StartedAt), nanos(it.EndedAt), it.Outcome, string(b))
+		it.TaskID, it.N, storerow.Nanos(it.StartedAt), storerow.Nanos(it.EndedAt), it.Outcome, vs)
 	if err != nil {
 		return fmt.Errorf("save iteration %d of task %s: %w", it.N, it.TaskID, err)
 	}
@@ -475,35 +346,16 @@ func (s *Store) SaveIteration(ctx context.Context, it purser.IterationRecord) er
 
 // Iterations returns a task's iterations in order.
 func (s *Store) Iterations(ctx context.Context, taskID string) ([]purser.IterationRecord, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT n, started_at, ended_at, outcome, validators_json FROM iterations WHERE task_id = ? ORDER BY n`, taskID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []purser.IterationRecord
-	for rows.Next() {
-		it := purser.IterationRecord{TaskID: taskID}
-		var started, ended sql.NullInt64
-		var vj string
-		if err := rows.Scan(&it.N, &started, &ended, &it.Outcome, &vj); err != nil {
-			return nil, err
-		}
-		it.StartedAt, it.EndedAt = fromNanos(started), fromNanos(ended)
-		if err := json.Unmarshal([]byte(vj), &it.Validators); err != nil {
-			return nil, fmt.Errorf("iteration %d of task %s: %w", it.N, taskID, err)
-		}
-		out = append(out, it)
-	}
-	return out, rows.Err()
+	return query(ctx, s.db, "iterations of task "+taskID, storerow.Of(taskID, storerow.ScanIteration),
+		`SELECT `+storerow.IterationColumns+` FROM iterations WHERE task_id = ? ORDER BY n`, taskID)
 }
 
 // SaveCall creates or updates a call.
 func (s *Store) SaveCall(ctx context.Context, c purser.CallRecord) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO calls (id, task_id, iteration, kind, attempt, model, started_at, ended_at, outcome, error, context_tokens, reserved_usd, reserved_tokens, max_output_tokens, note, process, inner_retries, session, wire)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO calls (`+storerow.CallInsertColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET ended_at = excluded.ended_at, outcome = excluded.outcome, error = excluded.error, note = excluded.note, process = excluded.process, inner_retries = excluded.inner_retries, session = excluded.session, wire = excluded.wire`,
-		c.ID, c.TaskID, c.Iteration, string(c.Kind), c.Attempt, c.Model, nanos(c.StartedAt), nanos(c.EndedAt), string(c.Outcome), c.Error,
-		c.ContextTokens, int64(c.Reserved.USD), c.Reserved.Tokens, c.MaxOutputTokens, c.Note, c.Process, c.InnerRetries, c.Session, c.Wire)
+		storerow.CallValues(c)...)
 	if err != nil {
 		return fmt.Errorf("save call %s: %w", c.ID, err)
 	}
@@ -512,31 +364,13 @@ func (s *Store) SaveCall(ctx context.Context, c purser.CallRecord) error {
 
 // Calls returns a task's calls in the order they started.
 func (s *Store) Calls(ctx context.Context, taskID string) ([]purser.CallRecord, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, iteration, kind, attempt, model, started_at, ended_at, outcome, error, context_tokens, reserved_usd, reserved_tokens, max_output_tokens, note, process, inner_retries, session, wire
-		FROM calls WHERE task_id = ? ORDER BY started_at, id`, taskID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []purser.CallRecord
-	for rows.Next() {
-		c := purser.CallRecord{TaskID: taskID}
-		var kind, outcome string
-		var started, ended sql.NullInt64
-		var rusd int64
-		if err := rows.Scan(&c.ID, &c.Iteration, &kind, &c.Attempt, &c.Model, &started, &ended, &outcome, &c.Error, &c.ContextTokens, &rusd, &c.Reserved.Tokens, &c.MaxOutputTokens, &c.Note, &c.Process, &c.InnerRetries, &c.Session, &c.Wire); err != nil {
-			return nil, err
-		}
-		c.Kind, c.Outcome, c.Reserved.USD = purser.CallKind(kind), purser.CallOutcome(outcome), budget.USD(rusd)
-		c.StartedAt, c.EndedAt = fromNanos(started), fromNanos(ended)
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return query(ctx, s.db, "calls of task "+taskID, storerow.Of(taskID, storerow.ScanCall),
+		`SELECT `+storerow.CallColumns+` FROM calls WHERE task_id = ? ORDER BY started_at, id`, taskID)
 }
 
 // The ledger's statements, prepared when the store opens.
 const (
-	insertUsageSQL = `INSERT INTO usage (idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown, agent)
+	insertUsageSQL = `INSERT INTO usage (` + storerow.LedgerInsertColumns + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idem_key) DO NOTHING`
 	addTotalSQL = `INSERT INTO usage_totals (scope, id, usd_nanos, tokens, iterations, reported, estimated, unknown, list_usd_nanos, list_events)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -578,17 +412,16 @@ func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) 
 		return fmt.Errorf("append usage: %w", err)
 	}
 	defer tx.Rollback()
+	if err := purser.CheckLedgerKeys(entries); err != nil {
+		return fmt.Errorf("append usage: %w", err)
+	}
 	insert := tx.StmtContext(ctx, s.insertUsage)
 	total := tx.StmtContext(ctx, s.addTotal)
 	perCall := tx.StmtContext(ctx, s.addCallTotal)
 	perPrice := tx.StmtContext(ctx, s.addPriceTotal)
 	for _, e := range entries {
-		if e.Key == "" {
-			return errors.New("append usage: an idempotency key is required")
-		}
 		ev := e.Event
-		res, err := insert.ExecContext(ctx, e.Key, e.TaskID, e.RunID, e.CallID, e.Iteration, string(e.Kind), ev.Model, ev.InputTokens, ev.OutputTokens,
-			ev.CacheReadTokens, ev.CacheWriteTokens, ev.ReasoningTokens, int64(ev.USD), ev.CostSource.String(), int64(ev.Elapsed), ev.IterationEnd, nanos(e.At), ev.PriceSource, ev.SettlesUnknown, ev.Agent)
+		res, err := insert.ExecContext(ctx, storerow.LedgerValues(e)...)
 		if err != nil {
 			return fmt.Errorf("append usage %s: %w", e.Key, err)
 		}
@@ -634,62 +467,18 @@ func pricedUSD(ev budget.UsageEvent) budget.USD {
 	return ev.USD
 }
 
-func parseCostSource(s string) budget.CostSource {
-	for _, c := range []budget.CostSource{budget.CostReported, budget.CostEstimated, budget.CostUnknown, budget.CostList} {
-		if c.String() == s {
-			return c
-		}
-	}
-	return budget.CostNone
-}
-
 // Usage returns a task's ledger in order.
 func (s *Store) Usage(ctx context.Context, taskID string) ([]purser.LedgerEntry, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT idem_key, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown, agent
-		FROM usage WHERE task_id = ? ORDER BY seq`, taskID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []purser.LedgerEntry
-	for rows.Next() {
-		e := purser.LedgerEntry{TaskID: taskID}
-		var kind, source string
-		var usd, elapsed int64
-		var at sql.NullInt64
-		ev := &e.Event
-		if err := rows.Scan(&e.Key, &e.RunID, &e.CallID, &e.Iteration, &kind, &ev.Model, &ev.InputTokens, &ev.OutputTokens, &ev.CacheReadTokens,
-			&ev.CacheWriteTokens, &ev.ReasoningTokens, &usd, &source, &elapsed, &ev.IterationEnd, &at, &ev.PriceSource, &ev.SettlesUnknown, &ev.Agent); err != nil {
-			return nil, err
-		}
-		e.Kind, ev.USD, ev.CostSource, ev.Elapsed, e.At = purser.CallKind(kind), budget.USD(usd), parseCostSource(source), time.Duration(elapsed), fromNanos(at)
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return query(ctx, s.db, "ledger of task "+taskID, storerow.Of(taskID, storerow.ScanLedgerEntry),
+		`SELECT `+storerow.LedgerColumns+` FROM usage WHERE task_id = ? ORDER BY seq`, taskID)
 }
 
 // CallUsage returns what each call of a task spent, per model and agent, from the
 // running per-call totals: its cost grows with the calls, not the events.
 func (s *Store) CallUsage(ctx context.Context, taskID string) ([]purser.CallUsage, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT call_id, model, agent, iteration, kind, usd_nanos, tokens, cached, reported, estimated, unknown, list_usd_nanos, list_events
+	return query(ctx, s.db, "call usage of task "+taskID, storerow.ScanCallUsage,
+		`SELECT call_id, model, agent, iteration, kind, usd_nanos, tokens, cached, reported, estimated, unknown, list_usd_nanos, list_events
 		FROM call_totals WHERE task_id = ? ORDER BY first_seq`, taskID)
-	if err != nil {
-		return nil, fmt.Errorf("call usage of task %s: %w", taskID, err)
-	}
-	defer rows.Close()
-	var out []purser.CallUsage
-	for rows.Next() {
-		var c purser.CallUsage
-		var kind string
-		var usd, list int64
-		if err := rows.Scan(&c.CallID, &c.Model, &c.Agent, &c.Iteration, &kind, &usd, &c.Totals.Tokens, &c.CachedTokens,
-			&c.Totals.ReportedEvents, &c.Totals.EstimatedEvents, &c.Totals.UnknownEvents, &list, &c.Totals.ListEvents); err != nil {
-			return nil, fmt.Errorf("call usage of task %s: %w", taskID, err)
-		}
-		c.Kind, c.Totals.USD, c.Totals.ListUSD = purser.CallKind(kind), budget.USD(usd), budget.USD(list)
-		out = append(out, c)
-	}
-	return out, rows.Err()
 }
 
 // UsageTotals returns a task's running totals.
@@ -703,47 +492,27 @@ func (s *Store) RunUsageTotals(ctx context.Context, runID string) (budget.Totals
 }
 
 func (s *Store) totals(ctx context.Context, scope, id string) (budget.Totals, error) {
-	var t budget.Totals
-	var usd, list int64
-	err := s.db.QueryRowContext(ctx, `SELECT usd_nanos, tokens, iterations, reported, estimated, unknown, list_usd_nanos, list_events FROM usage_totals WHERE scope = ? AND id = ?`,
-		scope, id).Scan(&usd, &t.Tokens, &t.Iterations, &t.ReportedEvents, &t.EstimatedEvents, &t.UnknownEvents, &list, &t.ListEvents)
+	t, err := storerow.ScanTotals(s.db.QueryRowContext(ctx, `SELECT `+storerow.TotalsColumns+` FROM usage_totals WHERE scope = ? AND id = ?`, scope, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return budget.Totals{}, nil
 	}
 	if err != nil {
 		return t, fmt.Errorf("usage totals of %s %s: %w", scope, id, err)
 	}
-	t.USD, t.ListUSD = budget.USD(usd), budget.USD(list)
 	return t, nil
 }
 
 // PriceSources returns what each price table and its rates priced for a
 // task, from the running per-source totals.
 func (s *Store) PriceSources(ctx context.Context, taskID string) ([]purser.PriceSourceUsage, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT price_source, cost_source, events, tokens, usd_nanos
-		FROM price_totals WHERE task_id = ? ORDER BY first_seq`, taskID)
-	if err != nil {
-		return nil, fmt.Errorf("price sources of task %s: %w", taskID, err)
-	}
-	defer rows.Close()
-	var out []purser.PriceSourceUsage
-	for rows.Next() {
-		var p purser.PriceSourceUsage
-		var source string
-		var usd int64
-		if err := rows.Scan(&p.Source, &source, &p.Events, &p.Tokens, &usd); err != nil {
-			return nil, fmt.Errorf("price sources of task %s: %w", taskID, err)
-		}
-		p.CostSource, p.USD = parseCostSource(source), budget.USD(usd)
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return query(ctx, s.db, "price sources of task "+taskID, storerow.ScanPriceSource,
+		`SELECT price_source, cost_source, events, tokens, usd_nanos FROM price_totals WHERE task_id = ? ORDER BY first_seq`, taskID)
 }
 
 // SaveDegrade records a degrade action.
 func (s *Store) SaveDegrade(ctx context.Context, d purser.DegradeRecord) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO degrade_events (task_id, iteration, call_kind, action, tier, metric, scope, detail, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		d.TaskID, d.Iteration, string(d.Call), string(d.Action), d.Tier.String(), d.Metric.String(), d.Scope.String(), d.Detail, nanos(d.At))
+	_, err := s.db.ExecContext(ctx, `INSERT INTO degrade_events (`+storerow.DegradeInsertColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		storerow.DegradeValues(d)...)
 	if err != nil {
 		return fmt.Errorf("save degrade action of task %s: %w", d.TaskID, err)
 	}
@@ -752,32 +521,8 @@ func (s *Store) SaveDegrade(ctx context.Context, d purser.DegradeRecord) error {
 
 // Degrades returns a task's degrade actions in order.
 func (s *Store) Degrades(ctx context.Context, taskID string) ([]purser.DegradeRecord, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT iteration, call_kind, action, tier, metric, scope, detail, at FROM degrade_events WHERE task_id = ? ORDER BY seq`, taskID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []purser.DegradeRecord
-	for rows.Next() {
-		d := purser.DegradeRecord{TaskID: taskID}
-		var call, action, tier, metric, scope string
-		var at sql.NullInt64
-		if err := rows.Scan(&d.Iteration, &call, &action, &tier, &metric, &scope, &d.Detail, &at); err != nil {
-			return nil, err
-		}
-		d.Call, d.Action, d.At = purser.CallKind(call), purser.DegradeAction(action), fromNanos(at)
-		_ = d.Tier.UnmarshalText([]byte(tier))
-		for _, m := range budget.Metrics {
-			if m.String() == metric {
-				d.Metric = m
-			}
-		}
-		if scope == budget.ScopeRun.String() {
-			d.Scope = budget.ScopeRun
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
+	return query(ctx, s.db, "degrade actions of task "+taskID, storerow.Of(taskID, storerow.ScanDegrade),
+		`SELECT `+storerow.DegradeColumns+` FROM degrade_events WHERE task_id = ? ORDER BY seq`, taskID)
 }
 
 // SaveArtifact stores (or replaces) a named artifact of a task.
@@ -825,8 +570,8 @@ func (s *Store) RunAvailable(ctx context.Context, runID string, caps budget.Amou
 
 // ReserveRun holds want against a shared run budget, atomically across
 // processes: the check and the hold are one IMMEDIATE transaction. The
-// hold is recorded as purser.HolderFrom(ctx)'s.
-func (s *Store) ReserveRun(ctx context.Context, runID string, caps, want budget.Amount, ttl time.Duration) (func(), error) {
+// hold is recorded as h's.
+func (s *Store) ReserveRun(ctx context.Context, runID string, h purser.Holder, caps, want budget.Amount, ttl time.Duration) (func(), error) {
 	tx, err := s.db.BeginTx(ctx, nil) // _txlock=immediate: the write lock is taken now
 	if err != nil {
 		return nil, fmt.Errorf("reserve on run %s: %w", runID, err)
@@ -839,7 +584,6 @@ func (s *Store) ReserveRun(ctx context.Context, runID string, caps, want budget.
 	if err := budget.Fit(budget.ScopeRun, want, avail); err != nil {
 		return nil, err
 	}
-	h := purser.HolderFrom(ctx)
 	res, err := tx.ExecContext(ctx, `INSERT INTO run_reservations (run_id, usd_nanos, tokens, expires_at, owner, task_id) VALUES (?, ?, ?, ?, ?, ?)`,
 		runID, int64(want.USD), want.Tokens, time.Now().Add(ttl).UnixNano(), h.Owner, h.TaskID)
 	if err != nil {

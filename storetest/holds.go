@@ -24,13 +24,12 @@ func testDeadOwnersHoldsAreDropped(t *testing.T, open Opener) {
 	dead := "host-a 4242 777"
 	hold := func(h purser.Holder, tokens int64, ttl time.Duration, named bool) {
 		t.Helper()
-		hctx := purser.WithHolder(ctx, h)
 		want := budget.Amount{USD: budget.USD(tokens) * 1000, Tokens: tokens}
-		if _, err := s.ReserveRun(hctx, "r", caps, want, ttl); err != nil {
+		if _, err := s.ReserveRun(ctx, "r", h, caps, want, ttl); err != nil {
 			t.Fatal(err)
 		}
 		if named {
-			if _, err := s.ReserveNamed(hctx, "team", want, now, ttl); err != nil {
+			if _, err := s.ReserveNamed(ctx, "team", h, want, now, ttl); err != nil {
 				t.Fatal(err)
 			}
 		}

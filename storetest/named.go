@@ -106,7 +106,7 @@ func testNamedBudgetUnderConcurrency(t *testing.T, open Opener) {
 	const handles, perHandle = 4, 10
 	want := budget.Amount{USD: 30_000_000, Tokens: 700} // 7,000 tokens left: fit 10 times
 	granted, refusals := reserveAtOnce(t, open, handles, perHandle, func(h Store) error {
-		_, err := h.ReserveNamed(ctx, "team", want, now, time.Hour)
+		_, err := h.ReserveNamed(ctx, "team", purser.Holder{}, want, now, time.Hour)
 		return err
 	})
 	for _, ibe := range refusals {
@@ -171,7 +171,7 @@ func testNamedBudgetLifecycle(t *testing.T, open Opener) {
 		t.Fatal(err)
 	}
 	var ibe *budget.InsufficientBudgetError
-	if _, err := s.ReserveNamed(ctx, "repo", budget.Amount{Tokens: 1}, now, time.Hour); !errors.As(err, &ibe) || ibe.Name != "repo" || ibe.Scope != budget.ScopeNamed {
+	if _, err := s.ReserveNamed(ctx, "repo", purser.Holder{}, budget.Amount{Tokens: 1}, now, time.Hour); !errors.As(err, &ibe) || ibe.Name != "repo" || ibe.Scope != budget.ScopeNamed {
 		t.Fatalf("a hold on a budget at its cap: %v, want an InsufficientBudgetError naming repo", err)
 	}
 	st, err := s.NamedBudgetStatus(ctx, "repo", now)
@@ -182,7 +182,7 @@ func testNamedBudgetLifecycle(t *testing.T, open Opener) {
 	if err := s.RaiseBudget(ctx, purser.NamedBudgetRaise{Name: "repo", At: now, By: "u@h", Source: "b.yaml", From: b.Budget, To: raised}); err != nil {
 		t.Fatal(err)
 	}
-	release, err := open(t).ReserveNamed(ctx, "repo", budget.Amount{Tokens: 4000}, now, time.Hour)
+	release, err := open(t).ReserveNamed(ctx, "repo", purser.Holder{}, budget.Amount{Tokens: 4000}, now, time.Hour)
 	if err != nil {
 		t.Fatalf("a hold after the raise: %v", err)
 	}

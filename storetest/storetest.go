@@ -737,7 +737,7 @@ func testSharedRunCountsSpendAndHolds(t *testing.T, open Opener) {
 	if err := s.AppendUsage(ctx, purser.LedgerEntry{Key: "k", TaskID: "t", RunID: "r", Event: budget.UsageEvent{InputTokens: 100, USD: 250_000_000, CostSource: budget.CostReported}}); err != nil {
 		t.Fatal(err)
 	}
-	release, err := s.ReserveRun(ctx, "r", caps, budget.Amount{USD: 250_000_000, Tokens: 300}, time.Hour)
+	release, err := s.ReserveRun(ctx, "r", purser.Holder{}, caps, budget.Amount{USD: 250_000_000, Tokens: 300}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -746,11 +746,11 @@ func testSharedRunCountsSpendAndHolds(t *testing.T, open Opener) {
 		t.Fatalf("headroom after spend and a hold: %+v (%v), want %+v", got, err, want)
 	}
 	var ibe *budget.InsufficientBudgetError
-	_, err = s.ReserveRun(ctx, "r", caps, budget.Amount{USD: 1, Tokens: 601}, time.Hour)
+	_, err = s.ReserveRun(ctx, "r", purser.Holder{}, caps, budget.Amount{USD: 1, Tokens: 601}, time.Hour)
 	if !errors.As(err, &ibe) || ibe.Metric != budget.Tokens || ibe.Scope != budget.ScopeRun || ibe.Available != want {
 		t.Fatalf("a hold past the token cap: %v, want an InsufficientBudgetError on tokens saying %+v fits", err, want)
 	}
-	_, err = s.ReserveRun(ctx, "r", caps, budget.Amount{USD: 500_000_001}, time.Hour)
+	_, err = s.ReserveRun(ctx, "r", purser.Holder{}, caps, budget.Amount{USD: 500_000_001}, time.Hour)
 	if !errors.As(err, &ibe) || ibe.Metric != budget.Money {
 		t.Fatalf("a hold past the money cap: %v, want an InsufficientBudgetError on money", err)
 	}
@@ -760,7 +760,7 @@ func testSharedRunCountsSpendAndHolds(t *testing.T, open Opener) {
 	}
 	// Uncapped fields stay unlimited however much is spent or held.
 	tokensOnly := budget.Amount{USD: budget.UnlimitedUSD, Tokens: 1000}
-	if _, err := s.ReserveRun(ctx, "r", tokensOnly, budget.Amount{USD: budget.Dollars(1_000_000), Tokens: 900}, time.Hour); err != nil {
+	if _, err := s.ReserveRun(ctx, "r", purser.Holder{}, tokensOnly, budget.Amount{USD: budget.Dollars(1_000_000), Tokens: 900}, time.Hour); err != nil {
 		t.Fatalf("a hold on an uncapped money field: %v", err)
 	}
 	if got, _ := s.RunAvailable(ctx, "r", tokensOnly); got.USD != budget.UnlimitedUSD || got.Tokens != 0 {
@@ -780,7 +780,7 @@ func testSharedRunUnderConcurrency(t *testing.T, open Opener) {
 	caps := budget.Amount{USD: budget.Dollars(1), Tokens: 10_000}
 	want := budget.Amount{USD: 30_000_000, Tokens: 700} // tokens fit 14 times, money 33
 	granted, refusals := reserveAtOnce(t, open, handles, perHandle, func(s Store) error {
-		_, err := s.ReserveRun(ctx, "r", caps, want, time.Hour)
+		_, err := s.ReserveRun(ctx, "r", purser.Holder{}, caps, want, time.Hour)
 		return err
 	})
 	if refused := len(refusals); granted != 14 || refused != handles*perHandle-14 {
@@ -832,7 +832,7 @@ func testSharedRunHoldExpires(t *testing.T, open Opener) {
 	s := open(t)
 	caps := budget.Amount{USD: budget.UnlimitedUSD, Tokens: 1000}
 	// The process holding it dies: its release is never called.
-	if _, err := s.ReserveRun(ctx, "r", caps, budget.Amount{Tokens: 1000}, 200*time.Millisecond); err != nil {
+	if _, err := s.ReserveRun(ctx, "r", purser.Holder{}, caps, budget.Amount{Tokens: 1000}, 200*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.RunAvailable(ctx, "r", caps); got.Tokens != 0 {
@@ -853,7 +853,7 @@ func testSharedRunHoldExpires(t *testing.T, open Opener) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if _, err := other.ReserveRun(ctx, "r", caps, budget.Amount{Tokens: 1000}, time.Hour); err != nil {
+	if _, err := other.ReserveRun(ctx, "r", purser.Holder{}, caps, budget.Amount{Tokens: 1000}, time.Hour); err != nil {
 		t.Fatalf("a hold after the dead one expired: %v", err)
 	}
 }

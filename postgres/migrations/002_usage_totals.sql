@@ -1,0 +1,3 @@
+-- No statements: PostgreSQL's 001_init already has this change (the store
+-- began here with the tables SQLite had grown to by then). The number is kept
+-- so that one number is one change in both stores.

@@ -1,0 +1,3 @@
+-- No statements: PostgreSQL keeps no per-call running totals (it sums a
+-- call's usage when asked). The number is kept so that one number is one
+-- change in both stores.
