@@ -193,11 +193,11 @@ func runBudget(ctx context.Context, s purser.StoreReader, runID string) (*Budget
 	if err != nil {
 		return nil, fmt.Errorf("read usage of run %s: %w", runID, err)
 	}
-	totals.Time = run.Elapsed
-	bv, err := budgetView(*run.Budget, totals)
+	st, err := report.TotalsStatus(*run.Budget, totals, run.Elapsed)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", runID, err)
 	}
+	bv := budgetView(*run.Budget, st)
 	return &bv, nil
 }
 
@@ -209,30 +209,18 @@ func loadTask(ctx context.Context, s purser.StoreReader, rec purser.TaskRecord) 
 	if err != nil {
 		return tv, fmt.Errorf("read usage totals of task %s: %w", rec.ID, err)
 	}
-	totals.Time = rec.Elapsed
-	if tv.Budget, err = budgetView(rec.Budget, totals); err != nil {
+	st, err := report.TotalsStatus(rec.Budget, totals, rec.Elapsed)
+	if err != nil {
 		return tv, fmt.Errorf("task %s: %w", rec.ID, err)
 	}
-	usage, err := s.Usage(ctx, rec.ID)
+	tv.Budget = budgetView(rec.Budget, st)
+	// What each call spent, from the store's per-call running totals: the
+	// page costs the same after ten events as after a million.
+	shares, err := s.CallUsage(ctx, rec.ID)
 	if err != nil {
-		return tv, fmt.Errorf("read ledger of task %s: %w", rec.ID, err)
+		return tv, fmt.Errorf("read usage per call of task %s: %w", rec.ID, err)
 	}
-	var running budget.Totals
-	perCall := map[string]*budget.Totals{}
-	for _, e := range usage {
-		running.Add(e.Event)
-		if e.Event.Tokens() > 0 || e.Event.CostSource != budget.CostNone {
-			tv.Spend = append(tv.Spend, SpendPoint{At: e.At, USD: running.USD.Float(), Tokens: running.Tokens,
-				Label: budget.FormatUSD(running.USD, running.USDSource())})
-		}
-		if e.CallID != "" {
-			if perCall[e.CallID] == nil {
-				perCall[e.CallID] = &budget.Totals{}
-			}
-			perCall[e.CallID].Add(e.Event)
-		}
-	}
-	tv.Spend = thin(tv.Spend, maxSpendPoints)
+	perCall, callOrder := callTotals(shares)
 	degrades, err := s.Degrades(ctx, rec.ID)
 	if err != nil {
 		return tv, fmt.Errorf("read degrade actions of task %s: %w", rec.ID, err)
@@ -260,10 +248,7 @@ func loadTask(ctx context.Context, s purser.StoreReader, rec purser.TaskRecord) 
 		}
 		tv.Calls = append(tv.Calls, cv)
 	}
-	shares, err := s.CallUsage(ctx, rec.ID)
-	if err != nil {
-		return tv, fmt.Errorf("read usage per call of task %s: %w", rec.ID, err)
-	}
+	tv.Spend = thin(spendPoints(rec, totals, calls, perCall, callOrder), maxSpendPoints)
 	tv.Models = spendShares(shares, func(u purser.CallUsage) string { return u.Model })
 	if agents := spendShares(shares, agentName); len(agents) > 1 || len(agents) == 1 && agents[0].Name != report.MainAgent {
 		tv.Agents = agents
@@ -314,6 +299,74 @@ func spendShares(usage []purser.CallUsage, key func(purser.CallUsage) string) []
 	return out
 }
 
+// callTotals sums each call's usage over its models and agents, and lists
+// the calls in the order they first reported usage.
+func callTotals(usage []purser.CallUsage) (map[string]*budget.Totals, []string) {
+	out := map[string]*budget.Totals{}
+	var order []string
+	for _, u := range usage {
+		if u.CallID == "" {
+			continue // usage outside any call: in the task's totals only
+		}
+		t := out[u.CallID]
+		if t == nil {
+			t = &budget.Totals{}
+			out[u.CallID] = t
+			order = append(order, u.CallID)
+		}
+		t.Merge(u.Totals)
+	}
+	return out, order
+}
+
+// spendPoints is the task's cumulative spend after each call that spent,
+// placed when the call ended (started, while it runs) and in that order,
+// and a last point at the task's totals when usage outside any call (or
+// of a call the store has no record of) adds to them: a point per call,
+// not per ledger event, so the chart costs what the call list does.
+func spendPoints(rec purser.TaskRecord, totals budget.Totals, calls []purser.CallRecord, perCall map[string]*budget.Totals, order []string) []SpendPoint {
+	type spent struct {
+		at     time.Time
+		totals budget.Totals
+	}
+	when := make(map[string]time.Time, len(calls))
+	for _, c := range calls {
+		when[c.ID] = c.StartedAt
+		if !c.EndedAt.IsZero() {
+			when[c.ID] = c.EndedAt
+		}
+	}
+	var steps []spent
+	for _, id := range order {
+		t := *perCall[id]
+		at, known := when[id]
+		if !known || t.Tokens == 0 && t.ReportedEvents+t.EstimatedEvents+t.UnknownEvents+t.ListEvents == 0 {
+			continue // spent nothing, or placed with the task's last point
+		}
+		steps = append(steps, spent{at: at, totals: t})
+	}
+	slices.SortStableFunc(steps, func(a, b spent) int { return a.at.Compare(b.at) })
+	points := []SpendPoint{}
+	var running budget.Totals
+	point := func(at time.Time, t budget.Totals) {
+		points = append(points, SpendPoint{At: at, USD: t.USD.Float(), Tokens: t.Tokens, Label: budget.FormatUSD(t.USD, t.USDSource())})
+	}
+	for _, s := range steps {
+		running.Merge(s.totals)
+		point(s.at, running)
+	}
+	totals.Time, totals.Iterations = 0, 0
+	running.Time, running.Iterations = 0, 0
+	if running != totals && (totals.Tokens > 0 || totals.ReportedEvents+totals.EstimatedEvents+totals.UnknownEvents+totals.ListEvents > 0) {
+		at := rec.UpdatedAt
+		if n := len(points); n > 0 && points[n-1].At.After(at) {
+			at = points[n-1].At
+		}
+		point(at, totals)
+	}
+	return points
+}
+
 // maxSpendPoints bounds the spend chart's points: a long task's ledger
 // holds an entry per streamed usage chunk, more than a chart can show.
 const maxSpendPoints = 400
@@ -330,14 +383,9 @@ func thin(points []SpendPoint, n int) []SpendPoint {
 	return append(out, points[len(points)-1])
 }
 
-// budgetView computes a budget's status from its totals and draws a gauge
-// per metric.
-func budgetView(cfg budget.Config, totals budget.Totals) (BudgetView, error) {
-	m, err := budget.NewManager(cfg, budget.Options{Initial: totals})
-	if err != nil {
-		return BudgetView{}, err
-	}
-	st := m.Status()
+// budgetView draws a budget's status (report.TotalsStatus), a gauge per
+// metric.
+func budgetView(cfg budget.Config, st budget.Status) BudgetView {
 	bv := BudgetView{Tier: strings.ToUpper(st.Tier.String()), Money: budget.FormatUSD(st.UsedUSD, st.USDSource)}
 	if st.Tier != budget.Optimal {
 		bv.Cause = st.Cause.String()
@@ -349,7 +397,7 @@ func budgetView(cfg budget.Config, totals budget.Totals) (BudgetView, error) {
 	for _, metric := range budget.Metrics {
 		bv.Gauges = append(bv.Gauges, gauge(cfg, st, metric))
 	}
-	return bv, nil
+	return bv
 }
 
 func gauge(cfg budget.Config, st budget.Status, m budget.Metric) Gauge {

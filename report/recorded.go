@@ -3,6 +3,7 @@ package report
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
@@ -33,10 +34,21 @@ func RecordStatus(ctx context.Context, s TaskUsage, rec purser.TaskRecord) (budg
 	if err != nil {
 		return budget.Status{}, err
 	}
-	totals.Time = rec.Elapsed
-	m, err := budget.NewManager(rec.Budget, budget.Options{Initial: totals})
+	st, err := TotalsStatus(rec.Budget, totals, rec.Elapsed)
 	if err != nil {
 		return budget.Status{}, fmt.Errorf("task %s: %w", rec.ID, err)
+	}
+	return st, nil
+}
+
+// TotalsStatus is the budget status of cfg over ledger totals already read
+// (the store's running totals, never its ledger) and elapsed wall time: a
+// task's, or a run's.
+func TotalsStatus(cfg budget.Config, totals budget.Totals, elapsed time.Duration) (budget.Status, error) {
+	totals.Time = elapsed
+	m, err := budget.NewManager(cfg, budget.Options{Initial: totals})
+	if err != nil {
+		return budget.Status{}, err
 	}
 	return m.Status(), nil
 }
