@@ -2,11 +2,9 @@ package dashboard
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,13 +69,19 @@ func bounded(v string, known []string) string {
 	return "other"
 }
 
-// Collector computes Purser's metrics from a store at scrape time. It
-// keeps no state, so several processes writing one database are all
-// counted, and restarting `purser serve` loses nothing.
+// Collector computes Purser's metrics from a store at scrape time, so
+// several processes writing one database are all counted, and restarting
+// `purser serve` loses nothing. What it keeps between scrapes is a cache
+// of figures derived from the store, each under the running totals it was
+// derived at (see scrapeCache): a scrape reads a row per task and per
+// series, and the ledger only of a task whose totals moved or that stopped.
 type Collector struct {
 	store   purser.StoreReader
 	logger  *slog.Logger
 	timeout time.Duration
+
+	mu    sync.Mutex // one scrape at a time reads and fills the cache
+	cache scrapeCache
 }
 
 // NewCollector returns a Collector over store; logger (nil: discard) is
@@ -86,7 +90,7 @@ func NewCollector(store purser.StoreReader, logger *slog.Logger) *Collector {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Collector{store: store, logger: logger, timeout: 10 * time.Second}
+	return &Collector{store: store, logger: logger, timeout: 10 * time.Second, cache: newScrapeCache()}
 }
 
 // Describe sends every metric's description.
@@ -295,165 +299,4 @@ func runCrossings(ledgers map[string][]purser.LedgerEntry, budgets map[string]bu
 		}
 	}
 	return out
-}
-
-// read tallies the store for one scrape: each task in turn (its tier, its
-// ledger, its calls, its degrade actions), each run once, and then the time
-// to stop of each BLOCKED task, from its run's ledger where it shares one.
-func (c *Collector) read(ctx context.Context) (tally, error) {
-	t := tally{spend: map[budget.CostSource]budget.USD{}, tokens: map[string]int64{}, calls: map[[2]string]int64{},
-		tasks: map[[2]string]int64{}, runs: map[string]int64{}, degrades: map[[2]string]int64{}}
-	recs, err := c.store.Tasks(ctx)
-	if err != nil {
-		return t, fmt.Errorf("read tasks: %w", err)
-	}
-	runs := map[string]bool{}
-	// The run ledgers are kept only for runs a BLOCKED task belongs to.
-	runLedgers := map[string][]purser.LedgerEntry{}
-	for _, rec := range recs {
-		if rec.State == purser.StateBlocked {
-			runLedgers[rec.RunID] = nil
-		}
-	}
-	var blocked []blockedTask
-	for _, rec := range recs {
-		if !runs[rec.RunID] {
-			runs[rec.RunID] = true
-			if err := c.readRun(ctx, &t, rec.RunID); err != nil {
-				return t, err
-			}
-		}
-		b, err := c.readTask(ctx, &t, rec, runLedgers)
-		if err != nil {
-			return t, err
-		}
-		if b != nil {
-			blocked = append(blocked, *b)
-		}
-	}
-	crossed, err := c.readRunCrossings(ctx, runLedgers)
-	if err != nil {
-		return t, err
-	}
-	for _, b := range blocked {
-		if d, ok := timeToStop(b, crossed[b.rec.RunID]); ok {
-			t.stops = append(t.stops, d)
-		}
-	}
-	return t, nil
-}
-
-// readRun counts a run by the tier of its budget ("none" without one).
-func (c *Collector) readRun(ctx context.Context, t *tally, runID string) error {
-	bv, err := runBudget(ctx, c.store, runID)
-	if err != nil {
-		return err
-	}
-	tier := "none"
-	if bv != nil {
-		tier = strings.ToLower(bv.Tier)
-	}
-	t.runs[tier]++
-	return nil
-}
-
-// readTask tallies one task: its state and tier, its ledger, its calls and
-// its degrade actions. Its ledger joins its run's in runLedgers when that
-// run is kept there; a BLOCKED task is returned with what its time to stop
-// is found from, nil otherwise.
-func (c *Collector) readTask(ctx context.Context, t *tally, rec purser.TaskRecord, runLedgers map[string][]purser.LedgerEntry) (*blockedTask, error) {
-	totals, err := c.store.UsageTotals(ctx, rec.ID)
-	if err != nil {
-		return nil, fmt.Errorf("read usage totals of task %s: %w", rec.ID, err)
-	}
-	totals.Time = rec.Elapsed
-	m, err := budget.NewManager(rec.Budget, budget.Options{Initial: totals})
-	if err != nil {
-		return nil, fmt.Errorf("task %s: %w", rec.ID, err)
-	}
-	t.tasks[[2]string{bounded(string(rec.State), taskStates), m.Status().Tier.String()}]++
-	if rec.State == purser.StateBlocked {
-		t.blocked++
-	}
-	usage, err := c.store.Usage(ctx, rec.ID)
-	if err != nil {
-		return nil, fmt.Errorf("read ledger of task %s: %w", rec.ID, err)
-	}
-	t.addUsage(usage)
-	calls, err := c.store.Calls(ctx, rec.ID)
-	if err != nil {
-		return nil, fmt.Errorf("read calls of task %s: %w", rec.ID, err)
-	}
-	if entries, ok := runLedgers[rec.RunID]; ok {
-		runLedgers[rec.RunID] = append(entries, usage...)
-	}
-	var blocked *blockedTask
-	if rec.State == purser.StateBlocked {
-		its, err := c.store.Iterations(ctx, rec.ID)
-		if err != nil {
-			return nil, fmt.Errorf("read iterations of task %s: %w", rec.ID, err)
-		}
-		blocked = &blockedTask{rec: rec, usage: usage, calls: calls, iterations: its}
-	}
-	t.addCalls(calls)
-	degrades, err := c.store.Degrades(ctx, rec.ID)
-	if err != nil {
-		return nil, fmt.Errorf("read degrade actions of task %s: %w", rec.ID, err)
-	}
-	for _, d := range degrades {
-		t.degrades[[2]string{bounded(string(d.Action), degradeNames), d.Tier.String()}]++
-	}
-	return blocked, nil
-}
-
-// addUsage adds a task's ledger to the spend, by where each dollar figure
-// came from, and to the tokens, by kind.
-func (t *tally) addUsage(usage []purser.LedgerEntry) {
-	for _, e := range usage {
-		ev := e.Event
-		switch ev.CostSource {
-		case budget.CostReported, budget.CostEstimated:
-			t.spend[ev.CostSource] += ev.USD
-		case budget.CostUnknown:
-			t.unknown++
-		}
-		t.tokens["input"] += ev.InputTokens
-		t.tokens["output"] += ev.OutputTokens
-		t.tokens["cache_read"] += ev.CacheReadTokens
-		t.tokens["cache_write"] += ev.CacheWriteTokens
-		t.tokens["reasoning"] += ev.ReasoningTokens
-	}
-}
-
-// addCalls counts a task's finished calls by kind and outcome, and its
-// refusals.
-func (t *tally) addCalls(calls []purser.CallRecord) {
-	for _, call := range calls {
-		if call.Outcome == "" {
-			continue // still running: counted when it ends
-		}
-		t.calls[[2]string{bounded(string(call.Kind), callKinds), bounded(string(call.Outcome), callOutcomes)}]++
-		if call.Outcome == purser.CallRefused {
-			t.refusals++
-		}
-	}
-}
-
-// readRunCrossings finds where each kept run with a budget crossed its hard
-// cap (see runCrossings); a run the store no longer has is left out.
-func (c *Collector) readRunCrossings(ctx context.Context, runLedgers map[string][]purser.LedgerEntry) (map[string]*crossing, error) {
-	runCaps := map[string]budget.Config{}
-	for runID := range runLedgers {
-		run, err := c.store.Run(ctx, runID)
-		if errors.Is(err, purser.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read run %s: %w", runID, err)
-		}
-		if run.Budget != nil {
-			runCaps[runID] = *run.Budget
-		}
-	}
-	return runCrossings(runLedgers, runCaps), nil
 }
