@@ -42,7 +42,7 @@ type stopKey struct {
 	updated   int64 // the task record's UpdatedAt, in Unix nanoseconds
 	elapsed   time.Duration
 	totals    budget.Totals
-	runTotals budget.Totals
+	runTotals budget.Totals // zero while the run is not at HARD
 }
 
 type cachedStop struct {
@@ -198,7 +198,12 @@ func (c *Collector) readTask(ctx context.Context, ms purser.MetricsStore, t *tal
 		return nil
 	}
 	t.blocked++
-	key := stopKey{updated: rec.UpdatedAt.UnixNano(), elapsed: rec.Elapsed, totals: totals, runTotals: run.totals}
+	key := stopKey{updated: rec.UpdatedAt.UnixNano(), elapsed: rec.Elapsed, totals: totals}
+	if run.hard {
+		// Only a run at HARD has a crossing to find: while it is not, the
+		// other tasks of the run spending do not move the key.
+		key.runTotals = run.totals
+	}
 	cached, ok := c.cache.stops[rec.ID]
 	if !ok || cached.key != key {
 		cached = cachedStop{key: key}

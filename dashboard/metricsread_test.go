@@ -1,12 +1,15 @@
 package dashboard_test
 
 import (
+	"math"
 	"reflect"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/dashboard"
 )
 
@@ -82,5 +85,45 @@ func TestAScrapeSeesWhatWasAddedSinceTheLast(t *testing.T) {
 	}
 	if got, _ := value(scrape(t, h), "purser_tokens_total", "type=input"); got != 2600 {
 		t.Errorf("input tokens = %v, want 2600 once the whole ledger is in", got)
+	}
+}
+
+// A handler keeps what it found between scrapes; a task that moves is seen
+// moving.
+func TestTimeToStopFollowsATaskAcrossScrapes(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC)
+	sec := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	tokenCap := budget.Config{Hard: budget.HardLimits{Tokens: ptr(int64(1000)), MaxIterations: ptr(10)}}
+	store := openStore(t)
+	f := stopFixture{t: t, store: store}
+	h := dashboard.NewHandler(store, dashboard.Options{})
+	stops := func() (uint64, float64) {
+		t.Helper()
+		hist := scrape(t, h)["purser_time_to_stop_seconds"].GetMetric()[0].GetHistogram()
+		return hist.GetSampleCount(), hist.GetSampleSum()
+	}
+	f.task("cut", "r", purser.StateRunning, tokenCap, 3*time.Second, sec(60))
+	f.iteration("cut", 1, sec(0), sec(2.5))
+	f.call("cut", "cut-1", 1, sec(0), sec(2.3), purser.CallCancelled)
+	f.spend("cut", "r", "cut/1", "cut-1", 0, 600, sec(1))
+	if n, _ := stops(); n != 0 {
+		t.Fatalf("a RUNNING task: %d observed", n)
+	}
+	f.spend("cut", "r", "cut/2", "cut-1", 0, 600, sec(2))
+	f.task("cut", "r", purser.StateBlocked, tokenCap, 3*time.Second, sec(60))
+	if n, sum := stops(); n != 1 || math.Abs(sum-0.3) > 1e-9 {
+		t.Fatalf("BLOCKED: %d observed, %v s; want 1, 0.3 s", n, sum)
+	}
+	f.task("other", "r", purser.StateRunning, tokenCap, 0, sec(61))
+	f.spend("other", "r", "o/1", "", 0, 10, sec(61))
+	if n, sum := stops(); n != 1 || math.Abs(sum-0.3) > 1e-9 {
+		t.Fatalf("another task spending: %d observed, %v s; want 1, 0.3 s", n, sum)
+	}
+	f.task("cut", "r", purser.StateRunning, tokenCap, 3*time.Second, sec(70))
+	if n, _ := stops(); n != 0 {
+		t.Fatalf("resumed: %d observed, want 0", n)
+	}
+	if got, _ := value(scrape(t, h), "purser_tokens_total", "type=input"); got != 1210 {
+		t.Errorf("input tokens = %v, want 1210", got)
 	}
 }
