@@ -1,8 +1,11 @@
 // Package dashboard serves `purser serve`: a web page over the store showing
 // runs, tasks, their budget gauges, spend over time, degrade actions, calls
 // and the STATUS.md and BUDGET.md artifacts, kept live with Server-Sent
-// Events; and /metrics for Prometheus. It reads through purser.StoreReader only,
-// so it works on any store and needs nothing from the engine.
+// Events; and /metrics for Prometheus. It reads through purser.StoreReader
+// (and purser.MetricsStore where the store has it), so it works on any store
+// and needs nothing from the engine. A snapshot and a scrape read the
+// store's running totals and per-call totals, never the ledger, so they cost
+// the same after ten events as after a million.
 package dashboard
 
 import (
