@@ -169,6 +169,17 @@ type NamedBudgetStatus struct {
 	Runs []string
 }
 
+// StatusAt is b's status in the window holding now, before any spend or
+// hold is counted: the window's bounds, in b's zone.
+func (b NamedBudget) StatusAt(now time.Time) (NamedBudgetStatus, error) {
+	st := NamedBudgetStatus{NamedBudget: b}
+	var err error
+	if st.WindowStart, st.WindowEnd, err = b.Window.Bounds(now, b.Zone); err != nil {
+		return st, fmt.Errorf("named budget %s: %w", b.Name, err)
+	}
+	return st, nil
+}
+
 // Tier is the budget's tier by its spend in the window: the worse of its
 // money's and its tokens'.
 func (s NamedBudgetStatus) Tier() budget.Tier {

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,24 +11,19 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/internal/storerow"
 )
 
 var _ purser.NamedBudgets = (*Store)(nil)
 
 // CreateBudget records a new named budget.
 func (s *Store) CreateBudget(ctx context.Context, b purser.NamedBudget) error {
-	if err := b.Validate(); err != nil {
-		return fmt.Errorf("named budget %s: %w", b.Name, err)
-	}
-	cfg, err := json.Marshal(b.Budget)
+	vals, err := storerow.NamedBudgetValues(b)
 	if err != nil {
 		return err
 	}
-	if b.CreatedAt.IsZero() {
-		b.CreatedAt = time.Now()
-	}
-	tag, err := s.pool.Exec(ctx, `INSERT INTO named_budgets (name, budget_json, win, zone, created_at) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (name) DO NOTHING`, b.Name, string(cfg), string(b.Window), b.Zone, nanos(b.CreatedAt))
+	tag, err := s.pool.Exec(ctx, `INSERT INTO named_budgets (`+storerow.NamedBudgetColumns+`) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (name) DO NOTHING`, vals...)
 	if err != nil {
 		return fmt.Errorf("create named budget %s: %w", b.Name, err)
 	}
@@ -45,21 +39,7 @@ type querier interface {
 }
 
 func namedBudget(ctx context.Context, q querier, name string) (purser.NamedBudget, error) {
-	b := purser.NamedBudget{Name: name}
-	var cfg, win string
-	var created int64
-	err := q.QueryRow(ctx, `SELECT budget_json, win, zone, created_at FROM named_budgets WHERE name = $1`, name).Scan(&cfg, &win, &b.Zone, &created)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return b, fmt.Errorf("named budget %s: %w", name, purser.ErrNotFound)
-	}
-	if err != nil {
-		return b, fmt.Errorf("named budget %s: %w", name, err)
-	}
-	if err := json.Unmarshal([]byte(cfg), &b.Budget); err != nil {
-		return b, fmt.Errorf("named budget %s: %w", name, err)
-	}
-	b.Window, b.CreatedAt = purser.BudgetWindow(win), fromNanos(created)
-	return b, nil
+	return storerow.NamedBudget(q.QueryRow(ctx, `SELECT `+storerow.NamedBudgetColumns+` FROM named_budgets WHERE name = $1`, name), name)
 }
 
 // NamedBudget returns one named budget.
@@ -69,50 +49,30 @@ func (s *Store) NamedBudget(ctx context.Context, name string) (purser.NamedBudge
 
 // NamedBudgetList returns every named budget, by name.
 func (s *Store) NamedBudgetList(ctx context.Context) ([]purser.NamedBudget, error) {
-	rows, err := s.pool.Query(ctx, `SELECT name FROM named_budgets ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("named budgets: %w", err)
+	out, err := collect(ctx, s, "named budgets", storerow.ScanNamedBudget, `SELECT `+storerow.NamedBudgetColumns+` FROM named_budgets ORDER BY name`)
+	if out == nil && err == nil {
+		out = []purser.NamedBudget{}
 	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("named budgets: %w", err)
-	}
-	out := make([]purser.NamedBudget, 0, len(names))
-	for _, n := range names {
-		b, err := s.NamedBudget(ctx, n)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, b)
-	}
-	return out, nil
+	return out, err
 }
 
 // RaiseBudget replaces a named budget's tiers and records the raise, in one
 // transaction.
 func (s *Store) RaiseBudget(ctx context.Context, r purser.NamedBudgetRaise) error {
-	from, err := json.Marshal(r.From)
-	if err != nil {
-		return err
-	}
-	to, err := json.Marshal(r.To)
-	if err != nil {
-		return err
-	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		b, err := namedBudget(ctx, tx, r.Name)
 		if err != nil {
 			return err
 		}
-		b.Budget = r.To
-		if err := b.Validate(); err != nil {
-			return fmt.Errorf("named budget %s: %w", r.Name, err)
+		from, to, err := storerow.RaiseJSON(b, r)
+		if err != nil {
+			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE named_budgets SET budget_json = $1 WHERE name = $2`, string(to), r.Name); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE named_budgets SET budget_json = $1 WHERE name = $2`, to, r.Name); err != nil {
 			return fmt.Errorf("raise named budget %s: %w", r.Name, err)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO named_budget_raises (name, at, by_whom, source, from_json, to_json) VALUES ($1, $2, $3, $4, $5, $6)`,
-			r.Name, nanos(r.At), r.By, r.Source, string(from), string(to)); err != nil {
+			r.Name, nanos(r.At), r.By, r.Source, from, to); err != nil {
 			return fmt.Errorf("raise named budget %s: %w", r.Name, err)
 		}
 		return nil
@@ -121,29 +81,8 @@ func (s *Store) RaiseBudget(ctx context.Context, r purser.NamedBudgetRaise) erro
 
 // BudgetRaises returns a named budget's raises, oldest first.
 func (s *Store) BudgetRaises(ctx context.Context, name string) ([]purser.NamedBudgetRaise, error) {
-	rows, err := s.pool.Query(ctx, `SELECT at, by_whom, source, from_json, to_json FROM named_budget_raises WHERE name = $1 ORDER BY id`, name)
-	if err != nil {
-		return nil, fmt.Errorf("raises of named budget %s: %w", name, err)
-	}
-	defer rows.Close()
-	var out []purser.NamedBudgetRaise
-	for rows.Next() {
-		r := purser.NamedBudgetRaise{Name: name}
-		var at int64
-		var from, to string
-		if err := rows.Scan(&at, &r.By, &r.Source, &from, &to); err != nil {
-			return nil, err
-		}
-		r.At = fromNanos(at)
-		if err := json.Unmarshal([]byte(from), &r.From); err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal([]byte(to), &r.To); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return collect(ctx, s, "raises of named budget "+name, storerow.Of(name, storerow.ScanBudgetRaise),
+		`SELECT `+storerow.BudgetChangeColumns+` FROM named_budget_raises WHERE name = $1 ORDER BY id`, name)
 }
 
 // DrawFrom records that a run draws from the named budgets.
@@ -170,21 +109,18 @@ func namedStatus(ctx context.Context, q querier, name string, now time.Time) (pu
 	if err != nil {
 		return purser.NamedBudgetStatus{}, err
 	}
-	st := purser.NamedBudgetStatus{NamedBudget: b}
-	if st.WindowStart, st.WindowEnd, err = b.Window.Bounds(now, b.Zone); err != nil {
-		return st, fmt.Errorf("named budget %s: %w", name, err)
+	st, err := b.StatusAt(now)
+	if err != nil {
+		return st, err
 	}
-	var usd, tokens, heldUSD, heldTokens int64
-	if err := q.QueryRow(ctx, `SELECT
+	if err := storerow.ScanNamedSpend(q.QueryRow(ctx, `SELECT
 			COALESCE((SELECT SUM(u.usd_nanos) FROM usage u JOIN run_draws d ON d.run_id = u.run_id WHERE d.name = $1 AND u.at >= $2 AND u.at < $3), 0)::bigint,
 			COALESCE((SELECT SUM(u.input_tokens + u.output_tokens) FROM usage u JOIN run_draws d ON d.run_id = u.run_id WHERE d.name = $1 AND u.at >= $2 AND u.at < $3), 0)::bigint,
 			COALESCE((SELECT SUM(usd_nanos) FROM named_reservations WHERE name = $1 AND expires_at > `+serverNanos+`), 0)::bigint,
 			COALESCE((SELECT SUM(tokens) FROM named_reservations WHERE name = $1 AND expires_at > `+serverNanos+`), 0)::bigint`,
-		name, nanos(st.WindowStart), nanos(st.WindowEnd)).Scan(&usd, &tokens, &heldUSD, &heldTokens); err != nil {
-		return st, fmt.Errorf("named budget %s spend: %w", name, err)
+		name, nanos(st.WindowStart), nanos(st.WindowEnd)), &st); err != nil {
+		return st, err
 	}
-	st.Spent.USD, st.Spent.Tokens = budget.USD(usd), tokens
-	st.Held = budget.Amount{USD: budget.USD(heldUSD), Tokens: heldTokens}
 	rows, err := q.Query(ctx, `SELECT run_id FROM run_draws WHERE name = $1 ORDER BY run_id`, name)
 	if err != nil {
 		return st, fmt.Errorf("runs drawing from %s: %w", name, err)

@@ -3,32 +3,25 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/internal/storerow"
 )
 
 var _ purser.NamedBudgets = (*Store)(nil)
 
 // CreateBudget records a new named budget.
 func (s *Store) CreateBudget(ctx context.Context, b purser.NamedBudget) error {
-	if err := b.Validate(); err != nil {
-		return fmt.Errorf("named budget %s: %w", b.Name, err)
-	}
-	cfg, err := json.Marshal(b.Budget)
+	vals, err := storerow.NamedBudgetValues(b)
 	if err != nil {
 		return err
 	}
-	if b.CreatedAt.IsZero() {
-		b.CreatedAt = time.Now()
-	}
-	res, err := s.db.ExecContext(ctx, `INSERT INTO named_budgets (name, budget_json, win, zone, created_at) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (name) DO NOTHING`, b.Name, string(cfg), string(b.Window), b.Zone, nanos(b.CreatedAt))
+	res, err := s.db.ExecContext(ctx, `INSERT INTO named_budgets (`+storerow.NamedBudgetColumns+`) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (name) DO NOTHING`, vals...)
 	if err != nil {
 		return fmt.Errorf("create named budget %s: %w", b.Name, err)
 	}
@@ -44,21 +37,7 @@ type rowQuerier interface {
 }
 
 func namedBudget(ctx context.Context, q rowQuerier, name string) (purser.NamedBudget, error) {
-	b := purser.NamedBudget{Name: name}
-	var cfg, win string
-	var created sql.NullInt64
-	err := q.QueryRowContext(ctx, `SELECT budget_json, win, zone, created_at FROM named_budgets WHERE name = ?`, name).Scan(&cfg, &win, &b.Zone, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		return b, fmt.Errorf("named budget %s: %w", name, purser.ErrNotFound)
-	}
-	if err != nil {
-		return b, fmt.Errorf("named budget %s: %w", name, err)
-	}
-	if err := json.Unmarshal([]byte(cfg), &b.Budget); err != nil {
-		return b, fmt.Errorf("named budget %s: %w", name, err)
-	}
-	b.Window, b.CreatedAt = purser.BudgetWindow(win), fromNanos(created)
-	return b, nil
+	return storerow.NamedBudget(q.QueryRowContext(ctx, `SELECT `+storerow.NamedBudgetColumns+` FROM named_budgets WHERE name = ?`, name), name)
 }
 
 // NamedBudget returns one named budget.
@@ -68,32 +47,11 @@ func (s *Store) NamedBudget(ctx context.Context, name string) (purser.NamedBudge
 
 // NamedBudgetList returns every named budget, by name.
 func (s *Store) NamedBudgetList(ctx context.Context) ([]purser.NamedBudget, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT name FROM named_budgets ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("named budgets: %w", err)
+	out, err := query(ctx, s.db, "named budgets", storerow.ScanNamedBudget, `SELECT `+storerow.NamedBudgetColumns+` FROM named_budgets ORDER BY name`)
+	if out == nil && err == nil {
+		out = []purser.NamedBudget{}
 	}
-	var names []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		names = append(names, n)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	out := make([]purser.NamedBudget, 0, len(names))
-	for _, n := range names {
-		b, err := s.NamedBudget(ctx, n)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, b)
-	}
-	return out, nil
+	return out, err
 }
 
 // RaiseBudget replaces a named budget's tiers and records the raise, in one
@@ -108,23 +66,15 @@ func (s *Store) RaiseBudget(ctx context.Context, r purser.NamedBudgetRaise) erro
 	if err != nil {
 		return err
 	}
-	b.Budget = r.To
-	if err := b.Validate(); err != nil {
-		return fmt.Errorf("named budget %s: %w", r.Name, err)
-	}
-	from, err := json.Marshal(r.From)
+	from, to, err := storerow.RaiseJSON(b, r)
 	if err != nil {
 		return err
 	}
-	to, err := json.Marshal(r.To)
-	if err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE named_budgets SET budget_json = ? WHERE name = ?`, string(to), r.Name); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE named_budgets SET budget_json = ? WHERE name = ?`, to, r.Name); err != nil {
 		return fmt.Errorf("raise named budget %s: %w", r.Name, err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO named_budget_raises (name, at, by_whom, source, from_json, to_json) VALUES (?, ?, ?, ?, ?, ?)`,
-		r.Name, nanos(r.At), r.By, r.Source, string(from), string(to)); err != nil {
+		r.Name, nanos(r.At), r.By, r.Source, from, to); err != nil {
 		return fmt.Errorf("raise named budget %s: %w", r.Name, err)
 	}
 	return tx.Commit()
@@ -132,29 +82,8 @@ func (s *Store) RaiseBudget(ctx context.Context, r purser.NamedBudgetRaise) erro
 
 // BudgetRaises returns a named budget's raises, oldest first.
 func (s *Store) BudgetRaises(ctx context.Context, name string) ([]purser.NamedBudgetRaise, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT at, by_whom, source, from_json, to_json FROM named_budget_raises WHERE name = ? ORDER BY id`, name)
-	if err != nil {
-		return nil, fmt.Errorf("raises of named budget %s: %w", name, err)
-	}
-	defer rows.Close()
-	var out []purser.NamedBudgetRaise
-	for rows.Next() {
-		r := purser.NamedBudgetRaise{Name: name}
-		var at sql.NullInt64
-		var from, to string
-		if err := rows.Scan(&at, &r.By, &r.Source, &from, &to); err != nil {
-			return nil, err
-		}
-		r.At = fromNanos(at)
-		if err := json.Unmarshal([]byte(from), &r.From); err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal([]byte(to), &r.To); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return query(ctx, s.db, "raises of named budget "+name, storerow.Of(name, storerow.ScanBudgetRaise),
+		`SELECT `+storerow.BudgetChangeColumns+` FROM named_budget_raises WHERE name = ? ORDER BY id`, name)
 }
 
 // DrawFrom records that a run draws from the named budgets.
@@ -180,35 +109,28 @@ func namedStatus(ctx context.Context, q rowQuerier, name string, now time.Time) 
 	if err != nil {
 		return purser.NamedBudgetStatus{}, err
 	}
-	st := purser.NamedBudgetStatus{NamedBudget: b}
-	if st.WindowStart, st.WindowEnd, err = b.Window.Bounds(now, b.Zone); err != nil {
-		return st, fmt.Errorf("named budget %s: %w", name, err)
+	st, err := b.StatusAt(now)
+	if err != nil {
+		return st, err
 	}
-	var usd, tokens, heldUSD, heldTokens int64
-	if err := q.QueryRowContext(ctx, `SELECT
+	if err := storerow.ScanNamedSpend(q.QueryRowContext(ctx, `SELECT
 			COALESCE((SELECT SUM(u.usd_nanos) FROM usage u JOIN run_draws d ON d.run_id = u.run_id WHERE d.name = ? AND u.at >= ? AND u.at < ?), 0),
 			COALESCE((SELECT SUM(u.input_tokens + u.output_tokens) FROM usage u JOIN run_draws d ON d.run_id = u.run_id WHERE d.name = ? AND u.at >= ? AND u.at < ?), 0),
 			COALESCE((SELECT SUM(usd_nanos) FROM named_reservations WHERE name = ? AND expires_at > ?), 0),
 			COALESCE((SELECT SUM(tokens) FROM named_reservations WHERE name = ? AND expires_at > ?), 0)`,
-		name, nanos(st.WindowStart), nanos(st.WindowEnd), name, nanos(st.WindowStart), nanos(st.WindowEnd), name, time.Now().UnixNano(), name, time.Now().UnixNano()).
-		Scan(&usd, &tokens, &heldUSD, &heldTokens); err != nil {
-		return st, fmt.Errorf("named budget %s spend: %w", name, err)
+		name, nanos(st.WindowStart), nanos(st.WindowEnd), name, nanos(st.WindowStart), nanos(st.WindowEnd), name, time.Now().UnixNano(), name, time.Now().UnixNano()),
+		&st); err != nil {
+		return st, err
 	}
-	st.Spent.USD, st.Spent.Tokens = budget.USD(usd), tokens
-	st.Held = budget.Amount{USD: budget.USD(heldUSD), Tokens: heldTokens}
 	rows, err := q.QueryContext(ctx, `SELECT run_id FROM run_draws WHERE name = ? ORDER BY run_id`, name)
 	if err != nil {
 		return st, fmt.Errorf("runs drawing from %s: %w", name, err)
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var r string
-		if err := rows.Scan(&r); err != nil {
-			return st, err
-		}
-		st.Runs = append(st.Runs, r)
+	if st.Runs, err = storerow.Collect(rows, storerow.ScanString); err != nil {
+		return st, fmt.Errorf("runs drawing from %s: %w", name, err)
 	}
-	return st, rows.Err()
+	return st, nil
 }
 
 // NamedBudgetStatus is a named budget's spend and holds in the window
@@ -252,18 +174,5 @@ func (s *Store) ReserveNamed(ctx context.Context, name string, h purser.Holder, 
 
 // RunDraws returns the named budgets a run draws from, by name.
 func (s *Store) RunDraws(ctx context.Context, runID string) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT name FROM run_draws WHERE run_id = ? ORDER BY name`, runID)
-	if err != nil {
-		return nil, fmt.Errorf("budgets run %s draws from: %w", runID, err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+	return query(ctx, s.db, "budgets run "+runID+" draws from", storerow.ScanString, `SELECT name FROM run_draws WHERE run_id = ? ORDER BY name`, runID)
 }

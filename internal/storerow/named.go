@@ -1,0 +1,101 @@
+package storerow
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+)
+
+// NamedBudgetColumns are the columns of a named budget, in the order
+// NamedBudgetValues gives them and ScanNamedBudget reads them.
+const NamedBudgetColumns = `name, budget_json, win, zone, created_at`
+
+// NamedBudgetValues are b's NamedBudgetColumns as stored, once b is valid
+// (a store refuses to record one that is not); created at the zero time,
+// it is created now.
+func NamedBudgetValues(b purser.NamedBudget) ([]any, error) {
+	if err := b.Validate(); err != nil {
+		return nil, fmt.Errorf("named budget %s: %w", b.Name, err)
+	}
+	cfg, err := json.Marshal(b.Budget)
+	if err != nil {
+		return nil, fmt.Errorf("named budget %s: %w", b.Name, err)
+	}
+	if b.CreatedAt.IsZero() {
+		b.CreatedAt = time.Now()
+	}
+	return []any{b.Name, string(cfg), string(b.Window), b.Zone, Nanos(b.CreatedAt)}, nil
+}
+
+// ScanNamedBudget reads a named budget's NamedBudgetColumns.
+func ScanNamedBudget(r Scanner) (purser.NamedBudget, error) {
+	var b purser.NamedBudget
+	var cfg, win string
+	var created sql.NullInt64
+	if err := r.Scan(&b.Name, &cfg, &win, &b.Zone, &created); err != nil {
+		return b, err
+	}
+	if err := json.Unmarshal([]byte(cfg), &b.Budget); err != nil {
+		return b, fmt.Errorf("named budget %s: %w", b.Name, err)
+	}
+	b.Window, b.CreatedAt = purser.BudgetWindow(win), FromNanos(created)
+	return b, nil
+}
+
+// NamedBudget reads the row a store looked named budget name up by: its
+// NamedBudgetColumns, or no row, which is an error matching
+// purser.ErrNotFound (pgx.ErrNoRows matches sql.ErrNoRows).
+func NamedBudget(r Scanner, name string) (purser.NamedBudget, error) {
+	b, err := ScanNamedBudget(r)
+	if errors.Is(err, sql.ErrNoRows) {
+		return purser.NamedBudget{Name: name}, fmt.Errorf("named budget %s: %w", name, purser.ErrNotFound)
+	}
+	if err != nil {
+		return b, fmt.Errorf("named budget %s: %w", name, err)
+	}
+	return b, nil
+}
+
+// RaiseJSON checks that b, raised to r.To, is still a valid named budget
+// (a store refuses a raise that is not), and gives the raise's two budgets
+// as stored.
+func RaiseJSON(b purser.NamedBudget, r purser.NamedBudgetRaise) (from, to string, err error) {
+	b.Budget = r.To
+	if err := b.Validate(); err != nil {
+		return "", "", fmt.Errorf("named budget %s: %w", r.Name, err)
+	}
+	return BudgetChangeJSON(r.From, r.To)
+}
+
+// ScanBudgetRaise reads a named budget's raise: the BudgetChangeColumns
+// of named_budget_raises, which hold a raise as budget_changes hold a
+// task's budget change.
+func ScanBudgetRaise(r Scanner, name string) (purser.NamedBudgetRaise, error) {
+	c, err := ScanBudgetChange(r, name)
+	return purser.NamedBudgetRaise{Name: name, At: c.At, By: c.By, Source: c.Source, From: c.From, To: c.To}, err
+}
+
+// ScanNamedSpend reads what a named budget's status query adds up: the
+// window's dollars and tokens, and the dollars and tokens its unexpired
+// holds take, into st.
+func ScanNamedSpend(r Scanner, st *purser.NamedBudgetStatus) error {
+	var usd, tokens, heldUSD, heldTokens int64
+	if err := r.Scan(&usd, &tokens, &heldUSD, &heldTokens); err != nil {
+		return fmt.Errorf("named budget %s spend: %w", st.Name, err)
+	}
+	st.Spent.USD, st.Spent.Tokens = budget.USD(usd), tokens
+	st.Held = budget.Amount{USD: budget.USD(heldUSD), Tokens: heldTokens}
+	return nil
+}
+
+// ScanString reads a row of one text column (a name, a run's ID).
+func ScanString(r Scanner) (string, error) {
+	var s string
+	err := r.Scan(&s)
+	return s, err
+}
