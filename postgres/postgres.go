@@ -8,7 +8,6 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
@@ -169,10 +168,6 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 
 // How times are stored, as in every store.
 var nanos = storerow.Nanos
-
-// fromNanos reads a time scanned into an int64 (the named budgets'; never
-// NULL here).
-func fromNanos(n int64) time.Time { return storerow.FromNanos(sql.NullInt64{Int64: n, Valid: true}) }
 
 // SaveRun records a run, replacing its budget (its clock is kept).
 func (s *Store) SaveRun(ctx context.Context, run purser.Run) error {

@@ -31,7 +31,7 @@ type Store struct {
 var _ purser.Store = (*Store)(nil)
 
 // How times are stored, as in every store.
-var nanos, fromNanos = storerow.Nanos, storerow.FromNanos
+var nanos = storerow.Nanos
 
 // OpenExisting opens the database at path, which must exist: commands that
 // only read never create a database. A missing one is an error matching
