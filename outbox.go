@@ -69,6 +69,12 @@ type AlertOutbox interface {
 	// before, or already attempted maxAttempts times or more, and returns
 	// how many it marked.
 	ExpireAlerts(ctx context.Context, before time.Time, maxAttempts int) (int, error)
+	// DeleteSettledAlerts deletes the alerts no longer pending (delivered,
+	// refused or expired) recorded before before, and returns how many it
+	// deleted. Nothing sends them again: kept for ever, they only grow the
+	// outbox. A pending alert is never deleted (ExpireAlerts settles it
+	// first).
+	DeleteSettledAlerts(ctx context.Context, before time.Time) (int, error)
 	// OutboxAlerts lists every recorded alert, oldest first.
 	OutboxAlerts(ctx context.Context) ([]OutboxAlert, error)
 }

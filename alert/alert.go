@@ -84,6 +84,13 @@ const (
 	DefaultMaxAge      = 24 * time.Hour
 )
 
+// KeepSettled is how long an alert that is no longer pending (delivered,
+// refused or expired) stays in the outbox after it was recorded, so that
+// why it was or was not delivered can still be read there; Recover then
+// deletes it. It is a week, well past the default MaxAge, so that an
+// alert expired at a start is still there to be read after it.
+const KeepSettled = 7 * 24 * time.Hour
+
 // withDefaults is c with every zero duration and count given its default.
 func withDefaults(c Config) Config {
 	if c.Timeout <= 0 {
@@ -376,6 +383,9 @@ type Recovered struct {
 	// MaxAge and MaxTotalAttempts are the bounds Expired was judged by.
 	MaxAge           time.Duration
 	MaxTotalAttempts int
+	// Deleted is how many settled alerts (delivered, refused or expired)
+	// recorded more than KeepSettled ago were deleted from the outbox.
+	Deleted int
 }
 
 // Recover queues again, ahead of any new alert, the alerts the outbox
@@ -383,8 +393,10 @@ type Recovered struct {
 // live process holds: those of a process that was killed, or that ran out
 // of attempts or flush. Each keeps its idempotency key and its body, so a
 // receiver that did take it before can drop the duplicate. Alerts too old
-// or tried too often are marked expired instead. Call it once, after New
-// and before the first event; without an outbox it does nothing.
+// or tried too often are marked expired instead, and the settled ones
+// recorded more than KeepSettled ago are deleted (else the outbox grows
+// with every alert ever sent). Call it once, after New and before the
+// first event; without an outbox it does nothing.
 func (n *Notifier) Recover(ctx context.Context) (Recovered, error) {
 	r := Recovered{MaxAge: n.cfg.MaxAge, MaxTotalAttempts: n.cfg.MaxTotalAttempts}
 	if n.outbox == nil || len(n.sinks) == 0 {
@@ -395,6 +407,9 @@ func (n *Notifier) Recover(ctx context.Context) (Recovered, error) {
 		return r, fmt.Errorf("alert outbox: %w", err)
 	}
 	r.Expired = expired
+	if r.Deleted, err = n.outbox.DeleteSettledAlerts(ctx, n.now().Add(-KeepSettled)); err != nil {
+		return r, fmt.Errorf("alert outbox: %w", err)
+	}
 	byName := map[string]*sink{}
 	names := make([]string, 0, len(n.sinks))
 	for _, s := range n.sinks {

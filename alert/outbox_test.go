@@ -87,6 +87,16 @@ func (o *memOutbox) ExpireAlerts(_ context.Context, before time.Time, maxAttempt
 	return n, nil
 }
 
+func (o *memOutbox) DeleteSettledAlerts(_ context.Context, before time.Time) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := len(o.rows)
+	o.rows = slices.DeleteFunc(o.rows, func(r purser.OutboxAlert) bool {
+		return r.State != purser.OutboxPending && r.CreatedAt.Before(before)
+	})
+	return n - len(o.rows), nil
+}
+
 func (o *memOutbox) OutboxAlerts(context.Context) ([]purser.OutboxAlert, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -196,5 +206,49 @@ func TestRecoverSendsWhatAKilledProcessLeftFirst(t *testing.T) {
 		if states[id] != want {
 			t.Errorf("%s is %s, want %s", id, states[id], want)
 		}
+	}
+}
+
+// Recover deletes the alerts settled (delivered, refused, expired) and
+// recorded more than KeepSettled ago, those it expires at this start
+// included once that old; it keeps the younger settled ones, and every
+// alert still pending, however old, until it is expired.
+func TestRecoverDeletesWhatIsSettledAndOlderThanKeepSettled(t *testing.T) {
+	rcv := newReceiver(t, nil)
+	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	old := alert.KeepSettled + time.Hour
+	row := func(id string, state purser.OutboxState, age time.Duration, owner string) purser.OutboxAlert {
+		return purser.OutboxAlert{ID: id, Webhook: "test", Kind: "hard", TaskID: "t", Body: []byte(`{"id":"` + id + `"}`),
+			CreatedAt: now.Add(-age), State: state, Owner: owner}
+	}
+	box := &memOutbox{rows: []purser.OutboxAlert{
+		row("old-delivered", purser.OutboxDelivered, old, ""),
+		row("old-refused", purser.OutboxRefused, old, ""),
+		row("old-expired", purser.OutboxExpired, old, ""),
+		row("old-pending", purser.OutboxPending, old, "dead 1 1"), // expired now, then deleted: as old
+		row("old-held", purser.OutboxPending, old, "alive 2 2"),   // expired now, then deleted: as old
+		row("young-delivered", purser.OutboxDelivered, time.Hour, ""),
+		row("young-expired", purser.OutboxExpired, 2*time.Hour, ""),
+		row("killed", purser.OutboxPending, time.Hour, "dead 1 1"),
+		row("held", purser.OutboxPending, time.Hour, "alive 2 2"),
+	}}
+	n := alert.New(fast(rcv.URL, alert.FormatJSON), alert.Options{Outbox: box, Owner: "me 3 3", Now: func() time.Time { return now },
+		OwnerGone: func(o string) bool { return o == "dead 1 1" }})
+	rec, err := n.Recover(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+	if rec.Deleted != 5 || rec.Expired != 2 || rec.Queued != 1 {
+		t.Fatalf("Recover = %+v, want 5 deleted, 2 expired, 1 queued", rec)
+	}
+	var left []string
+	rows, _ := box.OutboxAlerts(t.Context())
+	for _, r := range rows {
+		left = append(left, r.ID+":"+string(r.State))
+	}
+	want := []string{"young-delivered:delivered", "young-expired:expired", "killed:delivered", "held:pending"}
+	if !slices.Equal(left, want) {
+		t.Fatalf("the outbox holds %v, want %v", left, want)
 	}
 }

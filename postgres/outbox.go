@@ -104,6 +104,15 @@ func (s *Store) ExpireAlerts(ctx context.Context, before time.Time, maxAttempts 
 	return int(tag.RowsAffected()), nil
 }
 
+// DeleteSettledAlerts deletes the settled alerts recorded before before.
+func (s *Store) DeleteSettledAlerts(ctx context.Context, before time.Time) (int, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM alert_outbox WHERE state <> 'pending' AND created_at < $1`, before.UnixNano())
+	if err != nil {
+		return 0, fmt.Errorf("delete settled alerts: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // OutboxAlerts lists every recorded alert, oldest first.
 func (s *Store) OutboxAlerts(ctx context.Context) ([]purser.OutboxAlert, error) {
 	return collect(ctx, s, "list alerts", storerow.ScanOutbox, `SELECT `+storerow.OutboxColumns+` FROM alert_outbox ORDER BY created_at, seq`)

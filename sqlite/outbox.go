@@ -118,6 +118,19 @@ func (s *Store) ExpireAlerts(ctx context.Context, before time.Time, maxAttempts 
 	return int(n), nil
 }
 
+// DeleteSettledAlerts deletes the settled alerts recorded before before.
+func (s *Store) DeleteSettledAlerts(ctx context.Context, before time.Time) (int, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM alert_outbox WHERE state <> 'pending' AND created_at < ?`, before.UnixNano())
+	if err != nil {
+		return 0, fmt.Errorf("delete settled alerts: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("delete settled alerts: %w", err)
+	}
+	return int(n), nil
+}
+
 // OutboxAlerts lists every recorded alert, oldest first.
 func (s *Store) OutboxAlerts(ctx context.Context) ([]purser.OutboxAlert, error) {
 	return query(ctx, s.db, "list alerts", storerow.ScanOutbox, `SELECT `+storerow.OutboxColumns+` FROM alert_outbox ORDER BY created_at, seq`)

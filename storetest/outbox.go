@@ -173,3 +173,56 @@ func testAlertClaimsAreExclusive(t *testing.T, open Opener) {
 		t.Fatalf("%d of %d alerts claimed", len(taken), alerts)
 	}
 }
+
+// The alerts settled (delivered, refused, expired) and recorded before the
+// cut are deleted, by any handle; younger settled ones stay, and so does a
+// pending alert however old, held or not, until it is expired.
+func testSettledAlertsAreDeleted(t *testing.T, open Opener) {
+	ctx := t.Context()
+	a, b := open(t), open(t)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	old, young := now.Add(-30*24*time.Hour), now.Add(-time.Hour)
+	if err := a.AddAlerts(ctx, "host 1 1", time.Hour,
+		outboxAlert("delivered", "ops", old), outboxAlert("refused", "ops", old), outboxAlert("expired", "ops", old),
+		outboxAlert("pending", "ops", old), outboxAlert("held", "chat", old),
+		outboxAlert("delivered", "chat", young), outboxAlert("expired", "chat", young), outboxAlert("pending", "chat", young)); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []struct {
+		id, webhook string
+		state       purser.OutboxState
+	}{{"delivered", "ops", purser.OutboxDelivered}, {"refused", "ops", purser.OutboxRefused}, {"delivered", "chat", purser.OutboxDelivered}} {
+		if err := a.SettleAlert(ctx, s.id, s.webhook, s.state); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, hook := range []string{"ops", "chat"} {
+		for range 3 {
+			if err := a.AlertAttempted(ctx, "expired", hook); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n, err := a.ExpireAlerts(ctx, old.Add(-time.Hour), 3); err != nil || n != 2 {
+		t.Fatalf("expired %d by attempts (%v), want 2 (expired@ops, expired@chat)", n, err)
+	}
+	cut := now.Add(-7 * 24 * time.Hour)
+	if n, err := b.DeleteSettledAlerts(ctx, cut); err != nil || n != 3 {
+		t.Fatalf("deleted %d settled alerts before the cut (%v), want 3 (delivered@ops, refused@ops, expired@ops)", n, err)
+	}
+	all, err := a.OutboxAlerts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := map[string]string{}
+	for _, r := range all {
+		left[r.ID+"@"+r.Webhook] = string(r.State)
+	}
+	want := map[string]string{"pending@ops": "pending", "held@chat": "pending", "delivered@chat": "delivered", "expired@chat": "expired", "pending@chat": "pending"}
+	if fmt.Sprint(left) != fmt.Sprint(want) {
+		t.Fatalf("after the deletion the outbox holds %v, want %v", left, want)
+	}
+	if n, err := a.DeleteSettledAlerts(ctx, cut); err != nil || n != 0 {
+		t.Fatalf("deleted %d again (%v), want 0", n, err)
+	}
+}

@@ -73,6 +73,7 @@ func Run(t *testing.T, newDatabase func(t *testing.T) Opener) {
 		{"DeadOwnersHoldsAreDropped", testDeadOwnersHoldsAreDropped},
 		{"AlertOutboxHoldsClaimsSettlesAndExpires", testAlertOutboxLifecycle},
 		{"AlertClaimsOnSeveralHandlesAreExclusive", testAlertClaimsAreExclusive},
+		{"SettledAlertsAreDeletedOnceOld", testSettledAlertsAreDeleted},
 		{"ClaimJobGrantsEachJobOnceAcrossHandles", testClaimJobGrantsEachJobOnce},
 		{"LeaseRunsOutAndTheJobGoesToAnotherWorker", testLeaseRunsOutAndTheJobGoesToAnotherWorker},
 		{"ExpiredLeaseNobodyTookIsStillTheWorkers", testExpiredLeaseNobodyTookIsRenewed},
