@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -108,25 +109,24 @@ func (s *Store) SettleAlert(ctx context.Context, id, webhook string, state purse
 func (s *Store) ExpireAlerts(ctx context.Context, before time.Time, maxAttempts int) (int, error) {
 	res, err := s.db.ExecContext(ctx, `UPDATE alert_outbox SET state = 'expired', owner = '', lease_until = 0
 		WHERE state = 'pending' AND (created_at < ? OR attempts >= ?)`, before.UnixNano(), maxAttempts)
-	if err != nil {
-		return 0, fmt.Errorf("expire alerts: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("expire alerts: %w", err)
-	}
-	return int(n), nil
+	return affected("expire alerts", res, err)
 }
 
 // DeleteSettledAlerts deletes the settled alerts recorded before before.
 func (s *Store) DeleteSettledAlerts(ctx context.Context, before time.Time) (int, error) {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM alert_outbox WHERE state <> 'pending' AND created_at < ?`, before.UnixNano())
+	return affected("delete settled alerts", res, err)
+}
+
+// affected is how many rows an Exec (its res and err) changed, saying
+// what it did when it failed.
+func affected(what string, res sql.Result, err error) (int, error) {
 	if err != nil {
-		return 0, fmt.Errorf("delete settled alerts: %w", err)
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return 0, fmt.Errorf("delete settled alerts: %w", err)
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	return int(n), nil
 }
