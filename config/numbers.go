@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/token"
 
@@ -59,19 +58,6 @@ var budgetNumbers = func() map[string]numberSpec {
 	}
 	return m
 }()
-
-// lookup returns the node at a dotted path, or nil.
-func (d *document) lookup(field string) ast.Node {
-	p, err := yaml.PathString("$." + field)
-	if err != nil {
-		return nil
-	}
-	n, err := p.FilterFile(d.file)
-	if err != nil {
-		return nil
-	}
-	return n
-}
 
 // checkNumbers checks, before decoding, that each numeric field under prefix
 // holds a finite number of the right kind. The YAML library would truncate
