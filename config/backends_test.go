@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend"
 	"github.com/purser-dev/purser/config"
 )
 
@@ -35,7 +36,7 @@ func (o agentOptions) Validate() error {
 		return errors.New("an unexported field was decoded")
 	}
 	if o.MaxTurns < 0 {
-		return &config.OptionError{Option: "maxTurns", Msg: "must not be negative"}
+		return &backend.OptionError{Option: "maxTurns", Msg: "must not be negative"}
 	}
 	return nil
 }
@@ -43,10 +44,10 @@ func (o agentOptions) Validate() error {
 func (o agentOptions) Check(string) error {
 	var errs []error
 	if o.Command == "missing-cli" {
-		errs = append(errs, &config.OptionError{Option: "command", Msg: `"missing-cli" is not on the PATH`})
+		errs = append(errs, &backend.OptionError{Option: "command", Msg: `"missing-cli" is not on the PATH`})
 	}
 	if o.KeyEnv != "" && os.Getenv(o.KeyEnv) == "" {
-		errs = append(errs, &config.OptionError{Option: "keyEnv", Msg: o.KeyEnv + " is not set"})
+		errs = append(errs, &backend.OptionError{Option: "keyEnv", Msg: o.KeyEnv + " is not set"})
 	}
 	if o.Command == "broken" {
 		errs = append(errs, errors.New("the agent is broken"))
@@ -61,26 +62,26 @@ type scriptOptions struct {
 
 func (o scriptOptions) Validate() error {
 	if o.Script == "" {
-		return &config.OptionError{Option: "script", Msg: "is required"}
+		return &backend.OptionError{Option: "script", Msg: "is required"}
 	}
 	return nil
 }
 
 func (o scriptOptions) Check(dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, o.Script)); err != nil {
-		return &config.OptionError{Option: "script", Msg: "cannot be read", Err: err}
+		return &backend.OptionError{Option: "script", Msg: "cannot be read", Err: err}
 	}
 	return nil
 }
 
-func fakeTypes() config.BackendTypes {
-	return config.BackendTypes{
-		"agent": func() config.BackendOptions {
+func fakeTypes() backend.Types {
+	return backend.Types{
+		"agent": func() backend.Options {
 			return &agentOptions{sharedOptions: sharedOptions{Command: "agent"}, Fence: true}
 		},
-		"script": func() config.BackendOptions { return &scriptOptions{} },
+		"script": func() backend.Options { return &scriptOptions{} },
 		// keyed's key variable is set by default, not in the file.
-		"keyed": func() config.BackendOptions { return &agentOptions{KeyEnv: "PURSER_TEST_UNSET_KEY"} },
+		"keyed": func() backend.Options { return &agentOptions{KeyEnv: "PURSER_TEST_UNSET_KEY"} },
 	}
 }
 
@@ -255,7 +256,7 @@ func TestDecodeBackendOptions(t *testing.T) {
 	tests := []struct {
 		name      string
 		options   any
-		into      config.BackendOptions
+		into      backend.Options
 		want      string // error; "" for none
 		wantTurns int
 	}{
@@ -272,7 +273,7 @@ func TestDecodeBackendOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := config.DecodeBackendOptions(purser.BackendSpec{Options: tt.options}, tt.into)
+			err := backend.DecodeOptions(purser.BackendSpec{Options: tt.options}, tt.into)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/purser-dev/purser/backend"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/pricing"
@@ -107,7 +108,7 @@ func TestParseEventsErrorsNameLineAndField(t *testing.T) {
 		{"not an object", `[1]`, "e.jsonl:1: want a JSON object"},
 		{"broken json", `{"inputTokens": `, "e.jsonl:1: "},
 		{"two values", `{} {}`, "e.jsonl:1: more than one JSON value"},
-		{"huge line", `{"model": "` + strings.Repeat("x", config.MaxEventLine) + `"}`, "e.jsonl:1: line longer than"},
+		{"huge line", `{"model": "` + strings.Repeat("x", backend.MaxEventLine) + `"}`, "e.jsonl:1: line longer than"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/purser-dev/purser/backend"
 	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/pricing"
 )
@@ -98,7 +99,7 @@ func TestByteOrderMarkIsAccepted(t *testing.T) {
 	}
 	var s struct {
 		Steps []struct {
-			Usage config.Usage `yaml:"usage"`
+			Usage backend.Usage `yaml:"usage"`
 		} `yaml:"steps"`
 	}
 	if err := config.DecodeFile(p, &s); err != nil || len(s.Steps) != 1 || s.Steps[0].Usage.InputTokens != 5 {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/purser-dev/purser/backend"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/pricing"
@@ -48,15 +49,15 @@ func TestProjectPricesTellZeroFromAbsent(t *testing.T) {
 // priced at those rates.
 func TestEventLinesCarryServiceTierAndOneHourWrites(t *testing.T) {
 	prices := pricing.Builtin()
-	ev, err := config.ParseEventLine([]byte(`{"model": "gpt-5.5", "inputTokens": 10000, "outputTokens": 1000, "serviceTier": "priority"}`), prices)
+	ev, err := backend.ParseEventLine([]byte(`{"model": "gpt-5.5", "inputTokens": 10000, "outputTokens": 1000, "serviceTier": "priority"}`), prices)
 	if err != nil || ev.USD != 160_000_000 || ev.CostSource != budget.CostEstimated {
 		t.Fatalf("priority event %s (%s), %v; want $0.16", ev.USD, ev.CostSource, err)
 	}
-	ev, err = config.ParseEventLine([]byte(`{"model": "claude-sonnet-4-5", "inputTokens": 1000, "cacheWriteTokens": 1000, "cacheWrite1hTokens": 1000}`), prices)
+	ev, err = backend.ParseEventLine([]byte(`{"model": "claude-sonnet-4-5", "inputTokens": 1000, "cacheWriteTokens": 1000, "cacheWrite1hTokens": 1000}`), prices)
 	if err != nil || ev.USD != 6_000_000 {
 		t.Fatalf("1-hour write %s, %v; want $0.006", ev.USD, err)
 	}
-	if _, err := config.ParseEventLine([]byte(`{"inputTokens": 10, "cacheWriteTokens": 1, "cacheWrite1hTokens": 2}`), prices); err == nil {
+	if _, err := backend.ParseEventLine([]byte(`{"inputTokens": 10, "cacheWriteTokens": 1, "cacheWrite1hTokens": 2}`), prices); err == nil {
 		t.Fatal("more 1-hour writes than writes accepted")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/pricing"
 )
@@ -105,13 +106,13 @@ type Project struct {
 // Loader reads task files and their project files (purser.yaml). With
 // Backends, it checks backends' options as it reads them: every backend a
 // file declares is decoded strictly and validated, and the backend a task
-// runs on is also checked against this machine (BackendOptions.Check), so
+// runs on is also checked against this machine (backend.Options.Check), so
 // that bad input is refused, located, before anything is recorded or spent.
 // Without Backends, a backend's type is not checked and its options are kept
 // as written (a map[string]any) for its New to decode: enough to find the
 // project's database, not to run a task.
 type Loader struct {
-	Backends BackendTypes
+	Backends backend.Types
 }
 
 // FindProject walks up from dir to the nearest purser.yaml and loads it,
@@ -447,7 +448,7 @@ func (r *taskReader) backend() {
 		r.fail("backend", "want a backend name or a mapping with type:")
 	}
 
-	if opts, ok := r.t.Backend.Options.(BackendOptions); ok && backendDoc != nil {
+	if opts, ok := r.t.Backend.Options.(backend.Options); ok && backendDoc != nil {
 		if err := opts.Check(r.t.Backend.Dir); err != nil {
 			r.errs = append(r.errs, backendDoc.optionErrors(backendPrefix, err))
 		}
@@ -628,7 +629,7 @@ func (l Loader) backendSpec(d *document, raw map[string]any, prefix, dir string)
 			case purser.BillingAPI, purser.BillingSubscription:
 				spec.Billing = purser.Billing(str)
 			default:
-				fail("billing", fmt.Sprintf("%s: want api (the default: its dollars are money spent) or subscription (a flat-rate plan: its dollars are list prices, never checked against a money cap)", describe(v)))
+				fail("billing", fmt.Sprintf("%s: want api (the default: its dollars are money spent) or subscription (a flat-rate plan: its dollars are list prices, never checked against a money cap)", backend.Describe(v)))
 			}
 		case "unpricedModel":
 			str, _ := v.(string)
@@ -637,7 +638,7 @@ func (l Loader) backendSpec(d *document, raw map[string]any, prefix, dir string)
 			case "allow":
 				spec.AllowUnpriced = true
 			default:
-				fail("unpricedModel", fmt.Sprintf("%s: want refuse (the default: a call on a model with no price is refused where only a money cap would bound it) or allow", describe(v)))
+				fail("unpricedModel", fmt.Sprintf("%s: want refuse (the default: a call on a model with no price is refused where only a money cap would bound it) or allow", backend.Describe(v)))
 			}
 		case "stallTimeout":
 			str, _ := v.(string)
@@ -677,8 +678,8 @@ func (l Loader) backendSpec(d *document, raw map[string]any, prefix, dir string)
 		return spec, nil
 	}
 	opts := l.Backends[spec.Type]()
-	for _, p := range decodeOptions(own, opts, commonBackendKeys) {
-		errs = append(errs, d.at(strings.TrimSuffix(prefix+p.path, "."), p.msg, nil))
+	for _, p := range backend.DecodeRaw(own, opts, commonBackendKeys) {
+		errs = append(errs, d.at(strings.TrimSuffix(prefix+p.Path, "."), p.Msg, nil))
 	}
 	if len(errs) > 0 {
 		return spec, errors.Join(sortErrors(errs)...)
@@ -703,7 +704,7 @@ func (l Loader) typeList() string {
 func (d *document) optionErrors(prefix string, err error) error {
 	var out []error
 	for _, e := range unjoin(err) {
-		var oe *OptionError
+		var oe *backend.OptionError
 		if errors.As(e, &oe) {
 			out = append(out, d.at(prefix+oe.Option, oe.Msg, e))
 			continue

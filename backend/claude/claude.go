@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend"
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
-	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/redact"
 )
 
@@ -43,7 +43,7 @@ type Options struct {
 
 // NewOptions returns the backend's options with their defaults, for the
 // config loader.
-func NewOptions() config.BackendOptions {
+func NewOptions() backend.Options {
 	o := defaultOptions()
 	return &o
 }
@@ -57,15 +57,15 @@ func defaultOptions() Options {
 func (o Options) Validate() error {
 	errs := []error{o.CLIOptions.Validate()}
 	if o.PermissionMode == "" {
-		errs = append(errs, &config.OptionError{Option: "permissionMode", Msg: "must not be empty (default acceptEdits)"})
+		errs = append(errs, &backend.OptionError{Option: "permissionMode", Msg: "must not be empty (default acceptEdits)"})
 	}
 	for i, tool := range o.AllowedTools {
 		if strings.TrimSpace(tool) == "" {
-			errs = append(errs, &config.OptionError{Option: fmt.Sprintf("allowedTools[%d]", i), Msg: "must not be empty"})
+			errs = append(errs, &backend.OptionError{Option: fmt.Sprintf("allowedTools[%d]", i), Msg: "must not be empty"})
 		}
 	}
 	if o.MaxTurns < 0 {
-		errs = append(errs, &config.OptionError{Option: "maxTurns", Msg: fmt.Sprintf("must not be negative, got %d", o.MaxTurns)})
+		errs = append(errs, &backend.OptionError{Option: "maxTurns", Msg: fmt.Sprintf("must not be negative, got %d", o.MaxTurns)})
 	}
 	return errors.Join(errs...)
 }
@@ -90,7 +90,7 @@ func (b *Backend) FencesUSD(string) bool { return b.opts.BudgetFence }
 // New reads a backend spec's options (see Options) and finds the CLI.
 func New(spec purser.BackendSpec) (*Backend, error) {
 	o := defaultOptions()
-	if err := config.DecodeBackendOptions(spec, &o); err != nil {
+	if err := backend.DecodeOptions(spec, &o); err != nil {
 		return nil, err
 	}
 	if err := o.Check(spec.Dir); err != nil {

@@ -23,10 +23,10 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend"
 	"github.com/purser-dev/purser/backend/internal/usagedelta"
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
-	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/internal/procgroup"
 	"github.com/purser-dev/purser/redact"
 )
@@ -234,7 +234,7 @@ var Sandboxes = []string{"read-only", "workspace-write", "danger-full-access"}
 
 // NewOptions returns the backend's options with their defaults, for the
 // config loader.
-func NewOptions() config.BackendOptions {
+func NewOptions() backend.Options {
 	o := defaultOptions()
 	return &o
 }
@@ -247,7 +247,7 @@ func defaultOptions() Options {
 func (o Options) Validate() error {
 	errs := []error{o.CLIOptions.Validate()}
 	if !slices.Contains(Sandboxes, o.Sandbox) {
-		errs = append(errs, &config.OptionError{Option: "sandbox", Msg: fmt.Sprintf("%q: want %s", o.Sandbox, strings.Join(Sandboxes, ", "))})
+		errs = append(errs, &backend.OptionError{Option: "sandbox", Msg: fmt.Sprintf("%q: want %s", o.Sandbox, strings.Join(Sandboxes, ", "))})
 	}
 	return errors.Join(errs...)
 }
@@ -263,7 +263,7 @@ var _ purser.Backend = (*Backend)(nil)
 // New reads a backend spec's options (see Options) and finds the CLI.
 func New(spec purser.BackendSpec) (*Backend, error) {
 	o := defaultOptions()
-	if err := config.DecodeBackendOptions(spec, &o); err != nil {
+	if err := backend.DecodeOptions(spec, &o); err != nil {
 		return nil, err
 	}
 	if err := o.Check(spec.Dir); err != nil {

@@ -35,9 +35,9 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend"
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
-	"github.com/purser-dev/purser/config"
 )
 
 // ExitTransient is the exit code that asks for a retry (sysexits EX_TEMPFAIL).
@@ -61,12 +61,12 @@ type Options struct {
 }
 
 // NewOptions returns the backend's options, for the config loader.
-func NewOptions() config.BackendOptions { return &Options{} }
+func NewOptions() backend.Options { return &Options{} }
 
 // Validate checks that a command is given.
 func (o Options) Validate() error {
 	if len(o.Command) == 0 || strings.TrimSpace(o.Command[0]) == "" {
-		return &config.OptionError{Option: "command", Msg: "is required: [program, args...]"}
+		return &backend.OptionError{Option: "command", Msg: "is required: [program, args...]"}
 	}
 	return proc.CLIOptions{Command: o.Command[0], Env: o.Env}.Validate()
 }
@@ -74,7 +74,7 @@ func (o Options) Validate() error {
 // Check finds the program, resolved against dir.
 func (o Options) Check(dir string) error {
 	if _, err := proc.FindCommand(o.argv(dir)[0]); err != nil {
-		return &config.OptionError{Option: "command[0]", Msg: err.Error(), Err: err}
+		return &backend.OptionError{Option: "command[0]", Msg: err.Error(), Err: err}
 	}
 	return nil
 }
@@ -99,7 +99,7 @@ var _ purser.Backend = (*Backend)(nil)
 // New reads a backend spec's options (see Options) and finds the program.
 func New(spec purser.BackendSpec) (*Backend, error) {
 	var o Options
-	if err := config.DecodeBackendOptions(spec, &o); err != nil {
+	if err := backend.DecodeOptions(spec, &o); err != nil {
 		return nil, err
 	}
 	if err := o.Check(spec.Dir); err != nil {
@@ -131,7 +131,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		fmt.Sprintf("PURSER_MAX_OUTPUT_TOKENS=%d", req.MaxOutputTokens))
 
 	usage := &usageLines{model: req.Model, report: report}
-	follow := &proc.Follower{Find: func() string { return usageFile }, MaxLine: config.MaxEventLine, OnLine: usage.read}
+	follow := &proc.Follower{Find: func() string { return usageFile }, MaxLine: backend.MaxEventLine, OnLine: usage.read}
 	stopFollowing := follow.Every(pollEvery)
 	var output strings.Builder
 	out, err := proc.Run(ctx, proc.Command{Path: b.argv[0], Args: b.argv[1:], Dir: req.Workspace, Env: env,
@@ -199,14 +199,14 @@ type usageLines struct {
 
 func (u *usageLines) read(l proc.Line) {
 	if l.TooLong {
-		u.fail(fmt.Errorf("PURSER_USAGE_FILE line %d: longer than %d bytes", l.N, config.MaxEventLine))
+		u.fail(fmt.Errorf("PURSER_USAGE_FILE line %d: longer than %d bytes", l.N, backend.MaxEventLine))
 		return
 	}
 	text := bytes.TrimSpace(l.Text)
 	if len(text) == 0 {
 		return
 	}
-	ev, err := config.ParseEventLine(text, nil)
+	ev, err := backend.ParseEventLine(text, nil)
 	if err != nil {
 		u.fail(fmt.Errorf("PURSER_USAGE_FILE line %d: %v", l.N, err))
 		return

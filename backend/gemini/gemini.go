@@ -20,10 +20,10 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend"
 	"github.com/purser-dev/purser/backend/internal/usagedelta"
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
-	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/internal/procgroup"
 )
 
@@ -207,7 +207,7 @@ type Options struct {
 
 // NewOptions returns the backend's options with their defaults, for the
 // config loader.
-func NewOptions() config.BackendOptions {
+func NewOptions() backend.Options {
 	o := defaultOptions()
 	return &o
 }
@@ -220,7 +220,7 @@ func defaultOptions() Options {
 func (o Options) Validate() error {
 	errs := []error{o.CLIOptions.Validate()}
 	if o.ApprovalMode == "" {
-		errs = append(errs, &config.OptionError{Option: "approvalMode", Msg: "must not be empty (default yolo)"})
+		errs = append(errs, &backend.OptionError{Option: "approvalMode", Msg: "must not be empty (default yolo)"})
 	}
 	return errors.Join(errs...)
 }
@@ -236,7 +236,7 @@ var _ purser.Backend = (*Backend)(nil)
 // New reads a backend spec's options (see Options) and finds the CLI.
 func New(spec purser.BackendSpec) (*Backend, error) {
 	o := defaultOptions()
-	if err := config.DecodeBackendOptions(spec, &o); err != nil {
+	if err := backend.DecodeOptions(spec, &o); err != nil {
 		return nil, err
 	}
 	if err := o.Check(spec.Dir); err != nil {

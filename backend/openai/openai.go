@@ -25,9 +25,9 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend"
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
-	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/contextbuild"
 	"github.com/purser-dev/purser/redact"
 	"github.com/purser-dev/purser/workspace"
@@ -56,7 +56,7 @@ type Options struct {
 
 // NewOptions returns the backend's options with their defaults, for the
 // config loader.
-func NewOptions() config.BackendOptions {
+func NewOptions() backend.Options {
 	o := defaultOptions()
 	return &o
 }
@@ -71,14 +71,14 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 func (o Options) Validate() error {
 	var errs []error
 	if u, err := url.Parse(o.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, &config.OptionError{Option: "baseUrl", Msg: fmt.Sprintf("%q: want an http or https URL such as https://openrouter.ai/api/v1", o.BaseURL)})
+		errs = append(errs, &backend.OptionError{Option: "baseUrl", Msg: fmt.Sprintf("%q: want an http or https URL such as https://openrouter.ai/api/v1", o.BaseURL)})
 	}
 	if !envName.MatchString(o.APIKeyEnv) {
 		// Not echoed: a key pasted here by mistake must not reach a terminal or log.
-		errs = append(errs, &config.OptionError{Option: "apiKeyEnv", Msg: "want the name of an environment variable (letters, digits, _), such as OPENROUTER_API_KEY; the key itself never goes in a file"})
+		errs = append(errs, &backend.OptionError{Option: "apiKeyEnv", Msg: "want the name of an environment variable (letters, digits, _), such as OPENROUTER_API_KEY; the key itself never goes in a file"})
 	}
 	if o.MaxTokensField != "max_tokens" && o.MaxTokensField != "max_completion_tokens" {
-		errs = append(errs, &config.OptionError{Option: "maxTokensField", Msg: fmt.Sprintf("%q: want max_tokens or max_completion_tokens", o.MaxTokensField)})
+		errs = append(errs, &backend.OptionError{Option: "maxTokensField", Msg: fmt.Sprintf("%q: want max_tokens or max_completion_tokens", o.MaxTokensField)})
 	}
 	return errors.Join(errs...)
 }
@@ -87,7 +87,7 @@ func (o Options) Validate() error {
 // is never said.
 func (o Options) Check(string) error {
 	if os.Getenv(o.APIKeyEnv) == "" {
-		return &config.OptionError{Option: "apiKeyEnv", Msg: fmt.Sprintf("the environment variable %s is not set: the API key comes from the environment only", o.APIKeyEnv)}
+		return &backend.OptionError{Option: "apiKeyEnv", Msg: fmt.Sprintf("the environment variable %s is not set: the API key comes from the environment only", o.APIKeyEnv)}
 	}
 	return nil
 }
@@ -104,7 +104,7 @@ var _ purser.Backend = (*Backend)(nil)
 // New reads a backend spec's options (see Options) and the key.
 func New(spec purser.BackendSpec) (*Backend, error) {
 	o := defaultOptions()
-	if err := config.DecodeBackendOptions(spec, &o); err != nil {
+	if err := backend.DecodeOptions(spec, &o); err != nil {
 		return nil, err
 	}
 	if err := o.Check(spec.Dir); err != nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend"
 	"github.com/purser-dev/purser/backend/openai"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
@@ -261,7 +262,7 @@ func TestLoadTaskChecksTheKeyVariable(t *testing.T) {
 			if err := os.WriteFile(path, []byte("id: t\ngoal: g\nworkspace: .\nvalidators: [{name: v, run: 'true'}]\nbudget: {hard: {maxIterations: 2}}\n"+tt.backend), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, _, err := config.Loader{Backends: config.BackendTypes{"openai": openai.NewOptions}}.LoadTask(path)
+			_, _, err := config.Loader{Backends: backend.Types{"openai": openai.NewOptions}}.LoadTask(path)
 			want := strings.ReplaceAll(tt.want, "task.yaml", path)
 			switch {
 			case want == "" && err != nil:

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/backend"
 )
 
 // CLIOptions are the options every agent-CLI backend takes. A backend's
@@ -34,11 +34,11 @@ type CLIOptions struct {
 func (o CLIOptions) Validate() error {
 	var errs []error
 	if strings.TrimSpace(o.Command) == "" {
-		errs = append(errs, &config.OptionError{Option: "command", Msg: "must not be empty: the CLI to run, a name on the PATH or a path"})
+		errs = append(errs, &backend.OptionError{Option: "command", Msg: "must not be empty: the CLI to run, a name on the PATH or a path"})
 	}
 	for k := range o.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			errs = append(errs, &config.OptionError{Option: "env", Msg: fmt.Sprintf("%q is not an environment variable name", k)})
+			errs = append(errs, &backend.OptionError{Option: "env", Msg: fmt.Sprintf("%q is not an environment variable name", k)})
 		}
 	}
 	return errors.Join(errs...)
@@ -57,7 +57,7 @@ func (o CLIOptions) Resolved(dir string) CLIOptions {
 // path as an executable file.
 func (o CLIOptions) Check(dir string) error {
 	if _, err := FindCommand(o.Resolved(dir).Command); err != nil {
-		return &config.OptionError{Option: "command", Msg: err.Error(), Err: err}
+		return &backend.OptionError{Option: "command", Msg: err.Error(), Err: err}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend"
 	"github.com/purser-dev/purser/backend/claude"
 	"github.com/purser-dev/purser/backend/codex"
 	agentexec "github.com/purser-dev/purser/backend/exec"
@@ -93,7 +94,7 @@ func TestFindCommand(t *testing.T) {
 // before anything is spent: in the task file, or in purser.yaml for a
 // backend named there, each problem names the file, line and option.
 func TestLoadTaskFindsTheAgentProgram(t *testing.T) {
-	types := config.BackendTypes{"claude": claude.NewOptions, "codex": codex.NewOptions, "gemini": gemini.NewOptions, "exec": agentexec.NewOptions}
+	types := backend.Types{"claude": claude.NewOptions, "codex": codex.NewOptions, "gemini": gemini.NewOptions, "exec": agentexec.NewOptions}
 	for _, tt := range []struct{ name, backend, project, want string }{
 		{"claude not installed", "backend:\n  type: claude\n", "", `task.yaml:7:7: backend.command: "claude" is not on the PATH`},
 		{"codex's command missing", "backend:\n  type: codex\n  command: ./no-such-cli\n", "", "task.yaml:8:12: backend.command: DIR/no-such-cli does not exist"},

@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend"
 	"github.com/purser-dev/purser/backend/backendtest"
 	"github.com/purser-dev/purser/backend/sim"
 	"github.com/purser-dev/purser/budget"
-	"github.com/purser-dev/purser/config"
 )
 
 func TestConformance(t *testing.T) {
@@ -35,8 +35,8 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-func simUsage(u backendtest.Usage) config.Usage {
-	c := config.Usage{InputTokens: u.Input, OutputTokens: u.Output, CacheReadTokens: u.CacheRead, CacheWriteTokens: u.CacheWrite}
+func simUsage(u backendtest.Usage) backend.Usage {
+	c := backend.Usage{InputTokens: u.Input, OutputTokens: u.Output, CacheReadTokens: u.CacheRead, CacheWriteTokens: u.CacheWrite}
 	if u.USD > 0 {
 		usd := budget.USD(u.USD)
 		c.CostUSD = &usd

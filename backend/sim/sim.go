@@ -15,15 +15,16 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend"
 	"github.com/purser-dev/purser/budget"
-	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/internal/yamlfile"
 	"github.com/purser-dev/purser/redact"
 	"github.com/purser-dev/purser/workspace"
 )
 
 // Step is one scripted call.
 type Step struct {
-	Usage   config.Usage      `yaml:"usage"`
+	Usage   backend.Usage     `yaml:"usage"`
 	Files   map[string]string `yaml:"files"`
 	DelayMs int               `yaml:"delayMs"`
 	Fail    string            `yaml:"fail"` // "", transient or fatal
@@ -67,26 +68,26 @@ var (
 // Load reads a script; errors name the file, line and field.
 func Load(path string) (*Script, error) {
 	var s Script
-	if err := config.DecodeFile(path, &s); err != nil {
+	if err := yamlfile.DecodeFile(path, &s); err != nil {
 		return nil, err
 	}
 	if len(s.Steps) == 0 {
-		return nil, config.FieldError(path, "steps", "at least one step is required")
+		return nil, yamlfile.FieldError(path, "steps", "at least one step is required")
 	}
 	for i, st := range s.Steps {
 		field := fmt.Sprintf("steps[%d]", i)
 		if _, err := st.Usage.Event(nil); err != nil {
-			return nil, config.FieldError(path, field+".usage", err.Error())
+			return nil, yamlfile.FieldError(path, field+".usage", err.Error())
 		}
 		if st.DelayMs < 0 {
-			return nil, config.FieldError(path, field+".delayMs", "must not be negative")
+			return nil, yamlfile.FieldError(path, field+".delayMs", "must not be negative")
 		}
 		if st.Fail != "" && st.Fail != "transient" && st.Fail != "fatal" {
-			return nil, config.FieldError(path, field+".fail", fmt.Sprintf("%q: want transient or fatal", st.Fail))
+			return nil, yamlfile.FieldError(path, field+".fail", fmt.Sprintf("%q: want transient or fatal", st.Fail))
 		}
 		for p := range st.Files {
 			if err := checkRel(p); err != nil {
-				return nil, config.FieldError(path, field+".files", err.Error())
+				return nil, yamlfile.FieldError(path, field+".files", err.Error())
 			}
 		}
 	}
@@ -103,12 +104,12 @@ type Options struct {
 }
 
 // NewOptions returns the sim backend's options, for the config loader.
-func NewOptions() config.BackendOptions { return &Options{} }
+func NewOptions() backend.Options { return &Options{} }
 
 // Validate checks that a script is named.
 func (o Options) Validate() error {
 	if o.Script == "" {
-		return &config.OptionError{Option: "script", Msg: "is required: a YAML file with steps:, relative to this file"}
+		return &backend.OptionError{Option: "script", Msg: "is required: a YAML file with steps:, relative to this file"}
 	}
 	return nil
 }
@@ -124,16 +125,16 @@ func (o Options) Check(dir string) error {
 func (o Options) load(dir string) (*Script, error) {
 	path := resolve(dir, o.Script)
 	if _, err := os.Stat(path); err != nil {
-		return nil, &config.OptionError{Option: "script", Msg: fmt.Sprintf("cannot read the script: %v", err), Err: err}
+		return nil, &backend.OptionError{Option: "script", Msg: fmt.Sprintf("cannot read the script: %v", err), Err: err}
 	}
 	s, err := Load(path)
 	if err != nil {
-		return nil, &config.OptionError{Option: "script", Msg: err.Error(), Err: err}
+		return nil, &backend.OptionError{Option: "script", Msg: err.Error(), Err: err}
 	}
 	if o.Transcript != "" {
 		tdir := filepath.Dir(resolve(dir, o.Transcript))
 		if fi, err := os.Stat(tdir); err != nil || !fi.IsDir() {
-			return nil, &config.OptionError{Option: "transcript", Msg: fmt.Sprintf("its directory %s does not exist", tdir)}
+			return nil, &backend.OptionError{Option: "transcript", Msg: fmt.Sprintf("its directory %s does not exist", tdir)}
 		}
 	}
 	return s, nil
@@ -142,7 +143,7 @@ func (o Options) load(dir string) (*Script, error) {
 // New returns a backend from a task's backend spec; see Options.
 func New(spec purser.BackendSpec) (*Backend, error) {
 	var o Options
-	if err := config.DecodeBackendOptions(spec, &o); err != nil {
+	if err := backend.DecodeOptions(spec, &o); err != nil {
 		return nil, err
 	}
 	s, err := o.load(spec.Dir)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend"
 	"github.com/purser-dev/purser/backend/sim"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
@@ -204,7 +205,7 @@ func TestLoadTaskChecksTheScript(t *testing.T) {
 				}
 			}
 			path := filepath.Join(dir, "task.yaml")
-			_, _, err := config.Loader{Backends: config.BackendTypes{"sim": sim.NewOptions}}.LoadTask(path)
+			_, _, err := config.Loader{Backends: backend.Types{"sim": sim.NewOptions}}.LoadTask(path)
 			want := strings.ReplaceAll(strings.ReplaceAll(tt.want, "task.yaml", path), "BAD", filepath.Join(dir, "bad.yaml"))
 			if err == nil || !strings.HasPrefix(err.Error(), want) {
 				t.Fatalf("err = %v, want it to start with %q", err, want)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend"
 	"github.com/purser-dev/purser/backend/claude"
 	"github.com/purser-dev/purser/backend/codex"
 	agentexec "github.com/purser-dev/purser/backend/exec"
@@ -41,8 +42,8 @@ func backends() engine.BackendResolver {
 // backendTypes are the backend types a task may name, each with the options
 // its package declares, so that config can decode and check them when a file
 // is loaded. Every type backends resolves is here.
-func backendTypes() config.BackendTypes {
-	return config.BackendTypes{
+func backendTypes() backend.Types {
+	return backend.Types{
 		"sim":    sim.NewOptions,
 		"claude": claude.NewOptions,
 		"codex":  codex.NewOptions,
