@@ -7,70 +7,65 @@ import (
 	"github.com/purser-dev/purser/budget"
 )
 
-// A call's processes: the backend that starts an agent says which process
-// leads it, before the agent sends anything, so that the engine records it
-// with the call; and on resume the engine has the processes of a call its
-// dead predecessor left running ended before it starts anything.
-
-type callStartedKey struct{}
-
-// WithCallStarted returns ctx carrying fn, which a backend calls through
-// CallStarted once the call's process runs.
-func WithCallStarted(ctx context.Context, fn func(process string)) context.Context {
-	return context.WithValue(ctx, callStartedKey{}, fn)
+// CallHooks are how a backend tells the engine, while a call runs, what a
+// resume after a crash will need and what the budget report counts. The
+// engine sets them in CallRequest.Hooks; a backend calls them through the
+// methods, which do nothing for a hook left nil (a test, a tool that records
+// nothing). They may be called from any goroutine of the backend.
+type CallHooks struct {
+	// OnStarted receives the ID of the process that runs the call, before
+	// the agent sends anything, so that the engine records it with the
+	// call: on resume the engine has the processes of a call its dead
+	// predecessor left running ended before it starts anything.
+	OnStarted func(process string)
+	// OnSession receives the file the CLI keeps the call's session in, as
+	// soon as the backend knows it, so that a resume after a crash can read
+	// what the call spent from it.
+	OnSession func(file string)
+	// OnWire receives the journal the backend's metering proxy writes the
+	// usage of the call's replies to, before the agent sends anything, so
+	// that a resume after a crash can read it.
+	OnWire func(journal string)
+	// OnInnerRetry is called for each retry the agent's CLI or client made
+	// by itself (one Purser could not switch off).
+	OnInnerRetry func()
 }
 
-// CallStarted tells whoever made the call (WithCallStarted) which process
-// runs it, an ID only the backend's LeftoverKiller needs to understand.
-// Without a listener it does nothing.
-func CallStarted(ctx context.Context, process string) {
-	if fn, ok := ctx.Value(callStartedKey{}).(func(string)); ok {
-		fn(process)
+// Started says which process runs the call, an ID only the backend's
+// LeftoverKiller needs to understand.
+func (h CallHooks) Started(process string) {
+	if h.OnStarted != nil {
+		h.OnStarted(process)
+	}
+}
+
+// Session says which file the CLI keeps the call's session in.
+func (h CallHooks) Session(file string) {
+	if h.OnSession != nil {
+		h.OnSession(file)
+	}
+}
+
+// Wire says which journal the call's metering proxy writes to.
+func (h CallHooks) Wire(journal string) {
+	if h.OnWire != nil {
+		h.OnWire(journal)
+	}
+}
+
+// InnerRetry says that the agent retried a request by itself.
+func (h CallHooks) InnerRetry() {
+	if h.OnInnerRetry != nil {
+		h.OnInnerRetry()
 	}
 }
 
 // LeftoverKiller is implemented by Owners that can end what a call's
-// process (as given to CallStarted) left running after its owner died.
+// process (as given to CallHooks.Started) left running after its owner died.
 type LeftoverKiller interface {
 	// KillLeftovers kills every process still running for the call, and
 	// reports how many it found.
 	KillLeftovers(process string) int
-}
-
-type callSessionKey struct{}
-
-// WithCallSession returns ctx carrying fn, which a backend calls through
-// CallSession once it knows the file its CLI keeps the call's session in.
-func WithCallSession(ctx context.Context, fn func(file string)) context.Context {
-	return context.WithValue(ctx, callSessionKey{}, fn)
-}
-
-// CallSession tells whoever made the call (WithCallSession) which file the
-// CLI keeps the call's session in, as soon as the backend knows it, so that
-// a resume after a crash can read what the call spent from it. Without a
-// listener it does nothing.
-func CallSession(ctx context.Context, file string) {
-	if fn, ok := ctx.Value(callSessionKey{}).(func(string)); ok {
-		fn(file)
-	}
-}
-
-type callWireKey struct{}
-
-// WithCallWire returns ctx carrying fn, which a backend calls through
-// CallWire with the journal its metering proxy writes the call's usage to.
-func WithCallWire(ctx context.Context, fn func(journal string)) context.Context {
-	return context.WithValue(ctx, callWireKey{}, fn)
-}
-
-// CallWire tells whoever made the call (WithCallWire) which journal the
-// backend's metering proxy writes the usage of the call's replies to, before
-// the agent sends anything, so that a resume after a crash can read it.
-// Without a listener it does nothing.
-func CallWire(ctx context.Context, journal string) {
-	if fn, ok := ctx.Value(callWireKey{}).(func(string)); ok {
-		fn(journal)
-	}
 }
 
 // SpendQuery asks a SpendRecoverer what a call spent beyond what the

@@ -234,6 +234,10 @@ type CallRequest struct {
 	// detection): a backend ends a call from which nothing came for this
 	// long and returns a *StallError.
 	StallTimeout time.Duration
+	// Hooks are how the backend tells the engine what it learns while the
+	// call runs: its process, session file and wire journal, and the
+	// agent's own retries.
+	Hooks CallHooks
 }
 
 // CallResult is what a call produced besides its usage.

@@ -168,21 +168,17 @@ func (t *taskRun) makeCall(ctx context.Context, pc *preparedCall, res *budget.Re
 			t.log.Warn("recording the call's "+what, "error", err)
 		}
 	}
-	callCtx = purser.WithCallStarted(callCtx, func(process string) {
-		saveRec("process", func() { pc.rec.Process = process })
-	})
-	callCtx = purser.WithCallSession(callCtx, func(file string) {
-		saveRec("session file", func() { pc.rec.Session = file })
-	})
-	callCtx = purser.WithCallWire(callCtx, func(journal string) {
-		saveRec("wire journal", func() { pc.rec.Wire = journal })
-	})
-	callCtx = purser.WithInnerRetry(callCtx, func() {
-		recMu.Lock()
-		pc.rec.InnerRetries++
-		recMu.Unlock()
-		t.log.Warn("the agent retried a request by itself", "call", pc.kind, "attempt", pc.rec.Attempt)
-	})
+	hooks := purser.CallHooks{
+		OnStarted: func(process string) { saveRec("process", func() { pc.rec.Process = process }) },
+		OnSession: func(file string) { saveRec("session file", func() { pc.rec.Session = file }) },
+		OnWire:    func(journal string) { saveRec("wire journal", func() { pc.rec.Wire = journal }) },
+		OnInnerRetry: func() {
+			recMu.Lock()
+			pc.rec.InnerRetries++
+			recMu.Unlock()
+			t.log.Warn("the agent retried a request by itself", "call", pc.kind, "attempt", pc.rec.Attempt)
+		},
+	}
 	stall := t.task.Backend.StallTimeout
 	if stall == 0 {
 		stall = e.cfg.StallTimeout
@@ -190,7 +186,7 @@ func (t *taskRun) makeCall(ctx context.Context, pc *preparedCall, res *budget.Re
 	stall = max(stall, 0)
 	result, callErr := t.backend.Call(callCtx, purser.CallRequest{TaskID: t.task.ID, Kind: pc.kind, Iteration: t.iteration, Attempt: pc.rec.Attempt,
 		Model: pc.model, Prompt: pc.prompt, ContextTokens: pc.ctx.Tokens, MaxOutputTokens: pc.rec.MaxOutputTokens, MaxUSD: maxUSD,
-		Workspace: t.task.Workspace, Guard: e.cfg.Guard, Price: usage.price, StallTimeout: stall}, usage.report)
+		Workspace: t.task.Workspace, Guard: e.cfg.Guard, Price: usage.price, StallTimeout: stall, Hooks: hooks}, usage.report)
 	// The backend has returned; a goroutine of it that outlived its call
 	// may not write the record now.
 	recMu.Lock()

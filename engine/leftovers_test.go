@@ -77,7 +77,7 @@ type processBackend struct {
 }
 
 func (b *processBackend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
-	purser.CallStarted(ctx, "P 1")
+	req.Hooks.Started("P 1")
 	calls, err := b.store.Calls(ctx, req.TaskID)
 	if err != nil {
 		return purser.CallResult{}, err

@@ -207,9 +207,9 @@ type sessionReportingBackend struct {
 }
 
 func (b *sessionReportingBackend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
-	purser.CallStarted(ctx, "P 1")
-	purser.CallSession(ctx, "/home/u/.gemini/tmp/x/chats/session-1.jsonl")
-	purser.CallWire(ctx, "/home/u/.local/state/purser/wire/gemini-1.jsonl")
+	req.Hooks.Started("P 1")
+	req.Hooks.Session("/home/u/.gemini/tmp/x/chats/session-1.jsonl")
+	req.Hooks.Wire("/home/u/.local/state/purser/wire/gemini-1.jsonl")
 	calls, err := b.store.Calls(ctx, req.TaskID)
 	if err != nil {
 		return purser.CallResult{}, err

@@ -28,8 +28,8 @@ func (b *stallingBackend) Call(ctx context.Context, req purser.CallRequest, repo
 	b.mu.Unlock()
 	report(budget.UsageEvent{InputTokens: 10, Model: req.Model})
 	if n == 1 {
-		purser.InnerRetry(ctx)
-		purser.InnerRetry(ctx)
+		req.Hooks.InnerRetry()
+		req.Hooks.InnerRetry()
 		return purser.CallResult{}, &purser.StallError{Window: req.StallTimeout, Source: "the agent"}
 	}
 	return purser.CallResult{Text: "fixed"}, os.WriteFile(filepath.Join(req.Workspace, "src", "fixed"), []byte("yes"), 0o644)

@@ -143,12 +143,12 @@ func (b *Backend) Metering() string { return b.cli.Metering(b.upstream()) }
 
 // startMeter puts the metering proxy in front of the Anthropic API the CLI
 // would use.
-func (b *Backend) startMeter(ctx context.Context) (*proc.WireMeter, []string, string) {
+func (b *Backend) startMeter(hooks purser.CallHooks) (*proc.WireMeter, []string, string) {
 	upstream, _ := b.upstream()
 	if upstream == "" {
 		return nil, nil, ""
 	}
-	m, note := b.cli.StartWireMeter(ctx, "claude", upstream)
+	m, note := b.cli.StartWireMeter(hooks, "claude", upstream)
 	if m == nil {
 		return nil, nil, note
 	}
@@ -162,8 +162,8 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	p := NewParser()
 	var parseErr error
 	sessionTold := false
-	wire, wireEnv, wireNote := b.startMeter(ctx)
-	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: b.args(req), Dir: req.Workspace, Env: b.env(wireEnv...),
+	wire, wireEnv, wireNote := b.startMeter(req.Hooks)
+	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Started: req.Hooks.Started, Args: b.args(req), Dir: req.Workspace, Env: b.env(wireEnv...),
 		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace, Stall: req.StallTimeout, Progress: wire.Progress(nil)}, func(line []byte) {
 		retries := p.Retries()
 		evs, perr := p.Feed(line)
@@ -171,13 +171,13 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			parseErr = perr
 		}
 		if p.Retries() > retries {
-			purser.InnerRetry(ctx) // one Claude Code made although told not to: counted
+			req.Hooks.InnerRetry() // one Claude Code made although told not to: counted
 		}
 		if !sessionTold && p.Session() != "" {
 			// Recorded with the call at once, before any reply: a resume
 			// after a crash reads what the call spent from the transcript.
 			sessionTold = true
-			purser.CallSession(ctx, b.transcriptPath(req.Workspace, p.Session()))
+			req.Hooks.Session(b.transcriptPath(req.Workspace, p.Session()))
 		}
 		for _, ev := range evs {
 			report(ev)

@@ -64,8 +64,8 @@ echo '{"type":"result","subtype":"success","is_error":false,"result":"done","ses
 		t.Fatal(err)
 	}
 	var retries atomic.Int64
-	ctx := purser.WithInnerRetry(t.Context(), func() { retries.Add(1) })
-	if _, err := b.Call(ctx, purser.CallRequest{Workspace: dir, Prompt: "p"}, func(budget.UsageEvent) {}); err != nil {
+	hooks := purser.CallHooks{OnInnerRetry: func() { retries.Add(1) }}
+	if _, err := b.Call(t.Context(), purser.CallRequest{Workspace: dir, Prompt: "p", Hooks: hooks}, func(budget.UsageEvent) {}); err != nil {
 		t.Fatal(err)
 	}
 	if retries.Load() != 2 {

@@ -296,7 +296,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	if req.Model != "" {
 		args = append(args, "--model", req.Model)
 	}
-	wire, wireArgs, wireNote := b.startMeter(ctx)
+	wire, wireArgs, wireNote := b.startMeter(req.Hooks)
 	args = append(append(append(args, b.retryArgs()...), wireArgs...), b.opts.Args...)
 	args = append(args, "-")
 	// Codex waits for the network without end: Purser gives up on the
@@ -317,7 +317,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			}
 			// Recorded with the call as soon as it is found: a resume after
 			// a crash reads what the call spent from it.
-			purser.CallSession(ctx, m[0])
+			req.Hooks.Session(m[0])
 			return m[0]
 		},
 		OnLine: func(l proc.Line) {
@@ -335,7 +335,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	// before it lets more replies arrive that it does not write down
 	// (docs/reliability.md).
 	env := append(b.cli.Environ(procgroup.GraceEnv+"=INT 1000"), wire.Env()...)
-	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: args, Dir: req.Workspace, Env: env,
+	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Started: req.Hooks.Started, Args: args, Dir: req.Workspace, Env: env,
 		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace,
 		Stall: req.StallTimeout, Progress: wire.Progress(follow.Offset)}, func(l []byte) {
 		_, _, _, _, retries := p.state()
@@ -344,7 +344,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			parseErr = perr
 		}
 		if _, _, _, _, now := p.state(); now > retries {
-			purser.InnerRetry(ctx) // one Codex made by itself: counted
+			req.Hooks.InnerRetry() // one Codex made by itself: counted
 			if offline := p.offline(); offline != "" {
 				giveUp(&proc.FaultError{Backend: "codex", Fault: proc.FaultRefused, Detail: redact.String(offline)})
 			}
@@ -460,12 +460,12 @@ func (b *Backend) Metering() string {
 // startMeter puts the metering proxy in front of the provider Codex uses,
 // where Codex lets its base URL be overridden: a provider its config
 // defines with a base_url. Codex's built-in providers are not metered.
-func (b *Backend) startMeter(ctx context.Context) (*proc.WireMeter, []string, string) {
+func (b *Backend) startMeter(hooks purser.CallHooks) (*proc.WireMeter, []string, string) {
 	id, upstream := b.provider()
 	if id == "" || upstream == "" {
 		return nil, nil, ""
 	}
-	m, note := b.cli.StartWireMeter(ctx, "codex", upstream)
+	m, note := b.cli.StartWireMeter(hooks, "codex", upstream)
 	if m == nil {
 		return nil, nil, note
 	}

@@ -97,8 +97,8 @@ func TestCodexWaitingForNetworkIsGivenUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	var retries atomicCount
-	ctx := purser.WithInnerRetry(t.Context(), retries.inc)
-	_, err = b.Call(ctx, purser.CallRequest{Workspace: dir, Prompt: "p"}, func(budgetEvent) {})
+	hooks := purser.CallHooks{OnInnerRetry: retries.inc}
+	_, err = b.Call(t.Context(), purser.CallRequest{Workspace: dir, Prompt: "p", Hooks: hooks}, func(budgetEvent) {})
 	var fe *proc.FaultError
 	if !errors.As(err, &fe) || fe.Fault != proc.FaultRefused || !errors.Is(err, purser.ErrTransient) {
 		t.Fatalf("%v: want a refused connection, transient", err)

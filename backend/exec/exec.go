@@ -134,7 +134,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	follow := &proc.Follower{Find: func() string { return usageFile }, MaxLine: backend.MaxEventLine, OnLine: usage.read}
 	stopFollowing := follow.Every(pollEvery)
 	var output strings.Builder
-	out, err := proc.Run(ctx, proc.Command{Path: b.argv[0], Args: b.argv[1:], Dir: req.Workspace, Env: env,
+	out, err := proc.Run(ctx, proc.Command{Path: b.argv[0], Started: req.Hooks.Started, Args: b.argv[1:], Dir: req.Workspace, Env: env,
 		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGTERM, Grace: StopGrace,
 		Stall: req.StallTimeout, Progress: follow.Offset}, func(l []byte) {
 		if output.Len() < 64<<10 {

@@ -124,8 +124,8 @@ echo '{"type":"result","status":"error","error":{"type":"unknown","message":"[AP
 		t.Fatal(err)
 	}
 	var retries atomic.Int64
-	ctx := purser.WithInnerRetry(t.Context(), func() { retries.Add(1) })
-	_, err = b.Call(ctx, purser.CallRequest{Workspace: dir, Prompt: "p"}, func(budget.UsageEvent) {})
+	hooks := purser.CallHooks{OnInnerRetry: func() { retries.Add(1) }}
+	_, err = b.Call(t.Context(), purser.CallRequest{Workspace: dir, Prompt: "p", Hooks: hooks}, func(budget.UsageEvent) {})
 	var fe *proc.FaultError
 	if !errors.As(err, &fe) || fe.Fault != proc.FaultRateLimit {
 		t.Fatalf("%v: want a rate limit", err)

@@ -266,7 +266,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	// have been cut was delivered and lost instead (docs/reliability.md).
 	env := b.cli.Environ("GEMINI_CLI_NO_RELAUNCH=true", procgroup.GraceEnv+"=KILL")
 	note := ""
-	wire, wireNote := b.startMeter(ctx)
+	wire, wireNote := b.startMeter(req.Hooks)
 	if wire != nil {
 		env = append(append(env, wire.Env()...), "GOOGLE_GEMINI_BASE_URL="+wire.URL())
 	}
@@ -282,7 +282,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		// crash reads what the call spent from it.
 		file := b.chatFile(p)
 		if file != "" {
-			purser.CallSession(ctx, file)
+			req.Hooks.Session(file)
 		}
 		return file
 	}, OnLine: func(l proc.Line) {
@@ -293,7 +293,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	}}
 	stopFollowing := follow.Every(chatPoll)
 	var parseErr error
-	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Args: args, Dir: req.Workspace, Env: env,
+	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Started: req.Hooks.Started, Args: args, Dir: req.Workspace, Env: env,
 		Interrupt: syscall.SIGTERM, Grace: StopGrace, Stall: req.StallTimeout, Progress: wire.Progress(follow.Offset)}, func(l []byte) {
 		evs, perr := p.Feed(l)
 		if perr != nil && parseErr == nil {
@@ -316,7 +316,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		res.Note = strings.TrimPrefix(res.Note+"; no result line; usage recovered from the chat file", "; ")
 	}
 	for range innerRetries(out.Stderr) {
-		purser.InnerRetry(ctx) // one Gemini CLI made by itself: counted
+		req.Hooks.InnerRetry() // one Gemini CLI made by itself: counted
 	}
 	unreached := wire.Fault("gemini")
 	switch {
@@ -430,12 +430,12 @@ func (b *Backend) Metering() string { return b.cli.Metering(b.upstream()) }
 
 // startMeter puts the metering proxy in front of the Gemini API the CLI
 // would use.
-func (b *Backend) startMeter(ctx context.Context) (*proc.WireMeter, string) {
+func (b *Backend) startMeter(hooks purser.CallHooks) (*proc.WireMeter, string) {
 	upstream, _ := b.upstream()
 	if upstream == "" {
 		return nil, ""
 	}
-	return b.cli.StartWireMeter(ctx, "gemini", upstream)
+	return b.cli.StartWireMeter(hooks, "gemini", upstream)
 }
 
 // chatDirs returns the patterns of the chat files of a workspace: under each

@@ -22,7 +22,7 @@ var (
 )
 
 // KillLeftovers kills what a call's process (as proc.Run gave it to
-// purser.CallStarted) left running: its group, if its leader still runs,
+// CallHooks.Started) left running: its group, if its leader still runs,
 // and every process below its supervisor, wherever it went.
 func (Owners) KillLeftovers(process string) int { return procgroup.KillLeftovers(process) }
 

@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/internal/procgroup"
 	"github.com/purser-dev/purser/redact"
 )
@@ -46,6 +45,11 @@ type Command struct {
 	// work by the agent that its output does not show, such as its session
 	// file growing (Follower.Offset).
 	Progress func() int64
+	// Started, when set, is given the ID of the child's process group as
+	// soon as it runs (CallRequest.Hooks.Started): recorded with the call,
+	// so that a resume after Purser's death can make sure nothing of it
+	// still runs.
+	Started func(process string)
 }
 
 // Outcome is how the child ended.
@@ -87,9 +91,9 @@ func Run(ctx context.Context, c Command, onLine func([]byte)) (Outcome, error) {
 		errR.Close()
 		return Outcome{}, fmt.Errorf("start %s: %w", c.Path, err)
 	}
-	// Recorded with the call, so that a resume after Purser's death can
-	// make sure nothing of it still runs.
-	purser.CallStarted(ctx, group.ID())
+	if c.Started != nil {
+		c.Started(group.ID())
+	}
 	sig := c.Interrupt
 	if sig == 0 {
 		sig = syscall.SIGINT

@@ -32,8 +32,8 @@ type WireMeter struct {
 // StartWireMeter starts the metering proxy of one call of backend to
 // upstream (the provider's base URL as the CLI would have used it) when the
 // options allow it, and records its journal with the call before the agent
-// starts (purser.CallWire). It returns the meter, or nil and why not.
-func (o CLIOptions) StartWireMeter(ctx context.Context, backend, upstream string) (*WireMeter, string) {
+// starts (hooks.Wire). It returns the meter, or nil and why not.
+func (o CLIOptions) StartWireMeter(hooks purser.CallHooks, backend, upstream string) (*WireMeter, string) {
 	if o.WireMeter != nil && !*o.WireMeter {
 		return nil, ""
 	}
@@ -43,7 +43,7 @@ func (o CLIOptions) StartWireMeter(ctx context.Context, backend, upstream string
 	if err != nil {
 		return nil, "not metered at the wire: " + err.Error()
 	}
-	purser.CallWire(ctx, m.Journal())
+	hooks.Wire(m.Journal())
 	// A CLI told to use an HTTP proxy must reach the meter directly.
 	var env []string
 	for _, k := range []string{"NO_PROXY", "no_proxy"} {

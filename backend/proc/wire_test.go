@@ -81,16 +81,17 @@ func TestACLIKilledHoldingAReplyIsRecoveredFromTheWireJournal(t *testing.T) {
 				}
 				var mu sync.Mutex
 				var journal string
-				ctx, cancel := context.WithCancel(purser.WithCallWire(t.Context(), func(j string) {
+				hooks := purser.CallHooks{OnWire: func(j string) {
 					mu.Lock()
 					journal = j
 					mu.Unlock()
-				}))
+				}}
+				ctx, cancel := context.WithCancel(t.Context())
 				defer cancel()
 				started := time.Now()
 				done := make(chan error, 1)
 				go func() {
-					_, err := b.Call(ctx, purser.CallRequest{Model: "m", Prompt: "Create mock_out.txt. MOCK_TOOL", Workspace: ws},
+					_, err := b.Call(ctx, purser.CallRequest{Model: "m", Prompt: "Create mock_out.txt. MOCK_TOOL", Workspace: ws, Hooks: hooks},
 						func(budget.UsageEvent) {})
 					done <- err
 				}()
