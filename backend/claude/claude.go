@@ -141,53 +141,41 @@ func (b *Backend) upstream() (string, string) {
 // Metering says whether the calls are metered at the wire, and where to.
 func (b *Backend) Metering() string { return b.cli.Metering(b.upstream()) }
 
-// startMeter puts the metering proxy in front of the Anthropic API the CLI
-// would use.
-func (b *Backend) startMeter(hooks purser.CallHooks) (*proc.WireMeter, []string, string) {
-	upstream, _ := b.upstream()
-	if upstream == "" {
-		return nil, nil, ""
-	}
-	m, note := b.cli.StartWireMeter(hooks, "claude", upstream)
-	if m == nil {
-		return nil, nil, note
-	}
-	return m, append(m.Env(), "ANTHROPIC_BASE_URL="+m.URL()), note
-}
-
 // Call runs one `claude -p` to completion, or until ctx is done: then it is
 // interrupted (SIGINT, which still yields a result with the cost so far),
 // and its process group is killed after StopGrace.
 func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
 	p := NewParser()
-	var parseErr error
-	sessionTold := false
-	wire, wireEnv, wireNote := b.startMeter(req.Hooks)
-	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Started: req.Hooks.Started, Args: b.args(req), Dir: req.Workspace, Env: b.env(wireEnv...),
-		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace, Stall: req.StallTimeout, Progress: wire.Progress(nil)}, func(line []byte) {
-		retries := p.Retries()
-		evs, perr := p.Feed(line)
-		if perr != nil && parseErr == nil {
-			parseErr = perr
-		}
-		if p.Retries() > retries {
-			req.Hooks.InnerRetry() // one Claude Code made although told not to: counted
-		}
-		if !sessionTold && p.Session() != "" {
-			// Recorded with the call at once, before any reply: a resume
-			// after a crash reads what the call spent from the transcript.
-			sessionTold = true
-			req.Hooks.Session(b.transcriptPath(req.Workspace, p.Session()))
-		}
-		for _, ev := range evs {
-			report(ev)
-		}
+	upstream, _ := b.upstream()
+	return b.cli.Call(ctx, req, report, proc.CLICall{
+		Backend:  "claude",
+		Upstream: upstream,
+		Command: func(wire *proc.WireMeter) (proc.Command, string) {
+			var wireEnv []string
+			if wire != nil {
+				wireEnv = append(wire.Env(), "ANTHROPIC_BASE_URL="+wire.URL())
+			}
+			return proc.Command{Args: b.args(req), Env: b.env(wireEnv...), Stdin: strings.NewReader(req.Prompt),
+				Interrupt: syscall.SIGINT, Grace: StopGrace}, ""
+		},
+		Feed:    p.Feed,
+		Retries: p.Retries, // ones Claude Code made although told not to
+		Session: func() string {
+			if p.Session() == "" {
+				return ""
+			}
+			return b.transcriptPath(req.Workspace, p.Session())
+		},
+		Finish: func(out proc.Outcome, parseErr error, _ int, res *purser.CallResult) error {
+			b.finish(p, req, report, res)
+			return b.outcome(p, out, parseErr)
+		},
 	})
-	wireNote = purser.JoinNotes(wireNote, wire.End(ctx))
-	if err != nil {
-		return purser.CallResult{}, fmt.Errorf("claude: %w", err)
-	}
-	res := purser.CallResult{Note: wireNote}
+}
+
+// finish reports what the result line settles (or, without one, what the
+// transcript kept), and notes it.
+func (b *Backend) finish(p *Parser, req purser.CallRequest, report purser.UsageFunc, res *purser.CallResult) {
 	if p.Result() != nil {
 		adj, note := p.Reconcile(req.Price)
 		for _, ev := range adj {
@@ -204,19 +192,6 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	if p.Retries() > 0 {
 		res.Note = strings.TrimPrefix(res.Note+fmt.Sprintf("; %d API retries inside Claude Code", p.Retries()), "; ")
 	}
-	if out.Stopped {
-		return res, context.Cause(ctx)
-	}
-	if out.Stalled {
-		return res, out.Stall()
-	}
-	if err := b.outcome(p, out, parseErr); err != nil {
-		if f := wire.Fault("claude"); f != nil {
-			return res, f
-		}
-		return res, err
-	}
-	return res, nil
 }
 
 // outcome decides how the call ended. The exit code is not trusted alone: the
@@ -224,11 +199,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 func (b *Backend) outcome(p *Parser, out proc.Outcome, parseErr error) error {
 	r := p.Result()
 	if r == nil {
-		msg := out.Incomplete("claude exited without a result", parseErr)
-		if f := proc.TextFault(out.Stderr); f.Transient() {
-			return &proc.FaultError{Backend: "claude", Fault: f, Detail: msg}
-		}
-		return errors.New(msg)
+		return out.Unfinished("claude", "claude exited without a result", parseErr)
 	}
 	// The result's text is the agent's: it may quote a key.
 	text := redact.String(r.Result)

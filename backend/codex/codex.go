@@ -289,6 +289,54 @@ const rolloutPoll = 100 * time.Millisecond
 // file is followed, so usage arrives after every model call, not only when
 // the turn ends: a hard cap can stop Codex mid-turn.
 func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
+	p := NewParser(req.Model)
+	// Codex's built-in providers are not metered: only a provider its
+	// config defines with a base_url can be given the meter's (-c).
+	id, upstream := b.provider()
+	if id == "" {
+		upstream = ""
+	}
+	return b.cli.Call(ctx, req, report, proc.CLICall{
+		Backend:  "codex",
+		Upstream: upstream,
+		Command: func(wire *proc.WireMeter) (proc.Command, string) {
+			return b.command(req, id, wire), ""
+		},
+		Feed:    p.Feed,
+		Retries: func() int { _, _, _, _, retries := p.state(); return retries },
+		// Codex waits for the network without end: Purser gives up on the
+		// call at its first "waiting for network", and retries by its
+		// policy.
+		GiveUp: func() error {
+			if offline := p.offline(); offline != "" {
+				return &proc.FaultError{Backend: "codex", Fault: proc.FaultRefused, Detail: redact.String(offline)}
+			}
+			return nil
+		},
+		Follow: &proc.FollowSession{Find: func() string { return b.rollout(p) }, Feed: p.FeedRollout, Every: rolloutPoll},
+		Finish: func(out proc.Outcome, parseErr error, recovered int, res *purser.CallResult) error {
+			_, failed, text, done, retries := p.state()
+			res.Text = text
+			if !done && recovered > 0 {
+				res.Note = purser.JoinNotes(res.Note, "no turn.completed; usage recovered from the rollout file")
+			}
+			if retries > 0 {
+				res.Note = purser.JoinNotes(res.Note, fmt.Sprintf("%d reconnects inside Codex", retries))
+			}
+			switch {
+			case failed != "":
+				return Classify(failed)
+			case !done:
+				return out.Unfinished("codex", "codex exited without completing its turn", parseErr)
+			}
+			return nil
+		},
+	})
+}
+
+// command is the `codex exec` of a call, through the wire meter (nil: not
+// metered) that stands in front of the provider its config names id.
+func (b *Backend) command(req purser.CallRequest, id string, wire *proc.WireMeter) proc.Command {
 	args := []string{"exec", "--json", "--skip-git-repo-check"}
 	if b.opts.Sandbox != "" {
 		args = append(args, "--sandbox", b.opts.Sandbox)
@@ -296,97 +344,33 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	if req.Model != "" {
 		args = append(args, "--model", req.Model)
 	}
-	wire, wireArgs, wireNote := b.startMeter(req.Hooks)
+	var wireArgs []string
+	if wire != nil {
+		wireArgs = []string{"-c", fmt.Sprintf("model_providers.%s.base_url=%q", id, wire.URL())}
+	}
 	args = append(append(append(args, b.retryArgs()...), wireArgs...), b.opts.Args...)
 	args = append(args, "-")
-	// Codex waits for the network without end: Purser gives up on the
-	// call at its first "waiting for network", and retries by its policy.
-	ctx, giveUp := context.WithCancelCause(ctx)
-	defer giveUp(nil)
-	p := NewParser(req.Model)
-	recovered := 0
-	follow := &proc.Follower{
-		Find: func() string {
-			thread, _, _, _, _ := p.state()
-			if thread == "" {
-				return ""
-			}
-			m, _ := filepath.Glob(filepath.Join(b.codexHome(), "sessions", "*", "*", "*", "rollout-*"+thread+".jsonl"))
-			if len(m) == 0 {
-				return ""
-			}
-			// Recorded with the call as soon as it is found: a resume after
-			// a crash reads what the call spent from it.
-			req.Hooks.Session(m[0])
-			return m[0]
-		},
-		OnLine: func(l proc.Line) {
-			for _, ev := range p.FeedRollout(l.Text) {
-				report(ev)
-				recovered++
-			}
-		},
-	}
-	stopFollowing := follow.Every(rolloutPoll)
-	var parseErr error
 	// Should Purser die, the supervisor interrupts Codex at once (SIGINT,
 	// then SIGKILL 1 s later): only then does Codex write the usage of the
 	// reply it holds to its rollout, for the resume to recover; a wait
 	// before it lets more replies arrive that it does not write down
 	// (docs/reliability.md).
 	env := append(b.cli.Environ(procgroup.GraceEnv+"=INT 1000"), wire.Env()...)
-	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Started: req.Hooks.Started, Args: args, Dir: req.Workspace, Env: env,
-		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace,
-		Stall: req.StallTimeout, Progress: wire.Progress(follow.Offset)}, func(l []byte) {
-		_, _, _, _, retries := p.state()
-		evs, perr := p.Feed(l)
-		if perr != nil && parseErr == nil {
-			parseErr = perr
-		}
-		if _, _, _, _, now := p.state(); now > retries {
-			req.Hooks.InnerRetry() // one Codex made by itself: counted
-			if offline := p.offline(); offline != "" {
-				giveUp(&proc.FaultError{Backend: "codex", Fault: proc.FaultRefused, Detail: redact.String(offline)})
-			}
-		}
-		for _, ev := range evs {
-			report(ev)
-		}
-	})
-	// The last poll reads what the file holds that was not read yet: a
-	// killed run leaves its usage only there.
-	stopFollowing()
-	wireNote = purser.JoinNotes(wireNote, wire.End(ctx))
-	if err != nil {
-		return purser.CallResult{}, fmt.Errorf("codex: %w", err)
+	return proc.Command{Args: args, Env: env, Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace}
+}
+
+// rollout is the call's rollout file, once Codex has named its thread and
+// written the file ("" until then).
+func (b *Backend) rollout(p *Parser) string {
+	thread, _, _, _, _ := p.state()
+	if thread == "" {
+		return ""
 	}
-	_, failed, text, done, retries := p.state()
-	res := purser.CallResult{Text: text, Note: wireNote}
-	if !done && recovered > 0 {
-		res.Note = purser.JoinNotes(res.Note, "no turn.completed; usage recovered from the rollout file")
+	m, _ := filepath.Glob(filepath.Join(b.codexHome(), "sessions", "*", "*", "*", "rollout-*"+thread+".jsonl"))
+	if len(m) == 0 {
+		return ""
 	}
-	if retries > 0 {
-		res.Note = purser.JoinNotes(res.Note, fmt.Sprintf("%d reconnects inside Codex", retries))
-	}
-	unreached := wire.Fault("codex")
-	switch {
-	case out.Stopped:
-		return res, context.Cause(ctx)
-	case out.Stalled:
-		return res, out.Stall()
-	case unreached != nil && (failed != "" || !done):
-		// The CLI saw the meter's 502; the provider was not reached.
-		return res, unreached
-	case failed != "":
-		return res, Classify(failed)
-	case !done:
-		msg := out.Incomplete("codex exited without completing its turn", parseErr)
-		if f := proc.TextFault(out.Stderr); f.Transient() {
-			return res, &proc.FaultError{Backend: "codex", Fault: f, Detail: msg}
-		}
-		return res, errors.New(msg)
-	}
-	return res, nil
+	return m[0]
 }
 
 // Classify tells the fault of a failed turn from Codex's words.
@@ -455,21 +439,6 @@ func (b *Backend) Metering() string {
 		why = fmt.Sprintf("model provider %q has no base_url in %s", id, filepath.Join(b.codexHome(), "config.toml"))
 	}
 	return b.cli.Metering(upstream, why)
-}
-
-// startMeter puts the metering proxy in front of the provider Codex uses,
-// where Codex lets its base URL be overridden: a provider its config
-// defines with a base_url. Codex's built-in providers are not metered.
-func (b *Backend) startMeter(hooks purser.CallHooks) (*proc.WireMeter, []string, string) {
-	id, upstream := b.provider()
-	if id == "" || upstream == "" {
-		return nil, nil, ""
-	}
-	m, note := b.cli.StartWireMeter(hooks, "codex", upstream)
-	if m == nil {
-		return nil, nil, note
-	}
-	return m, []string{"-c", fmt.Sprintf("model_providers.%s.base_url=%q", id, m.URL())}, note
 }
 
 var _ purser.SpendRecoverer = (*Backend)(nil)

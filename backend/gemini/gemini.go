@@ -250,6 +250,42 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	if len(req.Prompt) > MaxPrompt {
 		return purser.CallResult{}, fmt.Errorf("gemini: the prompt is %d bytes; gemini -p takes at most %d (shrink the context)", len(req.Prompt), MaxPrompt)
 	}
+	p := NewParser()
+	upstream, _ := b.upstream()
+	return b.cli.Call(ctx, req, report, proc.CLICall{
+		Backend:  "gemini",
+		Upstream: upstream,
+		Command: func(wire *proc.WireMeter) (proc.Command, string) {
+			return b.command(req, wire)
+		},
+		Feed:   p.Feed,
+		Follow: &proc.FollowSession{Find: func() string { return b.chatFile(p) }, Feed: p.FeedChat, Every: chatPoll},
+		Finish: func(out proc.Outcome, parseErr error, recovered int, res *purser.CallResult) error {
+			_, done, failed, text := p.State()
+			res.Text = text
+			if !done && recovered > 0 {
+				res.Note = strings.TrimPrefix(res.Note+"; no result line; usage recovered from the chat file", "; ")
+			}
+			for range innerRetries(out.Stderr) {
+				req.Hooks.InnerRetry() // one Gemini CLI made by itself: counted
+			}
+			switch {
+			case failed != "":
+				// The exit code is the HTTP status mod 256, and a total
+				// failure may exit 0: the result line is what counts.
+				return Classify(failed)
+			case !done:
+				return out.Unfinished("gemini", "gemini exited without a result", parseErr)
+			}
+			return nil
+		},
+	})
+}
+
+// command is the `gemini -p` of a call, through the wire meter (nil: not
+// metered), and a note when Gemini CLI's own retries could not be switched
+// off.
+func (b *Backend) command(req purser.CallRequest, wire *proc.WireMeter) (proc.Command, string) {
 	args := []string{"-p", req.Prompt, "--skip-trust", "--output-format", "stream-json"}
 	if b.opts.ApprovalMode != "" {
 		args = append(args, "--approval-mode", b.opts.ApprovalMode)
@@ -266,7 +302,6 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	// have been cut was delivered and lost instead (docs/reliability.md).
 	env := b.cli.Environ("GEMINI_CLI_NO_RELAUNCH=true", procgroup.GraceEnv+"=KILL")
 	note := ""
-	wire, wireNote := b.startMeter(req.Hooks)
 	if wire != nil {
 		env = append(append(env, wire.Env()...), "GOOGLE_GEMINI_BASE_URL="+wire.URL())
 	}
@@ -275,70 +310,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	} else {
 		env = append(env, systemSettingsEnv+"="+settings)
 	}
-	p := NewParser()
-	recovered := 0
-	follow := &proc.Follower{Find: func() string {
-		// Recorded with the call as soon as it is found: a resume after a
-		// crash reads what the call spent from it.
-		file := b.chatFile(p)
-		if file != "" {
-			req.Hooks.Session(file)
-		}
-		return file
-	}, OnLine: func(l proc.Line) {
-		for _, ev := range p.FeedChat(l.Text) {
-			report(ev)
-			recovered++
-		}
-	}}
-	stopFollowing := follow.Every(chatPoll)
-	var parseErr error
-	out, err := proc.Run(ctx, proc.Command{Path: b.cli.Command, Started: req.Hooks.Started, Args: args, Dir: req.Workspace, Env: env,
-		Interrupt: syscall.SIGTERM, Grace: StopGrace, Stall: req.StallTimeout, Progress: wire.Progress(follow.Offset)}, func(l []byte) {
-		evs, perr := p.Feed(l)
-		if perr != nil && parseErr == nil {
-			parseErr = perr
-		}
-		for _, ev := range evs {
-			report(ev)
-		}
-	})
-	// The last poll reads what the chat file holds that was not read yet:
-	// a killed run leaves its usage only there.
-	stopFollowing()
-	note = purser.JoinNotes(purser.JoinNotes(note, wireNote), wire.End(ctx))
-	if err != nil {
-		return purser.CallResult{}, fmt.Errorf("gemini: %w", err)
-	}
-	_, done, failed, text := p.State()
-	res := purser.CallResult{Text: text, Note: note}
-	if !done && recovered > 0 {
-		res.Note = strings.TrimPrefix(res.Note+"; no result line; usage recovered from the chat file", "; ")
-	}
-	for range innerRetries(out.Stderr) {
-		req.Hooks.InnerRetry() // one Gemini CLI made by itself: counted
-	}
-	unreached := wire.Fault("gemini")
-	switch {
-	case out.Stopped:
-		return res, context.Cause(ctx)
-	case out.Stalled:
-		return res, out.Stall()
-	case unreached != nil && (failed != "" || !done):
-		// The CLI saw the meter's 502; the provider was not reached.
-		return res, unreached
-	case failed != "":
-		// The exit code is the HTTP status mod 256, and a total failure may
-		// exit 0: the result line is what counts.
-		return res, Classify(failed)
-	case !done:
-		msg := out.Incomplete("gemini exited without a result", parseErr)
-		if f := proc.TextFault(out.Stderr); f.Transient() {
-			return res, &proc.FaultError{Backend: "gemini", Fault: f, Detail: msg}
-		}
-		return res, errors.New(msg)
-	}
-	return res, nil
+	return proc.Command{Args: args, Env: env, Interrupt: syscall.SIGTERM, Grace: StopGrace}, note
 }
 
 // noRetries returns the system settings file that switches Gemini CLI's
@@ -427,16 +399,6 @@ func (b *Backend) upstream() (string, string) {
 
 // Metering says whether the calls are metered at the wire, and where to.
 func (b *Backend) Metering() string { return b.cli.Metering(b.upstream()) }
-
-// startMeter puts the metering proxy in front of the Gemini API the CLI
-// would use.
-func (b *Backend) startMeter(hooks purser.CallHooks) (*proc.WireMeter, string) {
-	upstream, _ := b.upstream()
-	if upstream == "" {
-		return nil, ""
-	}
-	return b.cli.StartWireMeter(hooks, "gemini", upstream)
-}
 
 // chatDirs returns the patterns of the chat files of a workspace: under each
 // directory of ~/.gemini/tmp that projects.json or its .project_root names

@@ -1,0 +1,185 @@
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+)
+
+// CLICall is one call of an agent CLI as its backend describes it to
+// CLIOptions.Call: only what differs between CLIs. A backend makes one per
+// call, its funcs sharing the call's parser; a nil func is a step the CLI
+// does not have.
+type CLICall struct {
+	// Backend names the CLI in errors, faults and the wire journal: "codex".
+	Backend string
+	// Upstream is the provider base URL the CLI would use, put behind the
+	// wire meter; "" when the CLI cannot be redirected (not metered).
+	Upstream string
+	// Command is the child to run given the call's wire meter (nil when not
+	// metered): its Args, Env, Stdin, Interrupt and Grace, and a note for
+	// the call's record (a setting that could not be applied). Call sets
+	// Path, Dir, Started, Stall and Progress.
+	Command func(wire *WireMeter) (Command, string)
+	// Feed reads one line of the CLI's output and returns the usage it adds.
+	Feed func(line []byte) ([]budget.UsageEvent, error)
+	// Retries counts the retries the CLI announced in its output so far:
+	// a line that adds one is told to the engine as an inner retry.
+	Retries func() int
+	// GiveUp, asked after a line that announced a retry, returns the error
+	// to end the call with at once (Codex waiting for the network without
+	// end), or nil to let the CLI go on.
+	GiveUp func() error
+	// Session is the session file the output has named so far ("" while
+	// none): told to the engine once, as soon as it is known.
+	Session func() string
+	// Follow, when set, is the CLI's session file, followed while the CLI
+	// runs for usage its output does not show yet.
+	Follow *FollowSession
+	// Finish says what the call came to once the CLI has exited: it sets
+	// res's text and adds to its note, reports usage known only now (a
+	// reconciliation, a recovery), and returns the failure of a call that
+	// was neither stopped nor stalled (nil when it succeeded). recovered is
+	// how many events came from the followed session file.
+	Finish func(out Outcome, parseErr error, recovered int, res *purser.CallResult) error
+}
+
+// FollowSession is the session file a CLI writes as it runs.
+type FollowSession struct {
+	// Find returns the file once it can be told ("" until then); the file
+	// found is told to the engine with the call, for a resume to read.
+	Find func() string
+	// Feed reads one line of the file and returns the usage it adds.
+	Feed func(line []byte) []budget.UsageEvent
+	// Every is how often the file is read.
+	Every time.Duration
+}
+
+// Call runs one call of an agent CLI, the same way for every CLI: its wire
+// meter started and its journal recorded, its session file followed, its
+// output fed line by line (usage reported as it comes, retries and the
+// session told to the engine), then what it came to: ctx's cause when it
+// was stopped, a stall, the wire meter's fault when the provider could not
+// be reached, else c.Finish's answer.
+func (o CLIOptions) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc, c CLICall) (purser.CallResult, error) {
+	var wire *WireMeter
+	wireNote := ""
+	if c.Upstream != "" {
+		wire, wireNote = o.StartWireMeter(req.Hooks, c.Backend, c.Upstream)
+	}
+	if c.GiveUp != nil {
+		var giveUp context.CancelCauseFunc
+		ctx, giveUp = context.WithCancelCause(ctx)
+		defer giveUp(nil)
+		ask := c.GiveUp
+		c.GiveUp = func() error {
+			err := ask()
+			if err != nil {
+				giveUp(err)
+			}
+			return err
+		}
+	}
+	cmd, note := c.Command(wire)
+	recovered, progress, stopFollowing := c.follow(req.Hooks, report)
+	cmd.Path, cmd.Dir, cmd.Started = o.Command, req.Workspace, req.Hooks.Started
+	cmd.Stall, cmd.Progress = req.StallTimeout, wire.Progress(progress)
+	var parseErr error
+	out, err := Run(ctx, cmd, c.onLine(req.Hooks, report, &parseErr))
+	// The last poll reads what the file holds that was not read yet: a
+	// killed run leaves its usage only there.
+	stopFollowing()
+	note = purser.JoinNotes(note, purser.JoinNotes(wireNote, wire.End(ctx)))
+	if err != nil {
+		return purser.CallResult{}, fmt.Errorf("%s: %w", c.Backend, err)
+	}
+	res := purser.CallResult{Note: note}
+	failure := c.Finish(out, parseErr, int(recovered()), &res)
+	switch {
+	case out.Stopped:
+		return res, context.Cause(ctx)
+	case out.Stalled:
+		return res, out.Stall()
+	case failure != nil:
+		if f := wire.Fault(c.Backend); f != nil {
+			// The CLI saw the meter's 502; the provider was not reached.
+			return res, f
+		}
+		return res, failure
+	}
+	return res, nil
+}
+
+// follow starts following the session file, if the CLI has one. It returns
+// how many events the file gave so far, the file's progress for the stall
+// detector (nil for none), and the function that stops following.
+func (c CLICall) follow(hooks purser.CallHooks, report purser.UsageFunc) (recovered func() int64, progress func() int64, stop func()) {
+	var n int64 // written by the follower's goroutine; read once stop has returned
+	if c.Follow == nil {
+		return func() int64 { return n }, nil, func() {}
+	}
+	f := &Follower{
+		Find: func() string {
+			// Recorded with the call as soon as it is found: a resume
+			// after a crash reads what the call spent from it.
+			file := c.Follow.Find()
+			if file != "" {
+				hooks.Session(file)
+			}
+			return file
+		},
+		OnLine: func(l Line) {
+			for _, ev := range c.Follow.Feed(l.Text) {
+				report(ev)
+				n++
+			}
+		},
+	}
+	return func() int64 { return n }, f.Offset, f.Every(c.Follow.Every)
+}
+
+// onLine is what Call does with each line of the CLI's output.
+func (c CLICall) onLine(hooks purser.CallHooks, report purser.UsageFunc, parseErr *error) func([]byte) {
+	sessionTold := false
+	return func(line []byte) {
+		retries := 0
+		if c.Retries != nil {
+			retries = c.Retries()
+		}
+		evs, err := c.Feed(line)
+		if err != nil && *parseErr == nil {
+			*parseErr = err
+		}
+		if c.Retries != nil && c.Retries() > retries {
+			hooks.InnerRetry() // one the CLI made by itself: counted
+			if c.GiveUp != nil {
+				_ = c.GiveUp()
+			}
+		}
+		if c.Session != nil && !sessionTold {
+			if file := c.Session(); file != "" {
+				// Recorded with the call at once, before any reply: a
+				// resume after a crash reads what the call spent from it.
+				sessionTold = true
+				hooks.Session(file)
+			}
+		}
+		for _, ev := range evs {
+			report(ev)
+		}
+	}
+}
+
+// Unfinished is the failure of a CLI that exited without its final line
+// (what says so): transient when its stderr tells a transient fault.
+func (o Outcome) Unfinished(backend, what string, parseErr error) error {
+	msg := o.Incomplete(what, parseErr)
+	if f := TextFault(o.Stderr); f.Transient() {
+		return &FaultError{Backend: backend, Fault: f, Detail: msg}
+	}
+	return errors.New(msg)
+}
