@@ -88,6 +88,16 @@ func DecodeOptions(spec purser.BackendSpec, into Options) error {
 	return into.Validate()
 }
 
+// DecodeChecked is what a backend's New does with its options: decodes
+// them as DecodeOptions does, then checks them against this machine
+// (Options.Check, paths resolved against spec.Dir).
+func DecodeChecked(spec purser.BackendSpec, into Options) error {
+	if err := DecodeOptions(spec, into); err != nil {
+		return err
+	}
+	return into.Check(spec.Dir)
+}
+
 // OptionProblem is an option DecodeRaw could not take. The config loader
 // locates it in the file at Path under the backend's mapping.
 type OptionProblem struct {

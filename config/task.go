@@ -605,65 +605,7 @@ func (l Loader) backendSpec(d *document, raw map[string]any, prefix, dir string)
 	fail := func(field, msg string) { errs = append(errs, d.at(prefix+field, msg, nil)) }
 	own := map[string]any{}
 	for k, v := range raw {
-		switch k {
-		case "type":
-			s, ok := v.(string)
-			switch {
-			case !ok || s == "":
-				fail("type", "want a backend type such as "+l.typeList())
-			case l.Backends != nil && l.Backends[s] == nil:
-				fail("type", fmt.Sprintf("%q is not a backend type (known: %s)", s, l.typeList()))
-			default:
-				spec.Type = s
-			}
-		case "callTimeout":
-			str, _ := v.(string)
-			dur, err := time.ParseDuration(str)
-			if err != nil || dur <= 0 {
-				fail("callTimeout", fmt.Sprintf("%v: want a duration such as 90s or 20m", v))
-			}
-			spec.CallTimeout = dur
-		case "billing":
-			str, _ := v.(string)
-			switch purser.Billing(str) {
-			case purser.BillingAPI, purser.BillingSubscription:
-				spec.Billing = purser.Billing(str)
-			default:
-				fail("billing", fmt.Sprintf("%s: want api (the default: its dollars are money spent) or subscription (a flat-rate plan: its dollars are list prices, never checked against a money cap)", backend.Describe(v)))
-			}
-		case "unpricedModel":
-			str, _ := v.(string)
-			switch str {
-			case "refuse":
-			case "allow":
-				spec.AllowUnpriced = true
-			default:
-				fail("unpricedModel", fmt.Sprintf("%s: want refuse (the default: a call on a model with no price is refused where only a money cap would bound it) or allow", backend.Describe(v)))
-			}
-		case "stallTimeout":
-			str, _ := v.(string)
-			if str == "off" {
-				spec.StallTimeout = -1
-				break
-			}
-			dur, err := time.ParseDuration(str)
-			if err != nil || dur <= 0 {
-				fail("stallTimeout", fmt.Sprintf("%v: want a duration such as 120s or 5m, or off", v))
-			}
-			spec.StallTimeout = dur
-		case "models":
-			m, ok := v.(map[string]any)
-			if !ok {
-				fail("models", "want a mapping of tier to model, e.g. {cheap: …, standard: …}")
-			}
-			for tier, model := range m {
-				s, ok := model.(string)
-				if !ok || s == "" {
-					fail("models."+tier, "want a model name")
-				}
-				spec.Models[tier] = s
-			}
-		default:
+		if !l.commonKey(&spec, k, v, fail) {
 			own[k] = v
 		}
 	}
@@ -689,6 +631,73 @@ func (l Loader) backendSpec(d *document, raw map[string]any, prefix, dir string)
 	}
 	spec.Options = opts
 	return spec, nil
+}
+
+// commonKey reads key k of a backend mapping into spec when it is one that
+// every backend takes (commonBackendKeys), and reports whether it was.
+func (l Loader) commonKey(spec *purser.BackendSpec, k string, v any, fail func(field, msg string)) bool {
+	switch k {
+	case "type":
+		s, ok := v.(string)
+		switch {
+		case !ok || s == "":
+			fail("type", "want a backend type such as "+l.typeList())
+		case l.Backends != nil && l.Backends[s] == nil:
+			fail("type", fmt.Sprintf("%q is not a backend type (known: %s)", s, l.typeList()))
+		default:
+			spec.Type = s
+		}
+	case "callTimeout":
+		str, _ := v.(string)
+		dur, err := time.ParseDuration(str)
+		if err != nil || dur <= 0 {
+			fail("callTimeout", fmt.Sprintf("%v: want a duration such as 90s or 20m", v))
+		}
+		spec.CallTimeout = dur
+	case "billing":
+		str, _ := v.(string)
+		switch purser.Billing(str) {
+		case purser.BillingAPI, purser.BillingSubscription:
+			spec.Billing = purser.Billing(str)
+		default:
+			fail("billing", fmt.Sprintf("%s: want api (the default: its dollars are money spent) or subscription (a flat-rate plan: its dollars are list prices, never checked against a money cap)", backend.Describe(v)))
+		}
+	case "unpricedModel":
+		str, _ := v.(string)
+		switch str {
+		case "refuse":
+		case "allow":
+			spec.AllowUnpriced = true
+		default:
+			fail("unpricedModel", fmt.Sprintf("%s: want refuse (the default: a call on a model with no price is refused where only a money cap would bound it) or allow", backend.Describe(v)))
+		}
+	case "stallTimeout":
+		str, _ := v.(string)
+		if str == "off" {
+			spec.StallTimeout = -1
+			return true
+		}
+		dur, err := time.ParseDuration(str)
+		if err != nil || dur <= 0 {
+			fail("stallTimeout", fmt.Sprintf("%v: want a duration such as 120s or 5m, or off", v))
+		}
+		spec.StallTimeout = dur
+	case "models":
+		m, ok := v.(map[string]any)
+		if !ok {
+			fail("models", "want a mapping of tier to model, e.g. {cheap: …, standard: …}")
+		}
+		for tier, model := range m {
+			s, ok := model.(string)
+			if !ok || s == "" {
+				fail("models."+tier, "want a model name")
+			}
+			spec.Models[tier] = s
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // typeList names the backend types a file may use.

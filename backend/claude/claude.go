@@ -90,10 +90,7 @@ func (b *Backend) FencesUSD(string) bool { return b.opts.BudgetFence }
 // New reads a backend spec's options (see Options) and finds the CLI.
 func New(spec purser.BackendSpec) (*Backend, error) {
 	o := defaultOptions()
-	if err := backend.DecodeOptions(spec, &o); err != nil {
-		return nil, err
-	}
-	if err := o.Check(spec.Dir); err != nil {
+	if err := backend.DecodeChecked(spec, &o); err != nil {
 		return nil, err
 	}
 	return &Backend{cli: o.Resolved(spec.Dir), opts: o}, nil
@@ -294,18 +291,11 @@ func (b *Backend) RecoverSpend(_ context.Context, q purser.SpendQuery) (purser.R
 		file, note = proc.LocateSession(q, []string{filepath.Join(projects, "*", "*.jsonl")}, transcriptHead)
 		note = "transcript: " + note
 	}
-	var usage []budget.UsageEvent
-	if file != "" {
-		p := NewParser()
-		if err := proc.ReadLines(file, func(l []byte) { usage = append(usage, p.FeedTranscript(l)...) }); err != nil {
-			return purser.RecoveredSpend{Session: file, Note: note}, fmt.Errorf("claude: %w", err)
-		}
-	}
 	// Compared as one sum, not per model: Claude Code's result names a model
 	// as "claude-opus-4-8[1m]" where its stream says "claude-opus-4-8", and
 	// the reconciliation recorded under the former must not be taken for
 	// usage the transcript adds under the latter.
-	return proc.Recovered(q, file, note, usage, true)
+	return proc.RecoverFrom(q, "claude", file, note, NewParser().FeedTranscript, true)
 }
 
 // transcriptHead reads a transcript's first lines: the first timestamp (the

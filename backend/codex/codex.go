@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -263,10 +262,7 @@ var _ purser.Backend = (*Backend)(nil)
 // New reads a backend spec's options (see Options) and finds the CLI.
 func New(spec purser.BackendSpec) (*Backend, error) {
 	o := defaultOptions()
-	if err := backend.DecodeOptions(spec, &o); err != nil {
-		return nil, err
-	}
-	if err := o.Check(spec.Dir); err != nil {
+	if err := backend.DecodeChecked(spec, &o); err != nil {
 		return nil, err
 	}
 	return &Backend{cli: o.Resolved(spec.Dir), opts: o}, nil
@@ -456,21 +452,8 @@ func (b *Backend) RecoverSpend(_ context.Context, q purser.SpendQuery) (purser.R
 		file, note = proc.LocateSession(q, []string{filepath.Join(b.codexHome(), "sessions", "*", "*", "*", "rollout-*.jsonl")}, rolloutHead)
 		note = "rollout file: " + note
 	}
-	if file != "" && q.Call.Session == file {
-		if _, err := os.Lstat(file); errors.Is(err, fs.ErrNotExist) {
-			// Gone since the call recorded it (the CLI removes a session
-			// it deems empty): the wire journal may still hold the call.
-			note, file = fmt.Sprintf("rollout file %s is gone", file), ""
-		}
-	}
-	var usage []budget.UsageEvent
-	if file != "" {
-		p := NewParser(q.Call.Model)
-		if err := proc.ReadLines(file, func(l []byte) { usage = append(usage, p.FeedRollout(l)...) }); err != nil {
-			return purser.RecoveredSpend{Session: file, Note: note}, fmt.Errorf("codex: %w", err)
-		}
-	}
-	return proc.Recovered(q, file, note, usage, false)
+	file, note = proc.Gone(q, "rollout file", file, note)
+	return proc.RecoverFrom(q, "codex", file, note, NewParser(q.Call.Model).FeedRollout, false)
 }
 
 // rolloutHead reads a rollout's session_meta line: when the session

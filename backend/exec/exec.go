@@ -99,10 +99,7 @@ var _ purser.Backend = (*Backend)(nil)
 // New reads a backend spec's options (see Options) and finds the program.
 func New(spec purser.BackendSpec) (*Backend, error) {
 	var o Options
-	if err := backend.DecodeOptions(spec, &o); err != nil {
-		return nil, err
-	}
-	if err := o.Check(spec.Dir); err != nil {
+	if err := backend.DecodeChecked(spec, &o); err != nil {
 		return nil, err
 	}
 	return &Backend{argv: o.argv(spec.Dir), env: o.Env}, nil

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -236,10 +235,7 @@ var _ purser.Backend = (*Backend)(nil)
 // New reads a backend spec's options (see Options) and finds the CLI.
 func New(spec purser.BackendSpec) (*Backend, error) {
 	o := defaultOptions()
-	if err := backend.DecodeOptions(spec, &o); err != nil {
-		return nil, err
-	}
-	if err := o.Check(spec.Dir); err != nil {
+	if err := backend.DecodeChecked(spec, &o); err != nil {
 		return nil, err
 	}
 	return &Backend{cli: o.Resolved(spec.Dir), opts: o}, nil
@@ -370,21 +366,8 @@ func (b *Backend) RecoverSpend(_ context.Context, q purser.SpendQuery) (purser.R
 		file, note = proc.LocateSession(q, b.chatDirs(q.Workspace), head)
 		note = "chat file: " + note
 	}
-	if file != "" && q.Call.Session == file {
-		if _, err := os.Lstat(file); errors.Is(err, fs.ErrNotExist) {
-			// Gone since the call recorded it (the CLI removes a session
-			// it deems empty): the wire journal may still hold the call.
-			note, file = fmt.Sprintf("chat file %s is gone", file), ""
-		}
-	}
-	var usage []budget.UsageEvent
-	if file != "" {
-		p := NewParser()
-		if err := proc.ReadLines(file, func(l []byte) { usage = append(usage, p.FeedChat(l)...) }); err != nil {
-			return purser.RecoveredSpend{Session: file, Note: note}, fmt.Errorf("gemini: %w", err)
-		}
-	}
-	return proc.Recovered(q, file, note, usage, false)
+	file, note = proc.Gone(q, "chat file", file, note)
+	return proc.RecoverFrom(q, "gemini", file, note, NewParser().FeedChat, false)
 }
 
 // DefaultBaseURL is where Gemini CLI sends its requests (with an API key)

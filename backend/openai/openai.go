@@ -104,10 +104,7 @@ var _ purser.Backend = (*Backend)(nil)
 // New reads a backend spec's options (see Options) and the key.
 func New(spec purser.BackendSpec) (*Backend, error) {
 	o := defaultOptions()
-	if err := backend.DecodeOptions(spec, &o); err != nil {
-		return nil, err
-	}
-	if err := o.Check(spec.Dir); err != nil {
+	if err := backend.DecodeChecked(spec, &o); err != nil {
 		return nil, err
 	}
 	key := os.Getenv(o.APIKeyEnv) // from the environment only; never logged
@@ -129,8 +126,9 @@ func (b *Backend) Overhead() int64 {
 	return int64(b.counter.Count(Protocol)) + 3*messageOverhead
 }
 
-// Call sends the prompt and applies the answer's file blocks.
-func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
+// params is the request of a call: the edit protocol and the prompt, its
+// usage streamed, and its output capped at what the budget admitted.
+func (b *Backend) params(req purser.CallRequest) (oa.ChatCompletionNewParams, error) {
 	params := oa.ChatCompletionNewParams{
 		Model:         req.Model,
 		Messages:      []oa.ChatCompletionMessageParamUnion{oa.SystemMessage(Protocol), oa.UserMessage(req.Prompt)},
@@ -142,7 +140,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		// never uses more than was reserved.
 		maxOut := req.MaxOutputTokens - b.Overhead()
 		if maxOut < 1 {
-			return purser.CallResult{}, fmt.Errorf("openai: no room for output under the budget (%d tokens admitted, %d needed by the edit protocol): %w",
+			return params, fmt.Errorf("openai: no room for output under the budget (%d tokens admitted, %d needed by the edit protocol): %w",
 				req.MaxOutputTokens, b.Overhead(), budget.ErrInsufficientBudget)
 		}
 		if b.opts.MaxTokensField == "max_completion_tokens" {
@@ -150,6 +148,15 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		} else {
 			params.MaxTokens = oa.Int(maxOut)
 		}
+	}
+	return params, nil
+}
+
+// Call sends the prompt and applies the answer's file blocks.
+func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
+	params, err := b.params(req)
+	if err != nil {
+		return purser.CallResult{}, err
 	}
 	// The stall detector: nothing from the provider (no answer to the
 	// request, no byte of its stream) for the stall window ends the call.
@@ -178,7 +185,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			usage = &u
 		}
 	}
-	err := stream.Close()
+	err = stream.Close()
 	if serr := stream.Err(); serr != nil {
 		err = serr
 	}

@@ -100,25 +100,7 @@ func Run(ctx context.Context, c Command, onLine func([]byte)) (Outcome, error) {
 	}
 
 	var stderr tail
-	stderrDone := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(countingWriter{&stderr, &activity}, errR)
-		close(stderrDone)
-	}()
-	linesDone := make(chan struct{})
-	go func() {
-		defer close(linesDone)
-		r := bufio.NewReaderSize(countingReader{outR, &activity}, 64<<10)
-		for {
-			line, err := ReadLine(r)
-			if len(line) > 0 {
-				onLine(line)
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	linesDone, stderrDone := readOutput(outR, errR, &activity, &stderr, onLine)
 
 	var out Outcome
 	var mu sync.Mutex
@@ -147,24 +129,51 @@ func Run(ctx context.Context, c Command, onLine func([]byte)) (Outcome, error) {
 	// Tools the agent left running go with it: its group, and descendants
 	// that left the group (setsid) while it ran.
 	group.End()
-	// The output is read to its end, unless something we could not kill
-	// still holds the pipe: then it is cut off.
-	for _, w := range []struct {
-		done <-chan struct{}
-		r    *os.File
-	}{{linesDone, outR}, {stderrDone, errR}} {
-		select {
-		case <-w.done:
-		case <-time.After(time.Second):
-			w.r.Close()
-			<-w.done
-		}
-		w.r.Close()
-	}
+	drain(linesDone, outR)
+	drain(stderrDone, errR)
 	mu.Lock()
 	defer mu.Unlock()
 	out.WaitErr, out.Stderr = waitErr, stderr.String()
 	return out, nil
+}
+
+// readOutput reads the child's stdout line by line into onLine and its
+// stderr into stderr, counting the bytes as activity for the stall
+// detector; each returned channel is closed when its pipe is read to its
+// end.
+func readOutput(outR, errR *os.File, activity *atomic.Int64, stderr *tail, onLine func([]byte)) (linesDone, stderrDone <-chan struct{}) {
+	errDone := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(countingWriter{stderr, activity}, errR)
+		close(errDone)
+	}()
+	outDone := make(chan struct{})
+	go func() {
+		defer close(outDone)
+		r := bufio.NewReaderSize(countingReader{outR, activity}, 64<<10)
+		for {
+			line, err := ReadLine(r)
+			if len(line) > 0 {
+				onLine(line)
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return outDone, errDone
+}
+
+// drain waits for a pipe to be read to its end, unless something we could
+// not kill still holds it: then it is cut off after a second.
+func drain(done <-chan struct{}, r *os.File) {
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		r.Close()
+		<-done
+	}
+	r.Close()
 }
 
 // KillAll kills every child Purser runs (agents and validators), with its

@@ -1,13 +1,16 @@
 package proc
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
 )
 
 // ReadLines reads a whole session file that its writer has stopped writing,
@@ -110,4 +113,32 @@ func canonical(dir string) string {
 		return filepath.Clean(r)
 	}
 	return filepath.Clean(dir)
+}
+
+// Gone is a recorded session file (file, as the call recorded it in
+// q.Call.Session) gone since (the CLI removes a session it deems empty):
+// then it returns "" and a note saying so, what naming the file ("chat
+// file"), and the wire journal may still hold the call; else file and note
+// unchanged.
+func Gone(q purser.SpendQuery, what, file, note string) (string, string) {
+	if file != "" && q.Call.Session == file {
+		if _, err := os.Lstat(file); errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Sprintf("%s %s is gone", what, file)
+		}
+	}
+	return file, note
+}
+
+// RecoverFrom is a SpendRecoverer's answer from a call's session file
+// (file, "" when none was found; note says how it was found): the file read
+// whole with feed (a new parser's), then Recovered. backend names the CLI
+// in an error.
+func RecoverFrom(q purser.SpendQuery, backend, file, note string, feed func(line []byte) []budget.UsageEvent, oneSum bool) (purser.RecoveredSpend, error) {
+	var usage []budget.UsageEvent
+	if file != "" {
+		if err := ReadLines(file, func(l []byte) { usage = append(usage, feed(l)...) }); err != nil {
+			return purser.RecoveredSpend{Session: file, Note: note}, fmt.Errorf("%s: %w", backend, err)
+		}
+	}
+	return Recovered(q, file, note, usage, oneSum)
 }
