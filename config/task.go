@@ -16,6 +16,7 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/internal/yamlfile"
 	"github.com/purser-dev/purser/pricing"
 )
 
@@ -801,27 +802,7 @@ func (d *document) degradePolicy(f *degradeFile, prefix string) (purser.DegradeP
 
 // DecodeFile reads a YAML or JSON file strictly into v: unknown keys are
 // refused by name, and errors carry file, line and column.
-func DecodeFile(path string, v any) error {
-	data, err := readFile(path)
-	if err != nil {
-		return err
-	}
-	d, err := parse(path, data)
-	if err != nil {
-		return err
-	}
-	return d.decode(v)
-}
+func DecodeFile(path string, v any) error { return yamlfile.DecodeFile(path, v) }
 
 // FieldError returns an *Error for a field of a file, located when possible.
-func FieldError(path, field, msg string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return &Error{File: path, Field: field, Msg: msg}
-	}
-	d, err := parse(path, data)
-	if err != nil {
-		return &Error{File: path, Field: field, Msg: msg}
-	}
-	return d.at(field, msg, nil)
-}
+func FieldError(path, field, msg string) error { return yamlfile.FieldError(path, field, msg) }
