@@ -98,7 +98,7 @@ func (o CLIOptions) Call(ctx context.Context, req purser.CallRequest, report pur
 		return purser.CallResult{}, fmt.Errorf("%s: %w", c.Backend, err)
 	}
 	res := purser.CallResult{Note: note}
-	failure := c.Finish(out, parseErr, int(recovered()), &res)
+	failure := c.Finish(out, parseErr, recovered(), &res)
 	switch {
 	case out.Stopped:
 		return res, context.Cause(ctx)
@@ -117,10 +117,10 @@ func (o CLIOptions) Call(ctx context.Context, req purser.CallRequest, report pur
 // follow starts following the session file, if the CLI has one. It returns
 // how many events the file gave so far, the file's progress for the stall
 // detector (nil for none), and the function that stops following.
-func (c CLICall) follow(hooks purser.CallHooks, report purser.UsageFunc) (recovered func() int64, progress func() int64, stop func()) {
-	var n int64 // written by the follower's goroutine; read once stop has returned
+func (c CLICall) follow(hooks purser.CallHooks, report purser.UsageFunc) (recovered func() int, progress func() int64, stop func()) {
+	n := 0 // written by the follower's goroutine; read once stop has returned
 	if c.Follow == nil {
-		return func() int64 { return n }, nil, func() {}
+		return func() int { return n }, nil, func() {}
 	}
 	f := &Follower{
 		Find: func() string {
@@ -139,7 +139,7 @@ func (c CLICall) follow(hooks purser.CallHooks, report purser.UsageFunc) (recove
 			}
 		},
 	}
-	return func() int64 { return n }, f.Offset, f.Every(c.Follow.Every)
+	return func() int { return n }, f.Offset, f.Every(c.Follow.Every)
 }
 
 // onLine is what Call does with each line of the CLI's output.
