@@ -83,12 +83,12 @@ type CallRecord struct {
 	InnerRetries int
 	// Session is the CLI's own session file of the call (Claude Code's
 	// transcript, Codex's rollout, Gemini CLI's chat file), as the backend
-	// gave it to CallSession ("" when none or not known yet): on resume,
+	// gave it to CallHooks.Session ("" when none or not known yet): on resume,
 	// what a dead call spent is read from it (SpendRecoverer).
 	Session string
 	// Wire is the journal in which Purser's metering proxy wrote the usage
 	// of every reply the call's provider finished sending, as the backend
-	// gave it to CallWire before the agent started ("" when not metered):
+	// gave it to CallHooks.Wire before the agent started ("" when not metered):
 	// on resume, it covers a reply the CLI died holding (SpendRecoverer).
 	Wire string
 }

@@ -250,9 +250,9 @@ func TestLoadTaskGivesTypedOptions(t *testing.T) {
 	}
 }
 
-// DecodeBackendOptions gives New the loader's options, or decodes a map
+// DecodeOptions gives New the loader's options, or decodes a map
 // built in code as strictly, and validates either.
-func TestDecodeBackendOptions(t *testing.T) {
+func TestDecodeOptions(t *testing.T) {
 	tests := []struct {
 		name      string
 		options   any
