@@ -74,8 +74,8 @@ type CallRecord struct {
 	MaxOutputTokens int64
 	Note            string // e.g. the backend's reported cost against Purser's estimate
 	// Process is the process running the call, as the backend gave it to
-	// CallStarted ("" when none or not yet started): on resume, what a dead
-	// owner's call left running is found by it and killed.
+	// CallHooks.Started ("" when none or not yet started): on resume, what
+	// a dead owner's call left running is found by it and killed.
 	Process string
 	// InnerRetries counts the requests the agent retried by itself within
 	// this call (Claude Code's api_retry lines, Codex's reconnects, Gemini
@@ -83,13 +83,14 @@ type CallRecord struct {
 	InnerRetries int
 	// Session is the CLI's own session file of the call (Claude Code's
 	// transcript, Codex's rollout, Gemini CLI's chat file), as the backend
-	// gave it to CallHooks.Session ("" when none or not known yet): on resume,
-	// what a dead call spent is read from it (SpendRecoverer).
+	// gave it to CallHooks.Session ("" when none or not known yet): on
+	// resume, what a dead call spent is read from it (SpendRecoverer).
 	Session string
 	// Wire is the journal in which Purser's metering proxy wrote the usage
 	// of every reply the call's provider finished sending, as the backend
-	// gave it to CallHooks.Wire before the agent started ("" when not metered):
-	// on resume, it covers a reply the CLI died holding (SpendRecoverer).
+	// gave it to CallHooks.Wire before the agent started ("" when not
+	// metered): on resume, it covers a reply the CLI died holding
+	// (SpendRecoverer).
 	Wire string
 }
 
