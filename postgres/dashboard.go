@@ -4,34 +4,22 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/internal/storerow"
 )
 
 var _ purser.MetricsStore = (*Store)(nil)
 
 // TaskUsageTotals returns every task's running totals in one read.
 func (s *Store) TaskUsageTotals(ctx context.Context) (map[string]budget.Totals, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, usd_nanos, tokens, iterations, reported, estimated, unknown, list_usd_nanos, list_events
-		FROM usage_totals WHERE scope = 'task'`)
+	rows, err := s.pool.Query(ctx, `SELECT `+storerow.TaskTotalsColumns+` FROM usage_totals WHERE scope = 'task'`)
 	if err != nil {
 		return nil, fmt.Errorf("usage totals of every task: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]budget.Totals{}
-	for rows.Next() {
-		var id string
-		var t budget.Totals
-		var usd, list int64
-		if err := rows.Scan(&id, &usd, &t.Tokens, &t.Iterations, &t.ReportedEvents, &t.EstimatedEvents, &t.UnknownEvents, &list, &t.ListEvents); err != nil {
-			return nil, fmt.Errorf("usage totals of every task: %w", err)
-		}
-		t.USD, t.ListUSD = budget.USD(usd), budget.USD(list)
-		out[id] = t
-	}
-	if err := rows.Err(); err != nil {
+	out, err := storerow.TaskTotals(rows)
+	if err != nil {
 		return nil, fmt.Errorf("usage totals of every task: %w", err)
 	}
 	return out, nil
@@ -40,20 +28,16 @@ func (s *Store) TaskUsageTotals(ctx context.Context) (map[string]budget.Totals, 
 // UsageBreakdown sums a task's ledger rows (by the usage_task index) by
 // cost source and token type.
 func (s *Store) UsageBreakdown(ctx context.Context, taskID string) (purser.UsageBreakdown, error) {
-	var b purser.UsageBreakdown
-	var reported, estimated int64
-	err := s.pool.QueryRow(ctx, `SELECT
+	b, err := storerow.ScanUsageBreakdown(s.pool.QueryRow(ctx, `SELECT
 			COALESCE(SUM(CASE WHEN cost_source = 'reported' THEN usd_nanos ELSE 0 END), 0)::BIGINT,
 			COALESCE(SUM(CASE WHEN cost_source = 'estimated' THEN usd_nanos ELSE 0 END), 0)::BIGINT,
 			COUNT(*) FILTER (WHERE cost_source = 'unknown'),
 			COALESCE(SUM(input_tokens), 0)::BIGINT, COALESCE(SUM(output_tokens), 0)::BIGINT, COALESCE(SUM(cache_read), 0)::BIGINT,
 			COALESCE(SUM(cache_write), 0)::BIGINT, COALESCE(SUM(reasoning), 0)::BIGINT
-		FROM usage WHERE task_id = $1`, taskID).Scan(&reported, &estimated, &b.UnknownEvents,
-		&b.InputTokens, &b.OutputTokens, &b.CacheReadTokens, &b.CacheWriteTokens, &b.ReasoningTokens)
+		FROM usage WHERE task_id = $1`, taskID))
 	if err != nil {
 		return b, fmt.Errorf("usage breakdown of task %s: %w", taskID, err)
 	}
-	b.ReportedUSD, b.EstimatedUSD = budget.USD(reported), budget.USD(estimated)
 	return b, nil
 }
 
@@ -76,13 +60,9 @@ func (s *Store) labelCounts(ctx context.Context, what, query string) (map[purser
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	out := map[purser.LabelPair]int64{}
-	var k purser.LabelPair
-	var n int64
-	if _, err := pgx.ForEachRow(rows, []any{&k[0], &k[1], &n}, func() error {
-		out[k] += n
-		return nil
-	}); err != nil {
+	defer rows.Close()
+	out, err := storerow.LabelCounts(rows)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil

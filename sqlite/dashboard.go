@@ -2,35 +2,24 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/internal/storerow"
 )
 
 var _ purser.MetricsStore = (*Store)(nil)
 
 // TaskUsageTotals returns every task's running totals in one read.
 func (s *Store) TaskUsageTotals(ctx context.Context) (map[string]budget.Totals, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, usd_nanos, tokens, iterations, reported, estimated, unknown, list_usd_nanos, list_events
-		FROM usage_totals WHERE scope = 'task'`)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+storerow.TaskTotalsColumns+` FROM usage_totals WHERE scope = 'task'`)
 	if err != nil {
 		return nil, fmt.Errorf("usage totals of every task: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]budget.Totals{}
-	for rows.Next() {
-		var id string
-		var t budget.Totals
-		var usd, list int64
-		if err := rows.Scan(&id, &usd, &t.Tokens, &t.Iterations, &t.ReportedEvents, &t.EstimatedEvents, &t.UnknownEvents, &list, &t.ListEvents); err != nil {
-			return nil, fmt.Errorf("usage totals of every task: %w", err)
-		}
-		t.USD, t.ListUSD = budget.USD(usd), budget.USD(list)
-		out[id] = t
-	}
-	if err := rows.Err(); err != nil {
+	out, err := storerow.TaskTotals(rows)
+	if err != nil {
 		return nil, fmt.Errorf("usage totals of every task: %w", err)
 	}
 	return out, nil
@@ -39,20 +28,16 @@ func (s *Store) TaskUsageTotals(ctx context.Context) (map[string]budget.Totals, 
 // UsageBreakdown sums a task's ledger rows (by the usage_task index) by
 // cost source and token type.
 func (s *Store) UsageBreakdown(ctx context.Context, taskID string) (purser.UsageBreakdown, error) {
-	var b purser.UsageBreakdown
-	var reported, estimated int64
-	err := s.db.QueryRowContext(ctx, `SELECT
+	b, err := storerow.ScanUsageBreakdown(s.db.QueryRowContext(ctx, `SELECT
 			COALESCE(SUM(CASE WHEN cost_source = 'reported' THEN usd_nanos ELSE 0 END), 0),
 			COALESCE(SUM(CASE WHEN cost_source = 'estimated' THEN usd_nanos ELSE 0 END), 0),
 			COALESCE(SUM(cost_source = 'unknown'), 0),
 			COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cache_read), 0),
 			COALESCE(SUM(cache_write), 0), COALESCE(SUM(reasoning), 0)
-		FROM usage WHERE task_id = ?`, taskID).Scan(&reported, &estimated, &b.UnknownEvents,
-		&b.InputTokens, &b.OutputTokens, &b.CacheReadTokens, &b.CacheWriteTokens, &b.ReasoningTokens)
+		FROM usage WHERE task_id = ?`, taskID))
 	if err != nil {
 		return b, fmt.Errorf("usage breakdown of task %s: %w", taskID, err)
 	}
-	b.ReportedUSD, b.EstimatedUSD = budget.USD(reported), budget.USD(estimated)
 	return b, nil
 }
 
@@ -76,16 +61,8 @@ func (s *Store) labelCounts(ctx context.Context, what, query string) (map[purser
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
-	out := map[purser.LabelPair]int64{}
-	for rows.Next() {
-		var k purser.LabelPair
-		var n sql.NullInt64
-		if err := rows.Scan(&k[0], &k[1], &n); err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		out[k] += n.Int64
-	}
-	if err := rows.Err(); err != nil {
+	out, err := storerow.LabelCounts(rows)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
