@@ -118,3 +118,17 @@ func ClampOutput(headroom Amount, input, reserve int64, worst func(output int64)
 	}
 	return Amount{}, 0, &InsufficientBudgetError{Metric: metric, Want: least, Available: headroom}
 }
+
+// Reached is the first metric, money before tokens, whose cap in caps the
+// spend has reached (NoMetric when none has). A budget whose cap is reached
+// admits nothing more, even a call that admission cannot price: its
+// dollars would only be known once spent.
+func Reached(caps, spent Amount) Metric {
+	switch {
+	case caps.USD != UnlimitedUSD && spent.USD >= caps.USD:
+		return Money
+	case caps.Tokens != Unlimited.Tokens && spent.Tokens >= caps.Tokens:
+		return Tokens
+	}
+	return NoMetric
+}

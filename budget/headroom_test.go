@@ -260,3 +260,24 @@ func TestTotalsMinusUndoesMerge(t *testing.T) {
 		t.Errorf("Minus wrapped: %d tokens", got.Tokens)
 	}
 }
+
+// A cap the spend has reached admits nothing, even a call priced at
+// nothing (its dollars unknown until spent); a metric not capped is never
+// reached.
+func TestReached(t *testing.T) {
+	five := budget.Amount{USD: 50_000_000, Tokens: 1000}
+	for _, tc := range []struct {
+		caps, spent budget.Amount
+		want        budget.Metric
+	}{
+		{five, budget.Amount{USD: 49_999_999, Tokens: 999}, budget.NoMetric},
+		{five, budget.Amount{USD: 50_000_000}, budget.Money},
+		{five, budget.Amount{USD: 60_000_000, Tokens: 2000}, budget.Money},
+		{five, budget.Amount{Tokens: 1000}, budget.Tokens},
+		{budget.Unlimited, budget.Amount{USD: 1 << 60, Tokens: 1 << 60}, budget.NoMetric},
+	} {
+		if got := budget.Reached(tc.caps, tc.spent); got != tc.want {
+			t.Errorf("Reached(%+v, %+v) = %v, want %v", tc.caps, tc.spent, got, tc.want)
+		}
+	}
+}

@@ -507,6 +507,12 @@ func (e *InsufficientBudgetError) Error() string {
 	if e.Scope == ScopeNamed {
 		whose = fmt.Sprintf("named %q", e.Name)
 	}
+	if e.Metric == Money && e.Want.USD <= e.Available.USD {
+		// The call's worst case fits by its price, so its price is unknown
+		// (or nothing): what refused it is money already spent.
+		return fmt.Sprintf("insufficient budget: %s budget's hard cap on money is reached (%s left); a call whose dollars are known only once spent cannot be admitted",
+			whose, e.Available.USD)
+	}
 	if e.Metric == Money {
 		return fmt.Sprintf("insufficient budget: call needs up to %s, %s budget has %s left under its hard cap",
 			e.Want.USD, whose, e.Available.USD)

@@ -85,6 +85,7 @@ func (t *taskRun) reserveShared(ctx context.Context, model string, input int64, 
 			return first, func() {}, err
 		}
 	}
+	t.draws, t.namedRoom = names, budget.UnlimitedUSD
 	if len(names) == 0 {
 		return t.reserveRun(ctx, model, input, first)
 	}
@@ -128,6 +129,12 @@ func (t *taskRun) fitNamed(ctx context.Context, names []string, model string, in
 			return first, err
 		}
 		bySpend := budget.Headroom(st.Caps(), st.Spent.Amount(), budget.Amount{})
+		if m := budget.Reached(st.Caps(), st.Spent.Amount()); m != budget.NoMetric {
+			// Spent to its cap: nothing more is admitted, even a call whose
+			// price is unknown (its worst case holds no dollars).
+			least, _ := t.worstCase(model, input, budget.MinOutputTokens)
+			return first, &budget.InsufficientBudgetError{Scope: budget.ScopeNamed, Name: name, Metric: m, Want: least, Available: bySpend}
+		}
 		if _, err := t.clampToFit(model, input, bySpend); err != nil {
 			var short *budget.InsufficientBudgetError
 			if errors.As(err, &short) {
@@ -137,6 +144,7 @@ func (t *taskRun) fitNamed(ctx context.Context, names []string, model string, in
 		}
 		avail = avail.Min(st.Headroom())
 	}
+	t.namedRoom = avail.USD
 	if first.want.FitsIn(avail) {
 		return first, nil
 	}
@@ -290,4 +298,51 @@ func (t *taskRun) clampToFit(model string, input int64, avail budget.Amount) (ca
 		return w
 	})
 	return callSize{want: want, maxOut: out}, err
+}
+
+// checkNamedSpend is run as each usage event of a call lands in the
+// ledger: when the spend of a named budget the call was admitted against
+// (every run's, in its window, this event included) has reached a hard
+// cap, the call is cancelled and the task stops, naming the budget.
+// Admission can clamp only what it can price; reported dollars count as
+// they arrive. A store error leaves the call to admission's bounds.
+func (t *taskRun) checkNamedSpend(ctx context.Context, ev budget.UsageEvent, cancel context.CancelCauseFunc) {
+	if len(t.draws) == 0 || (ev.USD == 0 && ev.InputTokens+ev.OutputTokens == 0) {
+		return
+	}
+	now := t.e.cfg.Clock.Now()
+	for _, name := range t.draws {
+		st, err := t.e.cfg.Named.NamedBudgetStatus(ctx, name, now)
+		if err != nil {
+			t.log.Warn("reading named budget's spend during a call", "budget", name, "error", err)
+			return
+		}
+		m := budget.Reached(st.Caps(), st.Spent.Amount())
+		if m == budget.NoMetric {
+			continue
+		}
+		stop := &budget.InsufficientBudgetError{Scope: budget.ScopeNamed, Name: name, Metric: m,
+			Available: budget.Headroom(st.Caps(), st.Spent.Amount(), budget.Amount{})}
+		t.mu.Lock()
+		first := t.namedStop == nil
+		if first {
+			t.namedStop = stop
+		}
+		t.mu.Unlock()
+		if first {
+			t.log.Info("named budget's hard cap reached during a call: cancelling it", "budget", name, "metric", m)
+			cancel(stop)
+		}
+		return
+	}
+}
+
+// takeNamedStop returns (and forgets) the named budget's cap a call in
+// flight reached, if one did.
+func (t *taskRun) takeNamedStop() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	err := t.namedStop
+	t.namedStop = nil
+	return err
 }

@@ -13,8 +13,8 @@ func (t *taskRun) asBilled(ev budget.UsageEvent) budget.UsageEvent {
 	return ev
 }
 
-// callMaxUSD is what is left under the money caps of the task and its run,
-// this call's own reservation included, for a backend's own spending fence
+// callMaxUSD is what is left under the money caps of the task, its run and
+// the named budgets it draws from, this call's own reservation included, for a backend's own spending fence
 // (CallRequest.MaxUSD); 0 where money is not capped. A backend on a flat-rate
 // plan gets none: a fence counting list prices would stop a user on a plan by
 // phantom dollars.
@@ -23,8 +23,15 @@ func (t *taskRun) callMaxUSD(reserved budget.USD) budget.USD {
 		return 0
 	}
 	avail := t.budget.Available()
-	if avail.USD == budget.UnlimitedUSD {
+	room := budget.UnlimitedUSD
+	if avail.USD != budget.UnlimitedUSD {
+		room = avail.USD + reserved
+	}
+	// Named budgets' room was measured before this call's hold.
+	room = min(room, t.namedRoom)
+	if room == budget.UnlimitedUSD {
 		return 0
 	}
-	return avail.USD + reserved
+	// 0 would mean no fence: a budget with nothing left fences at the least.
+	return max(room, 1)
 }

@@ -238,6 +238,9 @@ func (t *taskRun) callContext(ctx context.Context) (context.Context, context.Can
 // the error the iteration stops with (nil: the call is done).
 func (t *taskRun) outcome(ctx, callCtx context.Context, pc *preparedCall, ledgerErr, callErr error, timeout time.Duration) error {
 	hardErr := t.budget.Check()
+	if named := t.takeNamedStop(); hardErr == nil {
+		hardErr = named
+	}
 	switch {
 	case ledgerErr != nil:
 		pc.rec.Outcome = purser.CallFailed
@@ -312,6 +315,7 @@ func (u *usageSink) report(ev budget.UsageEvent) {
 		return
 	}
 	u.res.Record(ev)
+	t.checkNamedSpend(u.ctx, ev, u.cancel)
 	t.e.emit(t, purser.Event{Type: purser.EventUsage, Call: u.pc.kind})
 }
 

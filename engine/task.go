@@ -36,8 +36,16 @@ type taskRun struct {
 
 	backendErr error // why the task's backend could not be made, if it could not
 
+	// draws are the named budgets the call in flight was admitted against,
+	// and namedRoom the money they had left for it (its own hold included;
+	// budget.UnlimitedUSD when none caps money): its reported dollars are
+	// checked against them as they arrive.
+	draws     []string
+	namedRoom budget.USD
+
 	mu         sync.Mutex
 	cancelCall context.CancelCauseFunc // the call in flight, if any
+	namedStop  error                   // a named budget's cap reached by the call in flight
 }
 
 // RunTask runs a task until its validators pass (DONE), its budget stops it
@@ -46,7 +54,7 @@ type taskRun struct {
 // It returns nil only when the task is DONE, else a *StopError.
 func (e *Engine) RunTask(ctx context.Context, task purser.Task, run *budget.Manager, runID string) error {
 	t := &taskRun{e: e, task: task, runID: runID, log: e.cfg.Logger.With("task", task.ID),
-		degradeSeen: map[purser.DegradeAction]bool{}}
+		degradeSeen: map[purser.DegradeAction]bool{}, namedRoom: budget.UnlimitedUSD}
 	if err := t.start(ctx, run); err != nil {
 		var claimed *purser.TaskClaimedError
 		switch {
