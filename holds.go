@@ -19,6 +19,9 @@ type Holder struct {
 
 // DroppedHolds is what the holds dropped on one run or named budget held.
 type DroppedHolds struct {
+	// Owner is whose holds they were: set by HoldReaper.DropLapsedHolds,
+	// which drops several owners' at once.
+	Owner string
 	Scope budget.Scope // budget.ScopeRun or budget.ScopeNamed
 	Name  string       // the run's ID or the named budget's name
 	Holds int
@@ -46,4 +49,19 @@ type HoldDropper interface {
 type ProcessOwners interface {
 	// ProcessGone reports whether the owner's process is known to be gone.
 	ProcessGone(owner string) bool
+}
+
+// HoldReaper finds the holds of holders that are gone, so that a call
+// waiting for room does not wait out their TTL (the call's timeout and a
+// minute) while a dead worker's holds fill its run or named budget.
+type HoldReaper interface {
+	// Holders lists who placed the unexpired holds with a holder, on runs
+	// and named budgets: each owner and task once, by owner then task.
+	Holders(ctx context.Context) ([]Holder, error)
+	// DropLapsedHolds deletes the holds placed for a task whose job on the
+	// queue is leased to the hold's owner and whose lease ran out, by the
+	// store's clock: that worker is gone as far as the task is concerned,
+	// on whatever host. It returns what the unexpired ones held, per owner
+	// and run or budget (none: an empty slice).
+	DropLapsedHolds(ctx context.Context) ([]DroppedHolds, error)
 }

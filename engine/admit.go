@@ -225,8 +225,8 @@ const (
 
 // holdWaiter paces a call waiting for other calls' holds to end (50 ms,
 // doubling to 1 s), and says once, in the log and the live view, that it
-// waits: a hold a dead process left lapses only after its TTL, and the wait
-// must not look like a hang.
+// waits. Each time, it drops the holds of holders that are gone
+// (reapDeadHolds) rather than wait out their TTL.
 type holdWaiter struct {
 	t     *taskRun
 	pause time.Duration
@@ -241,6 +241,11 @@ func (w *holdWaiter) wait(ctx context.Context, why string) error {
 		w.t.e.emit(w.t, purser.Event{Type: purser.EventWarning, Message: why})
 	} else {
 		w.pause = min(2*w.pause, maxHoldPoll)
+	}
+	// Holds a gone holder left end now, not after their TTL: try again at
+	// once.
+	if w.t.reapDeadHolds(ctx) {
+		return nil
 	}
 	select {
 	case <-ctx.Done():

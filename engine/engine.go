@@ -188,6 +188,9 @@ type Engine struct {
 	// holds drops the holds a dead owner of a resumed task left (nil: the
 	// store cannot; they lapse after their TTL).
 	holds purser.HoldDropper
+	// reaper finds the holds gone holders left, for a call waiting for
+	// room (nil: the store cannot; they lapse after their TTL).
+	reaper purser.HoldReaper
 }
 
 // New returns an Engine configured by cfg, with defaults filled in. It
@@ -205,6 +208,9 @@ func New(cfg Config) (*Engine, error) {
 	for _, s := range []any{cfg.Shared, cfg.Named} {
 		if d, ok := s.(purser.HoldDropper); ok && e.holds == nil {
 			e.holds = d
+		}
+		if r, ok := s.(purser.HoldReaper); ok && e.reaper == nil {
+			e.reaper = r
 		}
 	}
 	// Every ledger append and every shared admission passes the run sync,

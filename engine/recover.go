@@ -162,14 +162,7 @@ func (t *taskRun) dropDeadOwnersHolds(ctx context.Context, prior purser.TaskReco
 		return
 	}
 	for _, d := range dropped {
-		where := fmt.Sprintf("run %s", d.Name)
-		if d.Scope == budget.ScopeNamed {
-			where = fmt.Sprintf("named budget %s", d.Name)
-		}
-		amount := fmt.Sprintf("%d tokens", d.Held.Tokens)
-		if d.Held.USD > 0 {
-			amount += fmt.Sprintf(" and %s", d.Held.USD)
-		}
+		where, amount := droppedText(d)
 		msg := fmt.Sprintf("released %d hold(s) of %s on %s that the task's previous owner (%s, gone) placed %s and never released",
 			d.Holds, amount, where, prior.Owner, whose)
 		t.log.Warn(msg, "owner", prior.Owner, "holds", d.Holds, "tokens", d.Held.Tokens, "usd", d.Held.USD)

@@ -103,3 +103,90 @@ func testDeadOwnersHoldsAreDropped(t *testing.T, open Opener) {
 		t.Fatalf("team holds %d tokens, want the live owner's 4000", h)
 	}
 }
+
+// Issue 22 item 14: a waiting call finds who holds the room it waits for,
+// and the holds of a worker whose job's lease ran out are dropped by any
+// handle, on runs and named budgets, with their owner said: only for the
+// task of that job, not a live lease's, not a task with no job (a purser
+// run on some host: only its TTL ends it), not a holder-less or expired
+// hold.
+func testLapsedLeasesHoldsAreReaped(t *testing.T, open Opener) {
+	ctx := t.Context()
+	s := open(t)
+	if err := s.CreateBudget(ctx, purser.NamedBudget{Name: "team", Window: purser.WindowMonth, Budget: capped(budget.Dollars(10), 100_000)}); err != nil {
+		t.Fatal(err)
+	}
+	caps := budget.Amount{USD: budget.Dollars(10), Tokens: 100_000}
+	now := time.Now()
+	dead, alive := "host-a 1 1", "host-b 2 2"
+	q := jobQueue(t, open)
+	for _, c := range []struct {
+		task, worker string
+		lease        time.Duration
+	}{{"t2", alive, time.Hour}, {"t1", dead, time.Nanosecond}} {
+		if _, err := q.SubmitJob(ctx, purser.Job{TaskID: c.task, RunID: "r", TaskFile: "/shared/" + c.task + ".yaml"}); err != nil {
+			t.Fatal(err)
+		}
+		if j, ok, err := q.ClaimJob(ctx, c.worker, c.lease); err != nil || !ok || j.TaskID != c.task {
+			t.Fatalf("claim of %s by %s: %+v %v %v", c.task, c.worker, j, ok, err)
+		}
+	}
+	hold := func(h purser.Holder, tokens int64, ttl time.Duration, named bool) {
+		t.Helper()
+		want := budget.Amount{USD: budget.USD(tokens) * 1000, Tokens: tokens}
+		if _, err := s.ReserveRun(ctx, "r", h, caps, want, ttl); err != nil {
+			t.Fatal(err)
+		}
+		if named {
+			if _, err := s.ReserveNamed(ctx, "team", h, want, now, ttl); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	hold(purser.Holder{Owner: dead, TaskID: "t1"}, 8300, time.Hour, true)     // its lease ran out: dropped
+	hold(purser.Holder{Owner: dead, TaskID: "t1"}, 7, time.Nanosecond, false) // expired already: not counted
+	hold(purser.Holder{Owner: dead, TaskID: "t9"}, 20, time.Hour, true)       // no job: stays
+	hold(purser.Holder{Owner: alive, TaskID: "t2"}, 400, time.Hour, true)     // a live lease: stays
+	hold(purser.Holder{}, 50_000, time.Hour, false)                           // no holder: only lapses
+
+	other := open(t)
+	reaper, ok := other.(purser.HoldReaper)
+	if !ok {
+		t.Fatalf("%T is no purser.HoldReaper", other)
+	}
+	holders, err := reaper.Holders(ctx)
+	wantHolders := []purser.Holder{{Owner: dead, TaskID: "t1"}, {Owner: dead, TaskID: "t9"}, {Owner: alive, TaskID: "t2"}}
+	if err != nil || !slices.Equal(holders, wantHolders) {
+		t.Fatalf("holders %+v (%v), want %+v", holders, err, wantHolders)
+	}
+	got, err := reaper.DropLapsedHolds(ctx)
+	want := []purser.DroppedHolds{
+		{Owner: dead, Scope: budget.ScopeRun, Name: "r", Holds: 1, Held: budget.Amount{USD: 8_300_000, Tokens: 8300}},
+		{Owner: dead, Scope: budget.ScopeNamed, Name: "team", Holds: 1, Held: budget.Amount{USD: 8_300_000, Tokens: 8300}},
+	}
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("dropped %+v (%v), want %+v", got, err, want)
+	}
+	if got, err := reaper.DropLapsedHolds(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("dropping twice: %+v (%v), want nothing the second time", got, err)
+	}
+	holders, err = reaper.Holders(ctx)
+	wantHolders = []purser.Holder{{Owner: dead, TaskID: "t9"}, {Owner: alive, TaskID: "t2"}}
+	if err != nil || !slices.Equal(holders, wantHolders) {
+		t.Fatalf("holders after the drop %+v (%v), want %+v", holders, err, wantHolders)
+	}
+	avail, err := other.RunAvailable(ctx, "r", caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := caps.Tokens - avail.Tokens; h != 20+400+50_000 {
+		t.Fatalf("run r holds %d tokens, want %d", h, 20+400+50_000)
+	}
+	st, err := other.NamedBudgetStatus(ctx, "team", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Held.Tokens != 20+400 {
+		t.Fatalf("team holds %d tokens, want %d", st.Held.Tokens, 20+400)
+	}
+}

@@ -71,6 +71,7 @@ func Run(t *testing.T, newDatabase func(t *testing.T) Opener) {
 		{"NamedBudgetHoldsNeverJointlyExceedTheCaps", testNamedBudgetUnderConcurrency},
 		{"NamedBudgetCreateRaiseAndDraw", testNamedBudgetLifecycle},
 		{"DeadOwnersHoldsAreDropped", testDeadOwnersHoldsAreDropped},
+		{"LapsedLeasesHoldsAreReaped", testLapsedLeasesHoldsAreReaped},
 		{"AlertOutboxHoldsClaimsSettlesAndExpires", testAlertOutboxLifecycle},
 		{"AlertClaimsOnSeveralHandlesAreExclusive", testAlertClaimsAreExclusive},
 		{"SettledAlertsAreDeletedOnceOld", testSettledAlertsAreDeleted},
