@@ -90,12 +90,23 @@ func (s *Store) Holders(ctx context.Context) ([]purser.Holder, error) {
 // out, and returns what the unexpired ones held.
 func (s *Store) DropLapsedHolds(ctx context.Context) ([]purser.DroppedHolds, error) {
 	out := []purser.DroppedHolds{}
+	now := time.Now().UnixNano()
+	// Waiting calls ask every second or so, and there is rarely anything to
+	// drop: a read first, so that they do not queue for the write lock.
+	var some bool
+	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'leased' AND j.lease_until <= ?1
+		AND (EXISTS (SELECT 1 FROM run_reservations r WHERE r.task_id = j.task_id AND r.owner = j.worker AND r.owner <> '')
+		  OR EXISTS (SELECT 1 FROM named_reservations n WHERE n.task_id = j.task_id AND n.owner = j.worker AND n.owner <> '')))`, now).Scan(&some); err != nil {
+		return nil, fmt.Errorf("drop the holds of lapsed leases: %w", err)
+	}
+	if !some {
+		return out, nil
+	}
 	tx, err := s.db.BeginTx(ctx, nil) // _txlock=immediate: the write lock is taken now
 	if err != nil {
 		return nil, fmt.Errorf("drop the holds of lapsed leases: %w", err)
 	}
 	defer tx.Rollback()
-	now := time.Now().UnixNano()
 	for _, t := range []struct {
 		table, key string
 		scope      budget.Scope
