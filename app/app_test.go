@@ -86,7 +86,7 @@ func TestSubmitQueuesEachTaskOnce(t *testing.T) {
 	}
 	other := budget.USD(2_000_000_000)
 	a.RunBudget = &budget.Config{Hard: budget.HardLimits{USD: &other}}
-	if err := a.Submit(ctx, sub, func(Submitted) {}); !IsBadInput(err) || !strings.Contains(err.Error(), "already has another budget") {
+	if err := a.Submit(ctx, sub, func(Submitted) {}); !IsBadInput(err) || !strings.Contains(err.Error(), "joining it with a different budget") {
 		t.Fatalf("joining run r under another budget: %v, want bad input", err)
 	}
 }

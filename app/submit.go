@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
 
 	"github.com/purser-dev/purser"
@@ -37,12 +36,12 @@ func (a *App) Submit(ctx context.Context, sub Submission, done func(Submitted)) 
 	if err != nil {
 		return err
 	}
-	run, err := q.JoinRun(ctx, purser.Run{ID: sub.Run, Budget: a.RunBudget})
-	if err != nil {
+	if _, err := engine.JoinRun(ctx, q, sub.Run, a.RunBudget); err != nil {
+		var refused *engine.RequestError
+		if errors.As(err, &refused) {
+			return BadInput(err)
+		}
 		return err
-	}
-	if a.RunBudget != nil && !engine.SameBudget(run.Budget, a.RunBudget) {
-		return BadInput(fmt.Errorf("run %s already has another budget; submit to it without --run-budget to share its budget, or name a new run", sub.Run))
 	}
 	// Before any job is queued: a worker may take one at once.
 	if len(draws) > 0 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/internal/tick"
 )
 
 // A run may be shared by processes on many hosts (a named run, a fleet of
@@ -75,7 +76,7 @@ func (s *runSync) refresh(ctx context.Context) {
 // function stops it and waits for it.
 func (s *runSync) follow(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stopPoll := every(s.e.cfg.RunRefresh, func() { s.refresh(ctx) })
+	stopPoll := tick.Every(s.e.cfg.RunRefresh, func() { s.refresh(ctx) })
 	var wg sync.WaitGroup
 	if s.e.watcher != nil {
 		changes, err := s.e.watcher.WatchRunUsage(ctx, s.runID)

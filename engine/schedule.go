@@ -16,6 +16,7 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/internal/tick"
 	"github.com/purser-dev/purser/workspace"
 )
 
@@ -139,13 +140,27 @@ func (e *Engine) openRun(ctx context.Context, b Batch) (purser.Run, error) {
 		run := purser.Run{ID: newRunID(e.cfg.Clock.Now()), Budget: b.Budget}
 		return run, e.cfg.Store.SaveRun(ctx, run)
 	}
-	run, err := e.cfg.Store.JoinRun(ctx, purser.Run{ID: b.Name, Budget: b.Budget})
+	return JoinRun(ctx, e.cfg.Store, b.Name, b.Budget)
+}
+
+// RunJoiner is the part of a store JoinRun uses.
+type RunJoiner interface {
+	JoinRun(ctx context.Context, run purser.Run) (purser.Run, error)
+}
+
+// JoinRun joins the run named name, creating it with budget b (nil: none)
+// where it does not exist. A named run keeps the budget it was created
+// with: joining it with a different budget is refused with a RequestError,
+// since it would silently replace the budget the other processes run
+// under. It is the one rule for `purser run --run` and `purser submit`.
+func JoinRun(ctx context.Context, store RunJoiner, name string, b *budget.Config) (purser.Run, error) {
+	run, err := store.JoinRun(ctx, purser.Run{ID: name, Budget: b})
 	if err != nil {
 		return run, err
 	}
-	if b.Budget != nil && !sameBudget(run.Budget, b.Budget) {
+	if b != nil && !sameBudget(run.Budget, b) {
 		return run, refused("run %s already runs under %s; joining it with a different budget (%s) is refused: join without --run-budget to share its budget, or name a new run",
-			run.ID, describeBudget(run.Budget), describeBudget(b.Budget))
+			run.ID, describeBudget(run.Budget), describeBudget(b))
 	}
 	return run, nil
 }
@@ -216,7 +231,7 @@ func (e *Engine) beatRun(ctx context.Context, runID string, run *budget.Manager)
 			e.cfg.Logger.Warn("heartbeat: saving the run's wall time", "run", runID, "error", err)
 		}
 	}
-	stop := every(e.cfg.Heartbeat, save)
+	stop := tick.Every(e.cfg.Heartbeat, save)
 	return func() { stop(); save() }
 }
 
@@ -355,9 +370,6 @@ func (e *Engine) runningElsewhere(rec purser.TaskRecord) bool {
 
 // ValidRunName says whether a run may be given this name.
 func ValidRunName(name string) bool { return validRunName.MatchString(name) }
-
-// SameBudget says whether two budgets are the same (nil: none).
-func SameBudget(a, b *budget.Config) bool { return sameBudget(a, b) }
 
 // taskDraws is the named budgets the tasks at the indexes pending draw
 // from (their task files' drawFrom:), each once, sorted. A name the store

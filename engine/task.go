@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/contextbuild"
+	"github.com/purser-dev/purser/internal/tick"
 	"github.com/purser-dev/purser/redact"
 	"github.com/purser-dev/purser/workspace"
 )
@@ -157,31 +157,11 @@ func (t *taskRun) start(ctx context.Context, run *budget.Manager) error {
 // stops it and waits for it.
 func (t *taskRun) heartbeat(ctx context.Context) func() {
 	ctx = context.WithoutCancel(ctx)
-	return every(t.e.cfg.Heartbeat, func() {
+	return tick.Every(t.e.cfg.Heartbeat, func() {
 		if err := t.e.cfg.Store.SaveElapsed(ctx, t.task.ID, t.budget.Totals().Time); err != nil {
 			t.log.Warn("heartbeat: saving the task's wall time", "error", err)
 		}
 	})
-}
-
-// every calls fn every d on a goroutine of its own until the returned
-// function is called; that function returns once fn is no longer running.
-func every(d time.Duration, fn func()) (stop func()) {
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(d)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				fn()
-			}
-		}
-	}()
-	return func() { close(done); <-stopped }
 }
 
 // markInterruptedCalls records calls that started but never ended — the

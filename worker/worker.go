@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/purser-dev/purser/internal/tick"
 	"io"
 	"log/slog"
 	"sync"
@@ -246,7 +247,7 @@ func refusalBackoff(attempts int) time.Duration {
 func (w *worker) renew(ctx context.Context, job purser.Job, stop context.CancelCauseFunc) func() {
 	last := time.Now()
 	var once sync.Once
-	return every(w.lease/3, func() {
+	return tick.Every(w.lease/3, func() {
 		err := w.q.RenewLease(context.WithoutCancel(ctx), job.TaskID, w.self, w.lease)
 		switch {
 		case err == nil:
@@ -257,26 +258,6 @@ func (w *worker) renew(ctx context.Context, job purser.Job, stop context.CancelC
 			w.log.Warn("renewing a lease", "task", job.TaskID, "error", redact.String(err.Error()))
 		}
 	})
-}
-
-// every calls fn every d until the returned function is called, which
-// returns once fn is no longer running.
-func every(d time.Duration, fn func()) (stop func()) {
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(d)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				fn()
-			}
-		}
-	}()
-	return func() { close(done); <-stopped }
 }
 
 // runTask runs the job's task in its run and returns the state it ended in
