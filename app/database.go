@@ -75,7 +75,16 @@ func OpenStore(ctx context.Context, db Database, create bool) (Store, error) {
 	case create:
 		return openedOrNil(sqlite.OpenWith(ctx, db.Path, sqlite.Options{Durability: db.Durability}))
 	default:
-		return openedOrNil(sqlite.OpenExisting(ctx, db.Path))
+		// As sqlite.OpenExisting, but with purser.yaml's durability: a
+		// worker opens an existing database and writes the ledger to it.
+		fi, err := os.Stat(db.Path)
+		if err != nil {
+			return nil, fmt.Errorf("open database %s: %w", db.Path, err)
+		}
+		if !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("open database %s: not a regular file", db.Path)
+		}
+		return openedOrNil(sqlite.OpenWith(ctx, db.Path, sqlite.Options{Durability: db.Durability}))
 	}
 }
 

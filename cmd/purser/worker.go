@@ -31,6 +31,9 @@ stops the task at once. On SIGINT/SIGTERM the worker stops its tasks
 
 ` + queueScope + `
 
+A worker serves an existing database only (purser submit creates it): one
+started where there is none refuses, naming the database it looked for.
+
 Workers find a task by its file's absolute path, as submitted: every worker
 host must see the task files and workspaces at the same paths.`,
 		Args: cobra.NoArgs,
@@ -44,7 +47,7 @@ host must see the task files and workspaces at the same paths.`,
 			if poll <= 0 {
 				return badInput(fmt.Errorf("--poll: want a positive duration, got %s", poll))
 			}
-			a, err := app.Open(cmd.Context(), app.Options{DB: db, Create: true, Queue: cmd.Name(), Backends: backends(), LoadTask: loadTask, Stderr: cmd.ErrOrStderr()})
+			a, err := app.Open(cmd.Context(), app.Options{DB: db, Queue: cmd.Name(), Backends: backends(), LoadTask: loadTask, Stderr: cmd.ErrOrStderr()})
 			if err != nil {
 				return err
 			}
