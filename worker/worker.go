@@ -11,6 +11,8 @@ import (
 	"github.com/purser-dev/purser/internal/tick"
 	"io"
 	"log/slog"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,6 +67,34 @@ type worker struct {
 	log     *slog.Logger
 	out     io.Writer
 	outMu   sync.Mutex
+
+	// refused are the jobs this worker gave back because the engine
+	// refused their task (and why), until one of them settles otherwise:
+	// draining, a queue holding only these is done with, not waited on
+	// forever.
+	refusedMu sync.Mutex
+	refused   map[string]string
+}
+
+// RefusedError is Serve's error when, draining, only jobs the engine
+// refused are left on the queue: they stay queued, to be run once what
+// refused them is gone.
+type RefusedError struct {
+	// Jobs are the refused jobs' task IDs, with why each was refused.
+	Jobs map[string]string
+}
+
+func (e *RefusedError) Error() string {
+	ids := make([]string, 0, len(e.Jobs))
+	for id := range e.Jobs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = id + " (" + e.Jobs[id] + ")"
+	}
+	return fmt.Sprintf("worker --drain: only refused jobs are left on the queue, still queued: %s", strings.Join(parts, "; "))
 }
 
 // Options say how a worker takes and runs jobs.
@@ -144,8 +174,8 @@ func (w *worker) serve(ctx context.Context, concurrency int, poll time.Duration,
 				w.log.Warn("claiming a job", "error", redact.String(err.Error()))
 			}
 			if err == nil && drain && len(slots) == 0 {
-				if done, err := w.allFinished(ctx); err == nil && done {
-					return nil
+				if done, err := w.drained(ctx); err != nil || done {
+					return err
 				}
 			}
 			select {
@@ -164,18 +194,48 @@ func (w *worker) serve(ctx context.Context, concurrency int, poll time.Duration,
 	}
 }
 
-// allFinished says whether every job on the queue is finished.
-func (w *worker) allFinished(ctx context.Context) (bool, error) {
+// drained says whether a draining worker is done: every job on the queue
+// is finished (nil), or those that are not are queued jobs this worker gave
+// back refused (a *RefusedError naming them). A job leased by another
+// worker, or not yet tried here, is waited for. An error reading the queue
+// is not one: it is tried again.
+func (w *worker) drained(ctx context.Context) (bool, error) {
 	jobs, err := w.q.Jobs(ctx, "")
 	if err != nil {
-		return false, err
+		return false, nil
 	}
+	w.refusedMu.Lock()
+	defer w.refusedMu.Unlock()
+	left := map[string]string{}
 	for _, j := range jobs {
-		if j.State != purser.JobFinished {
+		if j.State == purser.JobFinished {
+			continue
+		}
+		why, refused := w.refused[j.TaskID]
+		if !refused || j.State != purser.JobQueued {
 			return false, nil
 		}
+		left[j.TaskID] = why
 	}
-	return true, nil
+	if len(left) == 0 {
+		return true, nil
+	}
+	return true, &RefusedError{Jobs: left}
+}
+
+// noteRefused records (why != "") or forgets (why == "") the refusal of a
+// job's task.
+func (w *worker) noteRefused(taskID, why string) {
+	w.refusedMu.Lock()
+	defer w.refusedMu.Unlock()
+	if why == "" {
+		delete(w.refused, taskID)
+		return
+	}
+	if w.refused == nil {
+		w.refused = map[string]string{}
+	}
+	w.refused[taskID] = why
 }
 
 // run runs one job's task while renewing its lease, and settles the job:
@@ -189,13 +249,20 @@ func (w *worker) run(ctx context.Context, job purser.Job) {
 	taskCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	stopRenewing := w.renew(taskCtx, job, stop)
-	state, why := w.runTask(taskCtx, job)
+	state, why, refused := w.runTask(taskCtx, job)
 	stopRenewing()
 	if errors.Is(context.Cause(taskCtx), errLeaseLost) {
 		w.say("%s: lease lost; stopped here (%s)", job.TaskID, why)
 		return
 	}
 	settle := context.WithoutCancel(ctx)
+	if refused && ctx.Err() == nil {
+		// The engine would not take it (another process runs it): nothing
+		// here was recorded, so its RUNNING state is that process's, and the
+		// job is not left to its lease but given back with a back-off.
+		w.giveBackRefused(settle, job, why)
+		return
+	}
 	// The job is settled by the task's state as recorded: a stop the store
 	// could not record (it was unreachable) leaves the job to run out its
 	// lease and go to another worker, which resumes the task.
@@ -214,17 +281,16 @@ func (w *worker) run(ctx context.Context, job purser.Job) {
 			return
 		}
 	}
+	refusal := ""
+	defer func() { w.noteRefused(job.TaskID, refusal) }()
 	switch {
 	case ctx.Err() != nil:
 		err = w.q.ReleaseJob(settle, job.TaskID, w.self, 0)
 		w.say("%s: given back to the queue (%s)", job.TaskID, why)
 	case state == purser.StatePending || state == purser.StateRunning:
-		// Refused before it ran (another process runs it, or the engine
-		// would not take it): given back, to come round later and later
-		// rather than at once, again and again.
-		after := refusalBackoff(job.Attempts)
-		err = w.q.ReleaseJob(settle, job.TaskID, w.self, after)
-		w.say("%s: given back to the queue, to be tried again in %s (%s)", job.TaskID, after, why)
+		w.giveBackRefused(settle, job, why)
+		refusal = why
+		return
 	default:
 		err = w.q.FinishJob(settle, job.TaskID, w.self, string(state))
 		w.say("%s: %s (%s)", job.TaskID, state, why)
@@ -232,6 +298,18 @@ func (w *worker) run(ctx context.Context, job purser.Job) {
 	if err != nil {
 		w.log.Warn("settling a job", "task", job.TaskID, "error", redact.String(err.Error()))
 	}
+}
+
+// giveBackRefused gives back a job whose task the engine refused, to come
+// round later and later rather than at once, again and again; a draining
+// worker counts it (drained).
+func (w *worker) giveBackRefused(ctx context.Context, job purser.Job, why string) {
+	after := refusalBackoff(job.Attempts)
+	if err := w.q.ReleaseJob(ctx, job.TaskID, w.self, after); err != nil {
+		w.log.Warn("settling a job", "task", job.TaskID, "error", redact.String(err.Error()))
+	}
+	w.noteRefused(job.TaskID, why)
+	w.say("%s: refused, given back to the queue, to be tried again in %s (%s)", job.TaskID, after, why)
 }
 
 // refusalBackoff is how long a job the engine refused waits before it can be
@@ -261,8 +339,15 @@ func (w *worker) renew(ctx context.Context, job purser.Job, stop context.CancelC
 }
 
 // runTask runs the job's task in its run and returns the state it ended in
-// and why.
-func (w *worker) runTask(ctx context.Context, job purser.Job) (purser.TaskState, string) {
+// and why; refused says the engine would not take it (nothing was recorded).
+func (w *worker) runTask(ctx context.Context, job purser.Job) (state purser.TaskState, why string, refused bool) {
+	state, why = w.runTaskOnce(ctx, job, &refused)
+	return state, why, refused
+}
+
+// runTaskOnce is runTask, refused set through a pointer so that its many
+// returns stay short.
+func (w *worker) runTaskOnce(ctx context.Context, job purser.Job, refused *bool) (purser.TaskState, string) {
 	task, proj, err := w.app.LoadTask(job.TaskFile)
 	if err != nil {
 		return purser.StateFailed, redact.String(err.Error())
@@ -297,6 +382,7 @@ func (w *worker) runTask(ctx context.Context, job purser.Job) (purser.TaskState,
 	outcomes, err := e.RunBatch(ctx, engine.Batch{Tasks: []purser.Task{task}, Name: job.RunID, Parallel: 1})
 	if err != nil {
 		// Refused before it ran: its task RUNNING in a live process here.
+		*refused = true
 		return purser.StatePending, redact.String(err.Error())
 	}
 	o := outcomes[0]
@@ -307,6 +393,9 @@ func (w *worker) runTask(ctx context.Context, job purser.Job) (purser.TaskState,
 	case o.Err == nil:
 		return purser.StateDone, "all validators passed"
 	case errors.As(o.Err, &se):
+		// RUNNING: claimed by another process between the batch's check
+		// and the task's start.
+		*refused = se.State == purser.StateRunning
 		return se.State, redact.String(engine.Describe(o.Err))
 	}
 	return purser.StateFailed, redact.String(o.Err.Error())

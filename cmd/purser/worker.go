@@ -60,6 +60,6 @@ host must see the task files and workspaces at the same paths.`,
 	cmd.Flags().IntVar(&concurrency, "concurrency", 1, "how many tasks this worker runs at once")
 	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long a job stays this worker's without a renewal (renewed every third of it)")
 	cmd.Flags().DurationVar(&poll, "poll", 500*time.Millisecond, "how often an idle worker looks for a job")
-	cmd.Flags().BoolVar(&drain, "drain", false, "exit once every job on the queue is finished (for batches and tests)")
+	cmd.Flags().BoolVar(&drain, "drain", false, "exit once every job on the queue is finished (for batches and tests), or, non-zero and naming them, once only jobs refused here (their task run by another process) are left")
 	return cmd
 }
