@@ -20,7 +20,15 @@ var networkFilesystems = map[uint32]string{
 	unix.AFS_FS_MAGIC:     "AFS",
 	unix.CEPH_SUPER_MAGIC: "Ceph",
 	unix.CODA_SUPER_MAGIC: "Coda",
+	// FUSE: sshfs, rclone, s3fs and the like are network mounts whose
+	// locks and clocks are the remote's (or none). A FUSE filesystem on a
+	// local disk cannot be told from them by its magic, so it is refused
+	// too: the reason says what to do.
+	unix.FUSE_SUPER_MAGIC: "FUSE (sshfs, rclone and the like: a network mount as far as Purser can tell)",
 }
+
+// statfs is unix.Statfs; a test injects a filesystem's magic number.
+var statfs = unix.Statfs
 
 // networkFilesystem says whether path (or, for a file not yet created, its
 // nearest existing parent directory) is on a network filesystem, and which.
@@ -32,7 +40,7 @@ func networkFilesystem(path string) (string, bool) {
 	}
 	for {
 		var st unix.Statfs_t
-		err := unix.Statfs(p, &st)
+		err := statfs(p, &st)
 		if err == nil {
 			return filesystemName(int64(st.Type))
 		}
