@@ -92,6 +92,9 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		stderr = io.Discard
 	}
 	a := &App{Project: proj, DB: LocateDatabase(o.DB, proj), Backends: o.Backends, LoadTask: o.LoadTask, stderr: stderr}
+	if err := refuseKeywordDSN(a.DB); err != nil {
+		return nil, err
+	}
 	run, err := o.Preflight.beforeOpen(stderr, proj, a.DB, o.Backends)
 	if err != nil {
 		return nil, err

@@ -2,8 +2,10 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"regexp"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/config"
@@ -67,6 +69,9 @@ func LocateDatabase(flag string, proj *config.Project) Database {
 // With create false (reading commands) a database Purser never set up is an
 // error matching os.ErrNotExist rather than a new one.
 func OpenStore(ctx context.Context, db Database, create bool) (Store, error) {
+	if err := refuseKeywordDSN(db); err != nil {
+		return nil, err
+	}
 	switch {
 	case postgres.IsURL(db.Path) && create:
 		return openedOrNil(postgres.Open(ctx, db.Path))
@@ -97,12 +102,42 @@ func openedOrNil[S Store](s S, err error) (Store, error) {
 }
 
 // ShownDatabase is a database's location fit to print: a URL's password is
-// masked.
+// masked, and so is a keyword/value connection string's.
 func ShownDatabase(path string) string {
-	if postgres.IsURL(path) {
+	switch {
+	case postgres.IsURL(path):
 		return postgres.Redact(path)
+	case isKeywordDSN(path):
+		return keywordPassword.ReplaceAllString(path, "${1}xxxxx")
 	}
 	return path
+}
+
+// libpq's connection keywords
+// (https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-PARAMKEYWORDS),
+// those a keyword/value connection string is all but sure to hold one of.
+var keywordDSN = regexp.MustCompile(`(?i)(^|\s)(host|hostaddr|port|dbname|user|password|passfile|sslmode|sslrootcert|service|connect_timeout|application_name|options|target_session_attrs)\s*=`)
+
+// keywordPassword is a password in a keyword/value connection string: a
+// quoted value (with \' and \\ escapes) or a word.
+var keywordPassword = regexp.MustCompile(`(?i)((?:^|\s)password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)`)
+
+// isKeywordDSN says whether path is a libpq keyword/value connection string
+// (host=db user=app password=…) rather than a file name: taken as a SQLite
+// file, it would create a file named with the password and print it.
+func isKeywordDSN(path string) bool { return !postgres.IsURL(path) && keywordDSN.MatchString(path) }
+
+// ErrKeywordDSN is the error for a keyword/value connection string given
+// as the database: Purser takes PostgreSQL as a URL.
+var ErrKeywordDSN = errors.New("a PostgreSQL keyword/value connection string, not a file; Purser takes PostgreSQL as a URL: postgres://user:password@host:5432/dbname?sslmode=require")
+
+// refuseKeywordDSN refuses db when it is a keyword/value connection string,
+// showing it with its password masked, before anything is made of it.
+func refuseKeywordDSN(db Database) error {
+	if !isKeywordDSN(db.Path) {
+		return nil
+	}
+	return BadInput(fmt.Errorf("database %s: %w", db, ErrKeywordDSN))
 }
 
 // refuseNetworkQueue refuses a SQLite file on a network filesystem for the
