@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
@@ -95,6 +96,10 @@ func writeInit(out io.Writer, dir, backend string) error {
 		initSimFile:            initSimYAML,
 	}
 	names := []string{config.ProjectFileName, initTaskFile, initSimFile}
+	purserDir := filepath.Join(dir, filepath.Dir(initTaskFile))
+	if err := refuseLink(purserDir); err != nil {
+		return err
+	}
 	var present []string
 	for _, name := range names {
 		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
@@ -106,12 +111,17 @@ func writeInit(out io.Writer, dir, backend string) error {
 	if len(present) > 0 {
 		return badInput(fmt.Errorf("init: %s already exist(s); purser init never overwrites a file, so it wrote nothing", strings.Join(present, ", ")))
 	}
-	if err := os.MkdirAll(filepath.Join(dir, ".purser"), 0o755); err != nil {
+	if err := os.MkdirAll(purserDir, 0o755); err != nil {
 		return fmt.Errorf("init: %w", err)
 	}
+	// Again: a link put in its place since the check is not written through.
+	if err := refuseLink(purserDir); err != nil {
+		return err
+	}
 	for _, name := range names {
-		// O_EXCL: a file that appeared since the check is not overwritten either.
-		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		// O_EXCL: a file that appeared since the check is not overwritten
+		// either, nor a link followed.
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
 		if err != nil {
 			return fmt.Errorf("init: %w", err)
 		}
@@ -126,6 +136,25 @@ func writeInit(out io.Writer, dir, backend string) error {
 		task, task, backendNote(backend))
 	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
 		fmt.Fprintf(out, "\nNote: %s is not a git repository; the agent's changes are never reverted, so version it first.\n", dir)
+	}
+	return nil
+}
+
+// refuseLink refuses a symbolic link where init writes into a directory:
+// a repository may plant .purser -> ~/.ssh (or anywhere) to have init write
+// there.
+func refuseLink(path string) error {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("init: %w", err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		target, _ := os.Readlink(path)
+		return badInput(fmt.Errorf("init: %s is a symbolic link (to %s); purser init writes only into a real directory of the repository, never through a link, so it wrote nothing: remove the link or make %s a directory", path, target, path))
+	case !fi.IsDir():
+		return badInput(fmt.Errorf("init: %s is not a directory, so it wrote nothing", path))
 	}
 	return nil
 }
