@@ -43,6 +43,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	var ee *exitError
+	if cause := context.Cause(ctx); errors.Is(cause, errSignal) && !errors.As(err, &ee) {
+		// Stopped by a signal before the command could say how it ended
+		// (while the database opened, a lock waited on, a check): the
+		// signal is why, whatever error its cancellation raised, and
+		// nothing was left half-done that a resume would not take up.
+		fmt.Fprintf(stderr, "purser: %s before the command finished: %s\n", cause, redact.Display(err.Error()))
+		return exitInterrupted
+	}
 	if !errors.As(err, &ee) || !ee.reported {
 		fmt.Fprintln(stderr, "purser:", redact.Display(err.Error()))
 	}
