@@ -176,6 +176,11 @@ type EngineOptions struct {
 	// worker shares one between the engines of its jobs.
 	Guard  *workspace.Guard
 	Logger *slog.Logger
+	// Tasks are the tasks the engine will run: the engine's warnings of
+	// their unpriced models reach Observe as CheckUnpriced says them (none
+	// for a backend that bounds the call's money itself, once per model
+	// otherwise), not once per task and model.
+	Tasks []purser.Task
 }
 
 // NewEngine wires the engine: the store, the backends, the validators, the
@@ -197,10 +202,19 @@ func (a *App) NewEngine(o EngineOptions) (*engine.Engine, error) {
 		owners = o.Owners
 	}
 	observe := o.Observe
-	if al := a.Alerts; al != nil {
+	if observe != nil && len(o.Tasks) > 0 {
+		unpriced, inner := newUnpricedWarnings(a.Backends, o.Tasks), o.Observe
 		observe = func(ev purser.Event) {
-			if o.Observe != nil {
-				o.Observe(ev)
+			if unpriced.pass(ev) {
+				inner(ev)
+			}
+		}
+	}
+	if al := a.Alerts; al != nil {
+		inner := observe
+		observe = func(ev purser.Event) {
+			if inner != nil {
+				inner(ev)
 			}
 			al.Observe(ev)
 		}

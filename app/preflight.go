@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/purser-dev/purser"
@@ -114,29 +115,96 @@ func callModels(t purser.Task) []string {
 }
 
 // CheckUnpriced warns on w, before anything is spent, of each model the
-// tasks may call that has no price, and returns the refusals: the calls the
-// engine would refuse because only a money cap would bound them (run is the
-// run's budget, or nil). The engine makes the same check before every call;
-// this one says so before a database is opened.
+// tasks may call that has no price, once per backend and model however many
+// tasks call it, and returns the refusals: the calls the engine would refuse
+// because only a money cap would bound them (run is the run's budget, or
+// nil). A backend that bounds a call's money itself (purser.SpendFence: it
+// reports each dollar as it streams, or stops the agent at the cap) is no
+// risk to the cap, and nothing is said of it. The engine makes the same
+// check before every call; this one says so before a database is opened.
 func CheckUnpriced(w io.Writer, backends engine.BackendResolver, tasks []purser.Task, run *budget.Config, prices *pricing.Catalogue) error {
 	var errs []error
+	said := map[string]bool{}
 	for _, t := range tasks {
-		var fence purser.SpendFence
-		if b, err := backends(t.Backend); err == nil {
-			fence, _ = b.(purser.SpendFence)
-		}
 		for _, model := range callModels(t) {
-			u := engine.CheckUnpriced(prices, t, run, model, fence != nil && fence.FencesUSD(model))
+			fenced := fencesUSD(backends, t, model)
+			u := engine.CheckUnpriced(prices, t, run, model, fenced)
 			switch {
 			case u == nil:
 			case u.Refused != nil:
 				errs = append(errs, u.Refused)
-			default:
+			case fenced:
+			case !said[t.Backend.Name+"\x00"+model]:
+				said[t.Backend.Name+"\x00"+model] = true
 				fmt.Fprintln(w, "purser:", u.Warning())
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// fencesUSD says whether task's backend bounds a call's money on model
+// itself (purser.SpendFence).
+func fencesUSD(backends engine.BackendResolver, t purser.Task, model string) bool {
+	if backends == nil {
+		return false
+	}
+	b, err := backends(t.Backend)
+	if err != nil {
+		return false
+	}
+	f, ok := b.(purser.SpendFence)
+	return ok && f.FencesUSD(model)
+}
+
+// unpricedWarnings filters the engine's warnings of unpriced models (one
+// per task and model) down to what CheckUnpriced says: nothing for a
+// backend that bounds the call's money itself, and once per backend and
+// model otherwise.
+type unpricedWarnings struct {
+	mu     sync.Mutex
+	fenced map[string]bool // task ID and warning prefix of a fenced model
+	said   map[string]bool // warning prefixes already passed on
+	prefix map[string]string
+}
+
+// newUnpricedWarnings knows the tasks' fenced models.
+func newUnpricedWarnings(backends engine.BackendResolver, tasks []purser.Task) *unpricedWarnings {
+	u := &unpricedWarnings{fenced: map[string]bool{}, said: map[string]bool{}}
+	for _, t := range tasks {
+		for _, model := range callModels(t) {
+			if fencesUSD(backends, t, model) {
+				u.fenced[t.ID+"\x00"+unpricedPrefix(t.Backend.Name, model)] = true
+			}
+		}
+	}
+	return u
+}
+
+// unpricedPrefix is how the engine's warning of an unpriced model begins
+// (engine.Unpriced.Warning), whatever bounds the call.
+func unpricedPrefix(backend, model string) string {
+	name := "the backend's default model (none is configured)"
+	if model != "" {
+		name = fmt.Sprintf("model %q", model)
+	}
+	return fmt.Sprintf("warning: %s of backend %s has no price in Purser's catalogue", name, backend)
+}
+
+// pass says whether ev is to be passed on.
+func (u *unpricedWarnings) pass(ev purser.Event) bool {
+	if ev.Type != purser.EventWarning || !strings.Contains(ev.Message, " has no price in Purser's catalogue") || strings.Contains(ev.Message, "Refused before spending") {
+		return true
+	}
+	prefix, _, _ := strings.Cut(ev.Message, " has no price in Purser's catalogue")
+	prefix += " has no price in Purser's catalogue"
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.fenced[ev.TaskID+"\x00"+prefix] || u.said[prefix] {
+		return false
+	}
+	u.said[prefix] = true
+	return true
 }
 
 // SplitNames is a comma-separated list's names, trimmed, empty ones left

@@ -49,7 +49,7 @@ func newSession(cmd *cobra.Command, a *app.App, proj *config.Project, tasks []pu
 	ctx, interrupt := context.WithCancelCause(cmd.Context())
 	view := tui.NewLive(cmd.OutOrStdout(), tui.LiveOptions{Tasks: tasks, RunBudget: runBudget,
 		Interrupt: func() { interrupt(errSignal) }, Quit: quitNow, JSON: asJSON})
-	e, err := a.NewEngine(app.EngineOptions{Observe: view.Observe, Prices: proj.Prices})
+	e, err := a.NewEngine(app.EngineOptions{Observe: view.Observe, Prices: proj.Prices, Tasks: tasks})
 	if err != nil {
 		interrupt(nil)
 		a.EndAlerts()
