@@ -126,7 +126,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		a.Queue = q
 	}
 	a.Store = s
-	if err := o.Preflight.afterOpen(ctx, s); err != nil {
+	if err := o.Preflight.afterOpen(ctx, s, a.DB); err != nil {
 		s.Close()
 		return nil, err
 	}

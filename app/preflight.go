@@ -69,11 +69,11 @@ func (p Preflight) beforeOpen(stderr io.Writer, proj *config.Project, db Databas
 }
 
 // afterOpen makes the checks that read the database.
-func (p Preflight) afterOpen(ctx context.Context, s Store) error {
+func (p Preflight) afterOpen(ctx context.Context, s Store, db Database) error {
 	if !p.Draws {
 		return nil
 	}
-	_, err := Draws(ctx, s, "", p.Files, p.Tasks)
+	_, err := Draws(ctx, s, db, "", p.Files, p.Tasks)
 	return err
 }
 
@@ -83,7 +83,7 @@ func (a *App) Preflight(ctx context.Context, p Preflight) error {
 	if _, err := p.beforeOpen(a.stderr, a.Project, a.DB, a.Backends); err != nil {
 		return err
 	}
-	return p.afterOpen(ctx, a.Store)
+	return p.afterOpen(ctx, a.Store, a.DB)
 }
 
 // RefuseDatabaseInWorkspace refuses tasks whose workspace holds the
@@ -223,7 +223,7 @@ func SplitNames(list string) []string {
 // (comma-separated, --draw-from) and returns the run's name: a run that has
 // none is given one, since draws are recorded against the run before it
 // starts.
-func DrawFrom(ctx context.Context, s purser.NamedBudgets, runName, list string) (string, error) {
+func DrawFrom(ctx context.Context, s purser.NamedBudgets, db Database, runName, list string) (string, error) {
 	names := SplitNames(list)
 	if len(names) == 0 {
 		return runName, BadInput(fmt.Errorf("--draw-from %q: want named budgets, comma-separated", list))
@@ -233,7 +233,7 @@ func DrawFrom(ctx context.Context, s purser.NamedBudgets, runName, list string) 
 	}
 	if err := s.DrawFrom(ctx, runName, names); err != nil {
 		if errors.Is(err, purser.ErrNotFound) {
-			return runName, BadInput(fmt.Errorf("--draw-from: %w (create it with purser budgets create NAME --file FILE --window month)", err))
+			return runName, BadInput(fmt.Errorf("--draw-from: %w in the database %s (create it there with purser budgets create NAME --file FILE --window month)", err, db))
 		}
 		return runName, err
 	}
@@ -244,7 +244,7 @@ func DrawFrom(ctx context.Context, s purser.NamedBudgets, runName, list string) 
 // (--draw-from, comma-separated) and of the task files' drawFrom:, each
 // checked to exist, so that a name the database does not know is bad input
 // naming it and where it came from (before anything is queued or run).
-func Draws(ctx context.Context, s purser.NamedBudgets, flag string, files []string, tasks []purser.Task) ([]string, error) {
+func Draws(ctx context.Context, s purser.NamedBudgets, db Database, flag string, files []string, tasks []purser.Task) ([]string, error) {
 	type draw struct{ name, from string }
 	var draws []draw
 	if flag != "" {
@@ -270,7 +270,7 @@ func Draws(ctx context.Context, s purser.NamedBudgets, flag string, files []stri
 			continue
 		}
 		if _, err := s.NamedBudget(ctx, d.name); errors.Is(err, purser.ErrNotFound) {
-			return nil, BadInput(fmt.Errorf("%s: no named budget %q (create it with purser budgets create %s --file FILE --window month)", d.from, d.name, d.name))
+			return nil, BadInput(fmt.Errorf("%s: no named budget %q in the database %s (create it there with purser budgets create %s --file FILE --window month)", d.from, d.name, db, d.name))
 		} else if err != nil {
 			return nil, err
 		}

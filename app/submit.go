@@ -32,7 +32,7 @@ type Submitted struct {
 // in order.
 func (a *App) Submit(ctx context.Context, sub Submission, done func(Submitted)) error {
 	q := a.Queue
-	draws, err := Draws(ctx, q, sub.Draws, sub.Files, sub.Tasks)
+	draws, err := Draws(ctx, q, a.DB, sub.Draws, sub.Files, sub.Tasks)
 	if err != nil {
 		return err
 	}

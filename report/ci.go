@@ -62,6 +62,13 @@ func readCITasks(ctx context.Context, store CIStore, ids []string, skipMissing b
 // summary, and a workflow command per task in WARNING (::warning) or not
 // DONE (::error) to stdout, where the runner reads them.
 func GitHubReport(stdout, summary io.Writer, tasks []CITask) error {
+	return githubReport(stdout, summary, tasks, true)
+}
+
+// githubReport is GitHubReport; without workflow (not on a GitHub runner)
+// the annotations are plain lines ("error: task … BLOCKED …"), since the
+// workflow commands mean nothing outside it.
+func githubReport(stdout, summary io.Writer, tasks []CITask, workflow bool) error {
 	var b strings.Builder
 	b.WriteString("\n### Purser: budget check\n\n")
 	b.WriteString("| Task | State | Tier | Money | Tokens | Time | Iterations | Why |\n")
@@ -85,18 +92,25 @@ func GitHubReport(stdout, summary io.Writer, tasks []CITask) error {
 	if _, err := io.WriteString(summary, b.String()); err != nil {
 		return fmt.Errorf("job summary: %w", err)
 	}
+	annotate := func(kind, title, msg string) {
+		if workflow {
+			fmt.Fprintf(stdout, "::%s title=%s::%s\n", kind, ghProperty(title), ghData(msg))
+			return
+		}
+		fmt.Fprintf(stdout, "%s: %s\n", kind, strings.ReplaceAll(msg, "\n", " "))
+	}
 	for _, t := range tasks {
 		st := t.Status
 		switch {
 		case t.Record.State == purser.StateBlocked:
-			fmt.Fprintf(stdout, "::error title=%s::%s\n", ghProperty("Purser: "+t.Record.ID+" BLOCKED"),
-				ghData(fmt.Sprintf("task %s BLOCKED by its budget (%s): %s. %s", t.Record.ID, st.Cause, redact.Display(t.Record.Reason), usedLine(t.Record.Budget, st))))
+			annotate("error", "Purser: "+t.Record.ID+" BLOCKED",
+				fmt.Sprintf("task %s BLOCKED by its budget (%s): %s. %s", t.Record.ID, st.Cause, redact.Display(t.Record.Reason), usedLine(t.Record.Budget, st)))
 		case t.Record.State == purser.StateFailed:
-			fmt.Fprintf(stdout, "::error title=%s::%s\n", ghProperty("Purser: "+t.Record.ID+" FAILED"),
-				ghData(fmt.Sprintf("task %s FAILED: %s", t.Record.ID, redact.Display(t.Record.Reason))))
+			annotate("error", "Purser: "+t.Record.ID+" FAILED",
+				fmt.Sprintf("task %s FAILED: %s", t.Record.ID, redact.Display(t.Record.Reason)))
 		case st.Tier == budget.Warning:
-			fmt.Fprintf(stdout, "::warning title=%s::%s\n", ghProperty("Purser: "+t.Record.ID+" in WARNING"),
-				ghData(fmt.Sprintf("task %s ended %s in WARNING by %s: %s", t.Record.ID, t.Record.State, st.Cause, usedLine(t.Record.Budget, st))))
+			annotate("warning", "Purser: "+t.Record.ID+" in WARNING",
+				fmt.Sprintf("task %s ended %s in WARNING by %s: %s", t.Record.ID, t.Record.State, st.Cause, usedLine(t.Record.Budget, st)))
 		}
 	}
 	return nil
@@ -164,7 +178,9 @@ type CIStore interface {
 
 // WriteCIReport reports the tasks named (every task when none is) to the CI
 // system: for GitHub, the table appended to $GITHUB_STEP_SUMMARY (printed to
-// stdout when it is not set) and the annotations on stdout. A task named
+// stdout when it is not set) and the annotations on stdout: workflow
+// commands (::error) on a GitHub runner (GITHUB_ACTIONS=true), plain lines
+// elsewhere. A task named
 // but not in the store is a *NoTaskError, unless skipMissing (a run's task
 // that never started was not recorded).
 func WriteCIReport(ctx context.Context, stdout io.Writer, store CIStore, ids []string, skipMissing bool) ([]CITask, error) {
@@ -181,5 +197,5 @@ func WriteCIReport(ctx context.Context, stdout io.Writer, store CIStore, ids []s
 		defer f.Close()
 		summary = f
 	}
-	return tasks, GitHubReport(stdout, summary, tasks)
+	return tasks, githubReport(stdout, summary, tasks, os.Getenv("GITHUB_ACTIONS") == "true")
 }

@@ -49,7 +49,7 @@ budget; 1 a task FAILED; 2 bad input.`,
 			tasks, err := report.WriteCIReport(cmd.Context(), cmd.OutOrStdout(), store, args, false)
 			var missing *report.NoTaskError
 			if errors.As(err, &missing) {
-				return badInput(err)
+				return badInput(fmt.Errorf("%w %s", err, a.DB))
 			}
 			if err != nil {
 				return err

@@ -105,7 +105,7 @@ tasks that had not started are left untouched).`,
 			}
 			defer a.Close()
 			if drawFrom != "" {
-				if runName, err = app.DrawFrom(cmd.Context(), a.Store, runName, drawFrom); err != nil {
+				if runName, err = app.DrawFrom(cmd.Context(), a.Store, a.DB, runName, drawFrom); err != nil {
 					return err
 				}
 			}
