@@ -108,12 +108,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	s, err := OpenStore(ctx, a.DB, o.Create)
 	if err != nil {
 		if !o.Create && errors.Is(err, os.ErrNotExist) {
-			if o.Queue != "" {
-				// A worker started in the wrong folder must not serve a new,
-				// empty queue and look healthy.
-				return nil, BadInput(fmt.Errorf("%s: no database at %s, so no queue to take jobs from: queue tasks with purser submit first, or give the fleet's database (--db or PURSER_DB)", o.Queue, a.DB))
-			}
-			return nil, BadInput(fmt.Errorf("no database at %s: nothing has run here yet (give --db or PURSER_DB to read another)", a.DB))
+			return nil, BadInput(&NoDatabaseError{DB: a.DB, Queue: o.Queue})
 		}
 		return nil, err
 	}

@@ -93,6 +93,9 @@ type StatusJSON struct {
 func WriteStatusJSON(w io.Writer, database string, tasks []TaskStatus) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	if tasks == nil {
+		tasks = []TaskStatus{} // no tasks is an empty list, never null
+	}
 	return enc.Encode(StatusJSON{Database: database, Tasks: tasks})
 }
 

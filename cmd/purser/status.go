@@ -22,6 +22,15 @@ func newStatusCmd() *cobra.Command {
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := openHere(cmd, db)
+			var none *app.NoDatabaseError
+			if asJSON && len(args) == 0 && errors.As(err, &none) {
+				// No database is no tasks: the empty list, as kubectl-style
+				// tools print, so a script reads it like any other; the
+				// note for a human goes to stderr. The text keeps refusing
+				// (exit 2): a person in the wrong folder is told so.
+				fmt.Fprintln(cmd.ErrOrStderr(), "purser:", err)
+				return report.WriteStatusJSON(cmd.OutOrStdout(), app.ShownDatabase(none.DB.Path), nil)
+			}
 			if err != nil {
 				return err
 			}
