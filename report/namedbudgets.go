@@ -84,6 +84,9 @@ func NamedBudgetView(st purser.NamedBudgetStatus, raises []purser.NamedBudgetRai
 	if j.Runs == nil {
 		j.Runs = []string{}
 	}
+	if j.Zone == "" {
+		j.Zone = "UTC" // as the text says: a window with no zone is UTC's
+	}
 	for _, r := range raises {
 		j.Raises = append(j.Raises, NamedBudgetRaiseJSON{At: r.At, By: r.By, Source: r.Source, From: r.From, To: r.To})
 	}
