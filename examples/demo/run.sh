@@ -12,10 +12,22 @@ bin="${XDG_CACHE_HOME:-$HOME/.cache}/purser-demo"
 mkdir -p "$bin"
 (cd "$root" && go build -o "$bin/purser" ./cmd/purser)
 work="$(mktemp -d "${TMPDIR:-/tmp}/purser-demo.XXXXXX")"
+# The copy and its database (in the copy, beside the workspaces, not in the
+# state directory where nothing would remove it) go when the demo ends,
+# unless PURSER_DEMO_KEEP=1 asks to keep them to look at.
+cleanup() {
+  if [ "${PURSER_DEMO_KEEP:-}" = 1 ]; then
+    echo "demo: files kept in $work (PURSER_DEMO_KEEP=1; remove them with rm -rf $work)"
+  else
+    cd / && rm -rf "$work"
+  fi
+}
+trap cleanup EXIT
 cp -R "$here/." "$work/"
 rm -f "$work/run.sh"
 cd "$work"
 export PATH="$bin:$PATH"
+export PURSER_DB="$work/purser.db"
 
 echo "== purser run (in $work)"
 set +e
@@ -34,4 +46,4 @@ echo "== fix-trailing-commas/BUDGET.md"
 cat parser/BUDGET.md
 [ "$code" -eq 3 ] || { echo "demo: expected exit code 3, got $code" >&2; exit 1; }
 echo
-echo "demo: as intended (files kept in $work, $(du -sh "$work" | cut -f1); the binary is $bin/purser)"
+echo "demo: as intended (the binary is $bin/purser; PURSER_DEMO_KEEP=1 keeps the files, $(du -sh "$work" | cut -f1))"
