@@ -237,3 +237,58 @@ func (e Explanation) nextSteps() []string {
 	}
 	return []string{"It is running in another process: watch it with purser status " + rec.ID + " or purser serve."}
 }
+
+// ExplanationJSON is an explanation as `purser explain --json` prints it:
+// the figures the text puts in words, for scripts.
+type ExplanationJSON struct {
+	ID          string        `json:"id"`
+	State       string        `json:"state"`
+	Interrupted bool          `json:"interrupted"`
+	Reason      string        `json:"reason"`
+	RunID       string        `json:"runId"`
+	Workspace   string        `json:"workspace"`
+	Budget      budget.Status `json:"budget"`
+	Degrades    []DegradeJSON `json:"degrades"`
+	// Validators are the results of the last iteration that ran them
+	// (Iteration; 0 and none when no iteration did).
+	Iteration  int             `json:"iteration"`
+	Validators []ValidatorJSON `json:"validators"`
+}
+
+// DegradeJSON is one degrade action taken, and why.
+type DegradeJSON struct {
+	Iteration int    `json:"iteration"`
+	Call      string `json:"call"`
+	Action    string `json:"action"`
+	Tier      string `json:"tier"`
+	Metric    string `json:"metric"`
+	Scope     string `json:"scope"`
+	Detail    string `json:"detail"`
+}
+
+// ValidatorJSON is one validator's result; Output is its tail, as stored
+// (redacted), with terminal escapes removed.
+type ValidatorJSON struct {
+	Name     string `json:"name"`
+	Passed   bool   `json:"passed"`
+	ExitCode int    `json:"exitCode"`
+	TimedOut bool   `json:"timedOut"`
+	Output   string `json:"output"`
+}
+
+// JSON is the explanation's figures.
+func (e Explanation) JSON() ExplanationJSON {
+	j := ExplanationJSON{ID: e.rec.ID, State: string(e.rec.State), Interrupted: e.interrupted, Reason: redact.Display(e.rec.Reason),
+		RunID: e.rec.RunID, Workspace: e.rec.Workspace, Budget: e.status, Degrades: []DegradeJSON{}, Validators: []ValidatorJSON{}}
+	for _, d := range e.degrades {
+		j.Degrades = append(j.Degrades, DegradeJSON{Iteration: d.Iteration, Call: string(d.Call), Action: string(d.Action), Tier: d.Tier.String(),
+			Metric: d.Metric.String(), Scope: d.Scope.String(), Detail: redact.Display(d.Detail)})
+	}
+	if e.last != nil {
+		j.Iteration = e.last.N
+		for _, v := range e.last.Validators {
+			j.Validators = append(j.Validators, ValidatorJSON{Name: v.Name, Passed: v.Passed, ExitCode: v.ExitCode, TimedOut: v.TimedOut, Output: redact.Display(v.Output)})
+		}
+	}
+	return j
+}

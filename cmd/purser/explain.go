@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -14,8 +15,9 @@ import (
 
 func newExplainCmd() *cobra.Command {
 	var db string
+	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "explain TASK [--db PATH]",
+		Use:   "explain TASK [--db PATH] [--json]",
 		Short: "Say in plain words why a task is in its tier, what was degraded and what to do next",
 		Long: `Explains a task from the database: its state and budget tier, which metric
 put it there (each metric against its lines), the degrade actions taken and
@@ -37,9 +39,15 @@ why, the validators' last results, and what to do next.`,
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(e.JSON())
+			}
 			return e.Write(cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {id, state, reason, budget, degrades, iteration, validators} as JSON")
 	return cmd
 }
