@@ -6,6 +6,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/purser-dev/purser/internal/tick"
@@ -67,6 +68,7 @@ type worker struct {
 	log     *slog.Logger
 	out     io.Writer
 	outMu   sync.Mutex
+	json    bool
 
 	// refused are the jobs this worker gave back because the engine
 	// refused their task (and why), until one of them settles otherwise:
@@ -110,7 +112,9 @@ type Options struct {
 	Drain bool
 	// Out is told what the worker does, a line at a time; Log its warnings.
 	Out io.Writer
-	Log *slog.Logger
+	// JSON makes Out's lines one JSON object per job settled (SettledJSON).
+	JSON bool
+	Log  *slog.Logger
 }
 
 // Serve takes jobs from the queue of a (opened with app.Options.Queue) and
@@ -135,8 +139,39 @@ func Serve(ctx context.Context, a *app.App, o Options) error {
 		return err
 	}
 	owners := &leaseOwners{}
-	w := &worker{app: a, q: a.Queue, owners: owners, self: owners.Self(), lease: o.Lease, context: cb, guard: workspace.NewGuard(), out: o.Out, log: o.Log}
+	w := &worker{app: a, q: a.Queue, owners: owners, self: owners.Self(), lease: o.Lease, context: cb, guard: workspace.NewGuard(), out: o.Out, log: o.Log, json: o.JSON}
 	return w.serve(ctx, o.Concurrency, o.Poll, o.Drain)
+}
+
+// SettledJSON is a job settled, as worker --json prints it: one line each.
+type SettledJSON struct {
+	TaskID  string `json:"task"`
+	RunID   string `json:"run"`
+	Attempt int    `json:"attempt"`
+	// Outcome is the task's final state (DONE, BLOCKED, FAILED), or what
+	// became of the job: "given back" (the worker was stopped), "refused"
+	// (given back, tried again after RetryIn), "lease lost", "left to its
+	// lease".
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason"`
+	// RetryIn is, for a refused job, how long before it can be claimed
+	// again, in seconds.
+	RetryIn float64 `json:"retryInSeconds,omitempty"`
+}
+
+// settled says how a job was settled: the text line, or with Options.JSON
+// one JSON object.
+func (w *worker) settled(job purser.Job, outcome, why string, retryIn time.Duration, format string, args ...any) {
+	if !w.json {
+		w.say(format, args...)
+		return
+	}
+	b, err := json.Marshal(SettledJSON{TaskID: job.TaskID, RunID: job.RunID, Attempt: job.Attempts, Outcome: outcome, Reason: why, RetryIn: retryIn.Seconds()})
+	if err != nil {
+		w.say(format, args...)
+		return
+	}
+	w.say("%s", b)
 }
 
 func (w *worker) say(format string, args ...any) {
@@ -245,14 +280,16 @@ func (w *worker) run(ctx context.Context, job purser.Job) {
 	if job.LeaseLost != "" {
 		w.owners.leaseLost(job.LeaseLost)
 	}
-	w.say("claimed %s (run %s, attempt %d)", job.TaskID, job.RunID, job.Attempts)
+	if !w.json {
+		w.say("claimed %s (run %s, attempt %d)", job.TaskID, job.RunID, job.Attempts)
+	}
 	taskCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	stopRenewing := w.renew(taskCtx, job, stop)
 	state, why, refused := w.runTask(taskCtx, job)
 	stopRenewing()
 	if errors.Is(context.Cause(taskCtx), errLeaseLost) {
-		w.say("%s: lease lost; stopped here (%s)", job.TaskID, why)
+		w.settled(job, "lease lost", why, 0, "%s: lease lost; stopped here (%s)", job.TaskID, why)
 		return
 	}
 	settle := context.WithoutCancel(ctx)
@@ -269,15 +306,15 @@ func (w *worker) run(ctx context.Context, job purser.Job) {
 	rec, err := w.q.Task(settle, job.TaskID)
 	switch {
 	case err != nil && !errors.Is(err, purser.ErrNotFound):
-		w.say("%s: %s, but its state could not be read back; the job is left to its lease (%s)", job.TaskID, state, why)
+		w.settled(job, "left to its lease", why, 0, "%s: %s, but its state could not be read back; the job is left to its lease (%s)", job.TaskID, state, why)
 		return
 	case err == nil && rec.State == purser.StateRunning && state != purser.StateRunning:
-		w.say("%s: %s here, still RUNNING as recorded; the job is left to its lease (%s)", job.TaskID, state, why)
+		w.settled(job, "left to its lease", why, 0, "%s: %s here, still RUNNING as recorded; the job is left to its lease (%s)", job.TaskID, state, why)
 		return
 	case err == nil && state == purser.StateFailed && rec.State != purser.StateFailed:
 		// It failed before it started (a task file that no longer loads).
 		if err := w.q.SetTaskState(settle, job.TaskID, purser.StateFailed, why); err != nil {
-			w.say("%s: FAILED, unrecorded; the job is left to its lease (%s)", job.TaskID, why)
+			w.settled(job, "left to its lease", why, 0, "%s: FAILED, unrecorded; the job is left to its lease (%s)", job.TaskID, why)
 			return
 		}
 	}
@@ -286,14 +323,14 @@ func (w *worker) run(ctx context.Context, job purser.Job) {
 	switch {
 	case ctx.Err() != nil:
 		err = w.q.ReleaseJob(settle, job.TaskID, w.self, 0)
-		w.say("%s: given back to the queue (%s)", job.TaskID, why)
+		w.settled(job, "given back", why, 0, "%s: given back to the queue (%s)", job.TaskID, why)
 	case state == purser.StatePending || state == purser.StateRunning:
 		w.giveBackRefused(settle, job, why)
 		refusal = why
 		return
 	default:
 		err = w.q.FinishJob(settle, job.TaskID, w.self, string(state))
-		w.say("%s: %s (%s)", job.TaskID, state, why)
+		w.settled(job, string(state), why, 0, "%s: %s (%s)", job.TaskID, state, why)
 	}
 	if err != nil {
 		w.log.Warn("settling a job", "task", job.TaskID, "error", redact.String(err.Error()))
@@ -309,7 +346,7 @@ func (w *worker) giveBackRefused(ctx context.Context, job purser.Job, why string
 		w.log.Warn("settling a job", "task", job.TaskID, "error", redact.String(err.Error()))
 	}
 	w.noteRefused(job.TaskID, why)
-	w.say("%s: refused, given back to the queue, to be tried again in %s (%s)", job.TaskID, after, why)
+	w.settled(job, "refused", why, after, "%s: refused, given back to the queue, to be tried again in %s (%s)", job.TaskID, after, why)
 }
 
 // refusalBackoff is how long a job the engine refused waits before it can be

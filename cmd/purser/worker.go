@@ -15,9 +15,9 @@ func newWorkerCmd() *cobra.Command {
 	var db string
 	var concurrency int
 	var lease, poll time.Duration
-	var drain bool
+	var drain, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "worker [--db URL] [--concurrency N] [--lease D] [--poll D] [--drain]",
+		Use:   "worker [--db URL] [--concurrency N] [--lease D] [--poll D] [--drain] [--json]",
 		Short: "Take tasks from the queue (purser submit) and run them, on this host",
 		Long: `Takes tasks from the queue in the database and runs them, at most
 --concurrency at once, each in its run and under its run's budget, shared by
@@ -52,7 +52,7 @@ host must see the task files and workspaces at the same paths.`,
 				return err
 			}
 			defer a.Close()
-			return worker.Serve(cmd.Context(), a, worker.Options{Concurrency: concurrency, Lease: lease, Poll: poll, Drain: drain, Out: cmd.OutOrStdout(),
+			return worker.Serve(cmd.Context(), a, worker.Options{Concurrency: concurrency, Lease: lease, Poll: poll, Drain: drain, JSON: asJSON, Out: cmd.OutOrStdout(),
 				Log: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		},
 	}
@@ -61,5 +61,6 @@ host must see the task files and workspaces at the same paths.`,
 	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long a job stays this worker's without a renewal (renewed every third of it)")
 	cmd.Flags().DurationVar(&poll, "poll", 500*time.Millisecond, "how often an idle worker looks for a job")
 	cmd.Flags().BoolVar(&drain, "drain", false, "exit once every job on the queue is finished (for batches and tests), or, non-zero and naming them, once only jobs refused here (their task run by another process) are left")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object a line per job settled ({task, run, attempt, outcome, reason}) instead of text")
 	return cmd
 }
