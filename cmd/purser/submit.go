@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -17,8 +18,9 @@ a network filesystem such as NFS or SMB is refused).`
 
 func newSubmitCmd() *cobra.Command {
 	var db, runBudget, runName, drawFrom string
+	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "submit TASKFILE... --run NAME [--run-budget FILE] [--draw-from BUDGET,...] [--db URL]",
+		Use:   "submit TASKFILE... --run NAME [--run-budget FILE] [--draw-from BUDGET,...] [--db URL] [--json]",
 		Short: "Queue tasks for the workers (purser worker) sharing the database",
 		Long: `Queues each task for the workers that take tasks from the same database
 (purser worker), in the named run, whose budget they all share.
@@ -53,10 +55,19 @@ the run's tasks against them, as purser run --draw-from does.`,
 				return err
 			}
 			defer a.Close()
+			enc := json.NewEncoder(cmd.OutOrStdout())
 			return a.Submit(cmd.Context(), app.Submission{Run: runName, Draws: drawFrom, Files: args, Tasks: tasks}, func(s app.Submitted) {
-				if s.Queued {
+				switch {
+				case asJSON:
+					_ = enc.Encode(struct {
+						TaskID string `json:"task"`
+						RunID  string `json:"run"`
+						File   string `json:"file"`
+						Queued bool   `json:"queued"` // false: submitted already, left as it was
+					}{s.TaskID, runName, s.File, s.Queued})
+				case s.Queued:
 					fmt.Fprintf(cmd.OutOrStdout(), "queued %s (run %s, %s)\n", s.TaskID, runName, s.File)
-				} else {
+				default:
 					fmt.Fprintf(cmd.OutOrStdout(), "%s was submitted already; left as it is\n", s.TaskID)
 				}
 			})
@@ -66,6 +77,7 @@ the run's tasks against them, as purser run --draw-from does.`,
 	cmd.Flags().StringVar(&runName, "run", "", "the run the tasks join; its budget is shared by every worker (required)")
 	cmd.Flags().StringVar(&runBudget, "run-budget", "", "the run's budget file (YAML or JSON), for a new run")
 	cmd.Flags().StringVar(&drawFrom, "draw-from", "", "named budgets (comma-separated) the run draws from: each call of its tasks must fit in every one (see purser budgets)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object a line per task ({task, run, file, queued})")
 	_ = cmd.MarkFlagRequired("run")
 	return cmd
 }
