@@ -1,19 +1,23 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/app"
+	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/report"
 )
 
 func newCheckCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "check TASKFILE...",
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "check TASKFILE... [--json]",
 		Short: "Check task files as run would, and say what would run, spending nothing",
 		Long: `Loads each task file and its purser.yaml exactly as run does before it starts,
 with every check made before a cent is spent: the task's fields and budget,
@@ -29,6 +33,11 @@ with its file, line and field).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var errs []error
 			ids := map[string]string{}
+			out := cmd.OutOrStdout()
+			var checked []checkedTaskJSON
+			if asJSON {
+				out = io.Discard
+			}
 			for _, path := range args {
 				t, proj, err := loadTask(path)
 				if err != nil {
@@ -40,23 +49,58 @@ with its file, line and field).`,
 					continue
 				}
 				ids[t.ID] = path
-				report.DescribeTask(cmd.OutOrStdout(), path, t)
+				report.DescribeTask(out, path, t)
+				model, _ := t.Backend.Model(t.ModelTier)
+				checked = append(checked, checkedTaskJSON{File: path, ID: t.ID, Workspace: t.Workspace, Backend: t.Backend.Name, Model: model, Budget: t.Budget})
 				if b, err := backends()(t.Backend); err == nil {
 					if m, ok := b.(purser.Metered); ok {
-						fmt.Fprintf(cmd.OutOrStdout(), "  metering    %s\n", m.Metering())
+						fmt.Fprintf(out, "  metering    %s\n", m.Metering())
 					}
 				}
 				if err := app.CheckUnpriced(cmd.ErrOrStderr(), backends(), []purser.Task{t}, nil, proj.Prices); err != nil {
 					errs = append(errs, fmt.Errorf("%s: %w", path, err))
 				}
 			}
+			if asJSON {
+				j := checkJSON{OK: len(errs) == 0, Tasks: checked, Problems: []string{}}
+				if j.Tasks == nil {
+					j.Tasks = []checkedTaskJSON{}
+				}
+				for _, err := range errs {
+					j.Problems = append(j.Problems, err.Error())
+				}
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(j); err != nil {
+					return err
+				}
+			}
 			if len(errs) > 0 {
 				return badInput(errors.Join(errs...))
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "ok: %d %s would run\n", len(args), plural(len(args), "task", "tasks"))
+			fmt.Fprintf(out, "ok: %d %s would run\n", len(args), plural(len(args), "task", "tasks"))
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {ok, tasks: [{file, id, workspace, backend, model, budget}], problems} as JSON (problems still on stderr, exit 2)")
+	return cmd
+}
+
+// checkJSON is what check --json prints.
+type checkJSON struct {
+	OK       bool              `json:"ok"`
+	Tasks    []checkedTaskJSON `json:"tasks"`
+	Problems []string          `json:"problems"`
+}
+
+// checkedTaskJSON is a task that would run: model is the one it starts on.
+type checkedTaskJSON struct {
+	File      string        `json:"file"`
+	ID        string        `json:"id"`
+	Workspace string        `json:"workspace"`
+	Backend   string        `json:"backend"`
+	Model     string        `json:"model"`
+	Budget    budget.Config `json:"budget"`
 }
 
 func plural(n int, one, many string) string {
