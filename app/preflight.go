@@ -165,7 +165,6 @@ type unpricedWarnings struct {
 	mu     sync.Mutex
 	fenced map[string]bool // task ID and warning prefix of a fenced model
 	said   map[string]bool // warning prefixes already passed on
-	prefix map[string]string
 }
 
 // newUnpricedWarnings knows the tasks' fenced models.
