@@ -21,7 +21,6 @@ import (
 	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/pricing"
 	"github.com/purser-dev/purser/report"
-	"github.com/purser-dev/purser/validate"
 	"github.com/purser-dev/purser/workspace"
 )
 
@@ -200,7 +199,7 @@ func (a *App) NewEngine(o EngineOptions) (*engine.Engine, error) {
 	return engine.New(engine.Config{
 		Store:      a.Store,
 		Backends:   a.Backends,
-		Validators: validate.Runner{},
+		Validators: Validators(a.Project),
 		Context:    cb,
 		Artifacts:  report.Artifacts{},
 		Guard:      guard,
