@@ -97,3 +97,9 @@ func protocolName(k string) bool {
 	}
 	return false
 }
+
+// AllowedNames names what EnvAllowList keeps without being asked, for a
+// user to read (purser check): the base names and LC_*.
+func AllowedNames() []string {
+	return append(append([]string{}, baseEnv...), "LC_*")
+}

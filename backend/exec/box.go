@@ -120,3 +120,7 @@ func underSystem(path string) bool {
 	}
 	return false
 }
+
+// EnvNames are the names the env: option sets, for purser check to list
+// among what enters the box.
+func (o *Options) EnvNames() []string { return slices.Sorted(maps.Keys(o.Env)) }
