@@ -201,7 +201,7 @@ func (a *App) NewEngine(o EngineOptions) (*engine.Engine, error) {
 		Backends:   a.Backends,
 		Validators: Validators(a.Project),
 		Context:    cb,
-		Artifacts:  report.Artifacts{},
+		Artifacts:  report.Artifacts{Sandbox: func(t purser.Task) string { return SandboxLine(a.Project, t) }},
 		Guard:      guard,
 		Prices:     o.Prices,
 		Observe:    observe,

@@ -8,6 +8,7 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend"
 	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/report"
 	"github.com/purser-dev/purser/sandbox"
 	"github.com/purser-dev/purser/validate"
 )
@@ -66,4 +67,22 @@ func RefuseUnboxed(proj *config.Project, tasks []purser.Task) error {
 		return BadInput(fmt.Errorf("%w (for %s): %w; nothing was run", ErrNoBox, strings.Join(on, ", "), err))
 	}
 	return nil
+}
+
+// SandboxLine is STATUS.md's and BUDGET.md's line on a task's box: whether
+// its agent (its backend's sandbox:) and its validators (the project's) ran
+// in one.
+func SandboxLine(proj *config.Project, t purser.Task) string {
+	c, _ := BackendSandbox(t.Backend)
+	agent, validators := c.On(), proj != nil && proj.Sandbox.On()
+	const unboxed = "as you, with your environment, files, processes and network"
+	switch {
+	case agent && validators:
+		return "sandbox: on (the agent and the validators ran in a box: their workspace, their own HOME, the allow-listed environment, no network)"
+	case agent:
+		return "sandbox: on for the agent (in a box, no network), off for the validators (they ran " + unboxed + ")"
+	case validators:
+		return "sandbox: off for the agent (it ran " + unboxed + "), on for the validators (in a box, no network)"
+	}
+	return report.SandboxOff
 }
