@@ -289,3 +289,17 @@ type Boxable interface {
 	SetSandbox(SandboxConfig)
 	Sandbox() SandboxConfig
 }
+
+// HasOption reports whether opts (a pointer to a struct, as DecodeRaw takes)
+// declares the option key: how the loader tells a backend type's own
+// sandbox: (Codex's sandbox mode) from Purser's box setting.
+func HasOption(opts Options, key string) bool {
+	v := reflect.ValueOf(opts)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return false
+	}
+	fields := map[string]reflect.Value{}
+	collectFields(v.Elem(), fields)
+	_, ok := fields[key]
+	return ok
+}

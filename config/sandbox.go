@@ -69,3 +69,21 @@ func boxBackend(opts backend.Options, own sandbox.Setting, typ string, d *docume
 	}
 	return d.at(prefix+"sandbox", msg, nil)
 }
+
+// typesOwnSandbox reports whether a backend's sandbox: value v is its
+// type's own option rather than Purser's box setting: Codex has a sandbox:
+// of its own (read-only, workspace-write, danger-full-access). Their values
+// do not overlap: off, on, true, false and a mapping are Purser's; any other
+// string is the type's, where the type declares a sandbox option.
+func (l Loader) typesOwnSandbox(typ, v any) bool {
+	s, ok := v.(string)
+	if !ok || s == "on" || s == "off" {
+		return false
+	}
+	name, _ := typ.(string)
+	if l.Backends == nil {
+		return name == "codex" // options kept as written, for the type's New to read
+	}
+	newOpts := l.Backends[name]
+	return newOpts != nil && backend.HasOption(newOpts(), "sandbox")
+}

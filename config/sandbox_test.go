@@ -96,3 +96,31 @@ func TestSandboxSettingRefusedLocated(t *testing.T) {
 		}
 	}
 }
+
+// Codex's own sandbox: option (its sandbox mode) stays Codex's: its values
+// never overlap Purser's off, on or mapping.
+func TestSandboxKeyOfATypeWithItsOwn(t *testing.T) {
+	types := backend.Types{"codexlike": func() backend.Options { return &codexOptions{} }}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "purser.yaml")
+	if err := os.WriteFile(path, []byte("backends:\n  c: {type: codexlike, sandbox: workspace-write}\n  d: {type: codexlike, sandbox: off}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := config.Loader{Backends: types}.LoadProject(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Backends["c"].Options.(*codexOptions).Sandbox; got != "workspace-write" {
+		t.Errorf("codex's own sandbox = %q", got)
+	}
+	if got := p.Backends["d"].Options.(*codexOptions).Sandbox; got != "" {
+		t.Errorf("sandbox: off went to the type: %q", got)
+	}
+}
+
+type codexOptions struct {
+	Sandbox string `yaml:"sandbox"`
+}
+
+func (o *codexOptions) Validate() error    { return nil }
+func (o *codexOptions) Check(string) error { return nil }

@@ -616,7 +616,7 @@ func (l Loader) backendSpec(d *document, raw map[string]any, prefix, dir string,
 	own := map[string]any{}
 	var box sandbox.Setting
 	for k, v := range raw {
-		if k == "sandbox" {
+		if k == "sandbox" && !l.typesOwnSandbox(raw["type"], v) {
 			box = d.sandboxSetting(prefix+"sandbox", v, dir, &errs)
 			continue
 		}
