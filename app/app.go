@@ -21,7 +21,6 @@ import (
 	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/pricing"
 	"github.com/purser-dev/purser/report"
-	"github.com/purser-dev/purser/validate"
 	"github.com/purser-dev/purser/workspace"
 )
 
@@ -217,9 +216,9 @@ func (a *App) NewEngine(o EngineOptions) (*engine.Engine, error) {
 	return engine.New(engine.Config{
 		Store:      a.Store,
 		Backends:   a.Backends,
-		Validators: validate.Runner{},
+		Validators: Validators(a.Project),
 		Context:    cb,
-		Artifacts:  report.Artifacts{},
+		Artifacts:  report.Artifacts{Sandbox: func(t purser.Task) string { return SandboxLine(a.Project, t) }},
 		Guard:      guard,
 		Prices:     o.Prices,
 		Observe:    observe,

@@ -45,6 +45,9 @@ type Preflight struct {
 // beforeOpen makes the checks that need no database, in the order the
 // commands have always made them, and returns the run budget loaded.
 func (p Preflight) beforeOpen(stderr io.Writer, proj *config.Project, db Database, backends engine.BackendResolver) (*budget.Config, error) {
+	if err := RefuseUnboxed(proj, p.Tasks); err != nil {
+		return nil, err
+	}
 	if p.Alerts && proj != nil {
 		// A webhook whose URL variable is unset is bad input, found
 		// before the database is opened or anything runs.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/sandbox"
 )
 
 // Options are one type of backend's own options: every key of a
@@ -269,4 +270,36 @@ func Describe(v any) string {
 		return fmt.Sprint(x)
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// SandboxConfig is where and how a backend's agent is boxed: the sandbox:
+// setting in force for it (its own, else the project's) and Homes, the
+// directory under Purser's state directory for the project in which each
+// task's HOME is made (outside every workspace, kept for resume).
+type SandboxConfig struct {
+	sandbox.Setting
+	Homes string
+}
+
+// Boxable options are those of a backend whose agent can run in a box. The
+// loader gives them the sandbox: setting in force; a backend whose options
+// are not Boxable runs unboxed, and the loader refuses sandbox: on for it.
+type Boxable interface {
+	Options
+	SetSandbox(SandboxConfig)
+	Sandbox() SandboxConfig
+}
+
+// HasOption reports whether opts (a pointer to a struct, as DecodeRaw takes)
+// declares the option key: how the loader tells a backend type's own
+// sandbox: (Codex's sandbox mode) from Purser's box setting.
+func HasOption(opts Options, key string) bool {
+	v := reflect.ValueOf(opts)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return false
+	}
+	fields := map[string]reflect.Value{}
+	collectFields(v.Elem(), fields)
+	_, ok := fields[key]
+	return ok
 }

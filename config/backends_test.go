@@ -102,9 +102,9 @@ func TestLoadTaskChecksBackendOptionsBeforeSpending(t *testing.T) {
 		want    []string
 	}{
 		{"typo in an option", "backend:\n  type: script\n  script: s.yaml\n  scirpt: s.yaml\n", "", false,
-			[]string{"task.yaml:9:11: backend.scirpt: unknown option (known: billing, callTimeout, models, script, stallTimeout, type, unpricedModel)"}},
+			[]string{"task.yaml:9:11: backend.scirpt: unknown option (known: billing, callTimeout, models, sandbox, script, stallTimeout, type, unpricedModel)"}},
 		{"typo in an inline option", "backend:\n  type: agent\n  comand: x\n", "", false,
-			[]string{"task.yaml:8:11: backend.comand: unknown option (known: billing, callTimeout, command, env, fence, keyEnv, maxTurns, models, stallTimeout, tools, type, unpricedModel)"}},
+			[]string{"task.yaml:8:11: backend.comand: unknown option (known: billing, callTimeout, command, env, fence, keyEnv, maxTurns, models, sandbox, stallTimeout, tools, type, unpricedModel)"}},
 		{"an unexported field is not an option", "backend:\n  type: agent\n  internal: x\n", "", false,
 			[]string{"task.yaml:8:13: backend.internal: unknown option"}},
 		{"bad type", "backend:\n  type: scirpt\n", "", false,

@@ -18,6 +18,7 @@ import (
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/internal/yamlfile"
 	"github.com/purser-dev/purser/pricing"
+	"github.com/purser-dev/purser/sandbox"
 )
 
 // ProjectFileName is the project file found by walking up from a task file.
@@ -79,6 +80,8 @@ type projectFile struct {
 	Alerts *alertsFile `yaml:"alerts"`
 	// DrawFrom are named budgets every task of the project draws from.
 	DrawFrom []string `yaml:"drawFrom"`
+	// Sandbox is whether agents and validators run in a box (sandbox.go).
+	Sandbox any `yaml:"sandbox"`
 }
 
 // Project is what purser.yaml holds: project-level defaults.
@@ -100,6 +103,9 @@ type Project struct {
 	// DrawFrom are the named budgets every task of the project draws from
 	// (drawFrom:), by name.
 	DrawFrom []string
+	// Sandbox is the project's sandbox: (off when not said): the validators'
+	// and, unless a backend says otherwise, every backend's.
+	Sandbox sandbox.Setting
 
 	doc *document // the file, to locate problems with its backends found later
 }
@@ -162,6 +168,9 @@ func (l Loader) LoadProject(path string) (*Project, error) {
 	if err := p.defaults(&pf); err != nil {
 		return nil, err
 	}
+	if err := p.sandbox(pf.Sandbox); err != nil {
+		return nil, err
+	}
 	if err := l.projectBackends(p, pf.Backends); err != nil {
 		return nil, err
 	}
@@ -208,7 +217,7 @@ func (p *Project) defaults(pf *projectFile) error {
 func (l Loader) projectBackends(p *Project, backends map[string]map[string]any) error {
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(backends)) {
-		spec, err := l.backendSpec(p.doc, backends[name], "backends."+name+".", p.Dir)
+		spec, err := l.backendSpec(p.doc, backends[name], "backends."+name+".", p.Dir, p)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -437,7 +446,7 @@ func (r *taskReader) backend() {
 		}
 		r.t.Backend = spec
 	case map[string]any:
-		spec, err := r.l.backendSpec(r.d, b, "backend.", r.dir)
+		spec, err := r.l.backendSpec(r.d, b, "backend.", r.dir, r.proj)
 		if err != nil {
 			r.errs = append(r.errs, err)
 		} else {
@@ -600,12 +609,17 @@ func sortedKeys(m map[string]string) []string {
 // backendSpec reads a backend mapping: type, models, callTimeout,
 // stallTimeout, billing, unpricedModel, and the type's own options, decoded
 // strictly and validated when the loader knows the type.
-func (l Loader) backendSpec(d *document, raw map[string]any, prefix, dir string) (purser.BackendSpec, error) {
+func (l Loader) backendSpec(d *document, raw map[string]any, prefix, dir string, proj *Project) (purser.BackendSpec, error) {
 	spec := purser.BackendSpec{Models: map[string]string{}, Dir: dir}
 	var errs []error
 	fail := func(field, msg string) { errs = append(errs, d.at(prefix+field, msg, nil)) }
 	own := map[string]any{}
+	var box sandbox.Setting
 	for k, v := range raw {
+		if k == "sandbox" && !l.typesOwnSandbox(raw["type"], v) {
+			box = d.sandboxSetting(prefix+"sandbox", v, dir, &errs)
+			continue
+		}
 		if !l.commonKey(&spec, k, v, fail) {
 			own[k] = v
 		}
@@ -629,6 +643,9 @@ func (l Loader) backendSpec(d *document, raw map[string]any, prefix, dir string)
 	}
 	if err := opts.Validate(); err != nil {
 		return spec, d.optionErrors(prefix, err)
+	}
+	if err := boxBackend(opts, box, spec.Type, d, prefix, proj); err != nil {
+		return spec, err
 	}
 	spec.Options = opts
 	return spec, nil

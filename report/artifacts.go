@@ -8,13 +8,17 @@ import (
 
 // Artifacts renders STATUS.md and BUDGET.md for the engine: the
 // purser.ArtifactRenderer the wiring gives engine.Config.
-type Artifacts struct{}
+type Artifacts struct {
+	// Sandbox says, for a task, the files' line on its box (Report.Sandbox);
+	// nil: sandbox: off.
+	Sandbox func(purser.Task) string
+}
 
 var _ purser.ArtifactRenderer = Artifacts{}
 
 // RenderArtifacts loads the task's history from s and renders StatusMD and
 // BudgetMD from it and what the engine knows of the stop.
-func (Artifacts) RenderArtifacts(ctx context.Context, s purser.StoreReader, stop purser.TaskStop) (statusMD, budgetMD []byte, err error) {
+func (a Artifacts) RenderArtifacts(ctx context.Context, s purser.StoreReader, stop purser.TaskStop) (statusMD, budgetMD []byte, err error) {
 	r, err := Load(ctx, s, stop.Task.ID)
 	if err != nil {
 		return nil, nil, err
@@ -27,5 +31,8 @@ func (Artifacts) RenderArtifacts(ctx context.Context, s purser.StoreReader, stop
 	r.RunBudget = stop.RunBudget
 	r.InGitRepo = stop.InGitRepo
 	r.DoneNote = stop.DoneNote
+	if a.Sandbox != nil {
+		r.Sandbox = a.Sandbox(stop.Task)
+	}
 	return StatusMD(r), BudgetMD(r), nil
 }

@@ -36,7 +36,21 @@ type Report struct {
 	// case (its validators passed once more after a hard cap stopped the
 	// call that fixed it).
 	DoneNote string
+	// Sandbox is the one line saying whether the agent and the validators
+	// ran in a box ("": sandbox: off, as for every task before boxes).
+	Sandbox string
 }
+
+// sandboxLine is the files' line on the box.
+func (r Report) sandboxLine() string {
+	if r.Sandbox == "" {
+		return SandboxOff
+	}
+	return r.Sandbox
+}
+
+// SandboxOff is the line of a task whose agent and validators ran unboxed.
+const SandboxOff = "sandbox: off (the agent and the validators ran as you, with your environment, files, processes and network)"
 
 // Load reads a task's history from the store.
 func Load(ctx context.Context, s interface {
@@ -130,6 +144,7 @@ func budgetHeader(b *bytes.Buffer, r Report) {
 		fmt.Fprintf(b, " (by %s)", r.Status.Cause)
 	}
 	fmt.Fprintf(b, ". Money: %s.\n", budget.FormatUSD(r.Status.UsedUSD, r.Status.USDSource))
+	fmt.Fprintf(b, "\n%s.\n", r.sandboxLine())
 	if r.Status.ListUSD > 0 {
 		fmt.Fprintf(b, "\nAt list prices: %s. %s\n", budget.FormatListUSD(r.Status.ListUSD), listNote)
 	}
@@ -343,6 +358,7 @@ func StatusMD(r Report) []byte {
 	fmt.Fprintf(&b, "\nGoal: %s\n\nBudget: tier %s; money %s; %d tokens; %s; %d iteration(s). Details in BUDGET.md.\n",
 		strings.TrimSpace(r.Task.Goal), strings.ToUpper(r.Status.Tier.String()), money, r.Status.UsedTokens,
 		r.Status.UsedTime.Round(time.Millisecond), r.Status.UsedIterations)
+	fmt.Fprintf(&b, "\n%s.\n", r.sandboxLine())
 
 	b.WriteString("\n## Validators\n\n")
 	last := lastValidated(r.Iterations)

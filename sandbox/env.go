@@ -33,7 +33,7 @@ func EnvAllowList(environ []string, extra ...string) map[string]string {
 	env := map[string]string{}
 	for _, kv := range environ {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || Forbidden(k) {
+		if !ok || k == "" || Forbidden(k) || protocolName(k) {
 			continue
 		}
 		if wanted[k] || baseName(k) {
@@ -57,10 +57,14 @@ func baseName(k string) bool {
 }
 
 // Forbidden reports whether the environment variable k may never enter a
-// box: PURSER_*, PG*, DATABASE_URL, and any name holding WEBHOOK (in any
-// case). Configuration that names one for a box should be refused by
+// box: PURSER_* (but the exec protocol's ProtocolEnv, which Purser sets per
+// call), PG*, DATABASE_URL, and any name holding WEBHOOK (in any case).
+// Configuration that names one for a box should be refused by
 // name, before a run starts.
 func Forbidden(k string) bool {
+	if protocolName(k) {
+		return false
+	}
 	u := strings.ToUpper(k)
 	if strings.Contains(u, "WEBHOOK") {
 		return true
@@ -76,4 +80,26 @@ func Forbidden(k string) bool {
 		}
 	}
 	return false
+}
+
+// ProtocolEnv are the variables Purser itself sets for one call of an exec
+// agent (backend/exec's protocol: where the prompt is, where to report
+// usage, what the call is). They are the only PURSER_ names a box may hold:
+// they carry no secret, and EnvAllowList never takes them from Purser's
+// own environment (the caller sets them in Box.Env for the call).
+var ProtocolEnv = []string{"PURSER_PROMPT_FILE", "PURSER_USAGE_FILE", "PURSER_MODEL", "PURSER_CALL_KIND", "PURSER_ITERATION", "PURSER_MAX_OUTPUT_TOKENS"}
+
+func protocolName(k string) bool {
+	for _, n := range ProtocolEnv {
+		if k == n {
+			return true
+		}
+	}
+	return false
+}
+
+// AllowedNames names what EnvAllowList keeps without being asked, for a
+// user to read (purser check): the base names and LC_*.
+func AllowedNames() []string {
+	return append(append([]string{}, baseEnv...), "LC_*")
 }

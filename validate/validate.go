@@ -28,13 +28,17 @@ const MaxOutput = 64 << 10
 const KillGrace = 2 * time.Second
 
 // Runner runs validators with sh.
-type Runner struct{}
+type Runner struct {
+	// Sandbox, when set, runs each validator in a box (docs/sandbox.md);
+	// nil runs it unboxed, as Purser's user with its environment.
+	Sandbox *Sandbox
+}
 
 var _ purser.ValidatorRunner = Runner{}
 
 // RunValidator runs v in workspace. It never returns an error: a validator
 // that cannot start, times out or is cancelled fails, and says why.
-func (Runner) RunValidator(ctx context.Context, workspace string, v purser.Validator) purser.ValidatorResult {
+func (r Runner) RunValidator(ctx context.Context, workspace string, v purser.Validator) purser.ValidatorResult {
 	timeout := v.Timeout
 	if timeout <= 0 {
 		timeout = purser.DefaultValidatorTimeout
@@ -43,11 +47,15 @@ func (Runner) RunValidator(ctx context.Context, workspace string, v purser.Valid
 	defer cancel()
 
 	out := &headTail{max: MaxOutput}
-	cmd := exec.Command("sh", "-c", v.Run)
+	res := purser.ValidatorResult{Name: v.Name, ExitCode: -1}
+	cmd, err := r.command(workspace, v.Run)
+	if err != nil {
+		res.Output = "could not start: " + err.Error()
+		return res
+	}
 	cmd.Dir = workspace
 	cmd.Stdout, cmd.Stderr = out, out
 	start := time.Now()
-	res := purser.ValidatorResult{Name: v.Name, ExitCode: -1}
 	group, err := procgroup.Start(cmd)
 	if err != nil {
 		res.Output = "could not start: " + err.Error()

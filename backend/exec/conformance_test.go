@@ -8,9 +8,15 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend/backendtest"
 	pexec "github.com/purser-dev/purser/backend/exec"
+	"github.com/purser-dev/purser/sandbox"
 )
 
-func TestMain(m *testing.M) { backendtest.Main(m, execAgent{}) }
+func TestMain(m *testing.M) {
+	if sandbox.IsInit() { // the box's init, when a test boxes the agent
+		sandbox.InitMain()
+	}
+	backendtest.Main(m, execAgent{})
+}
 
 func TestConformance(t *testing.T) {
 	backendtest.Run(t, backendtest.Harness{

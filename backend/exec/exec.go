@@ -56,8 +56,11 @@ type Options struct {
 	// the directory of the file that configured the backend; a bare name is
 	// looked up on the PATH.
 	Command []string `yaml:"command"`
-	// Env adds to Purser's environment.
+	// Env adds to Purser's environment (in a box: to the allow-list).
 	Env map[string]string `yaml:"env"`
+
+	// box is the sandbox: setting in force, given by the loader (box.go).
+	box backend.SandboxConfig
 }
 
 // NewOptions returns the backend's options, for the config loader.
@@ -71,12 +74,13 @@ func (o Options) Validate() error {
 	return proc.CLIOptions{Command: o.Command[0], Env: o.Env}.Validate()
 }
 
-// Check finds the program, resolved against dir.
+// Check finds the program, resolved against dir, and, in a box, refuses an
+// env: name that never enters one.
 func (o Options) Check(dir string) error {
 	if _, err := proc.FindCommand(o.argv(dir)[0]); err != nil {
 		return &backend.OptionError{Option: "command[0]", Msg: err.Error(), Err: err}
 	}
-	return nil
+	return o.checkBoxEnv()
 }
 
 // argv is the command with its program's path resolved against dir.
@@ -92,6 +96,7 @@ func (o Options) argv(dir string) []string {
 type Backend struct {
 	argv []string
 	env  map[string]string
+	box  backend.SandboxConfig
 }
 
 var _ purser.Backend = (*Backend)(nil)
@@ -102,12 +107,16 @@ func New(spec purser.BackendSpec) (*Backend, error) {
 	if err := backend.DecodeChecked(spec, &o); err != nil {
 		return nil, err
 	}
-	return &Backend{argv: o.argv(spec.Dir), env: o.Env}, nil
+	return &Backend{argv: o.argv(spec.Dir), env: o.Env, box: o.box}, nil
 }
 
 // Call runs the command once.
 func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
-	dir, err := os.MkdirTemp("", "purser-exec-")
+	boxed, err := b.boxFor(req)
+	if err != nil {
+		return purser.CallResult{}, err
+	}
+	dir, err := os.MkdirTemp(boxed.callRoot(), "purser-exec-")
 	if err != nil {
 		return purser.CallResult{}, err
 	}
@@ -119,19 +128,19 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	if err := os.WriteFile(usageFile, nil, 0o600); err != nil {
 		return purser.CallResult{}, err
 	}
-	env := os.Environ()
-	for k, v := range b.env {
-		env = append(env, k+"="+v)
+	call := map[string]string{"PURSER_PROMPT_FILE": promptFile, "PURSER_USAGE_FILE": usageFile, "PURSER_MODEL": req.Model,
+		"PURSER_CALL_KIND": string(req.Kind), "PURSER_ITERATION": fmt.Sprint(req.Iteration),
+		"PURSER_MAX_OUTPUT_TOKENS": fmt.Sprint(req.MaxOutputTokens)}
+	path, args, env, err := boxed.command(ctx, b, req.Workspace, call)
+	if err != nil {
+		return purser.CallResult{}, fmt.Errorf("exec: %w", err)
 	}
-	env = append(env, "PURSER_PROMPT_FILE="+promptFile, "PURSER_USAGE_FILE="+usageFile, "PURSER_MODEL="+req.Model,
-		"PURSER_CALL_KIND="+string(req.Kind), fmt.Sprintf("PURSER_ITERATION=%d", req.Iteration),
-		fmt.Sprintf("PURSER_MAX_OUTPUT_TOKENS=%d", req.MaxOutputTokens))
 
 	usage := &usageLines{model: req.Model, report: report}
 	follow := &proc.Follower{Find: func() string { return usageFile }, MaxLine: backend.MaxEventLine, OnLine: usage.read}
 	stopFollowing := follow.Every(pollEvery)
 	var output strings.Builder
-	out, err := proc.Run(ctx, proc.Command{Path: b.argv[0], Started: req.Hooks.Started, Args: b.argv[1:], Dir: req.Workspace, Env: env,
+	out, err := proc.Run(ctx, proc.Command{Path: path, Started: req.Hooks.Started, Args: args, Dir: req.Workspace, Env: env,
 		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGTERM, Grace: StopGrace,
 		Stall: req.StallTimeout, Progress: follow.Offset}, func(l []byte) {
 		if output.Len() < 64<<10 {

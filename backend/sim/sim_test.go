@@ -190,7 +190,7 @@ func TestLoadTaskChecksTheScript(t *testing.T) {
 		{"missing script", "backend:\n  type: sim\n", "task.yaml:7:7: backend.script: is required: a YAML file with steps:"},
 		{"script file missing", "backend:\n  type: sim\n  script: nope.yaml\n", "task.yaml:8:11: backend.script: cannot read the script: stat "},
 		{"invalid script", "backend:\n  type: sim\n  script: bad.yaml\n", `task.yaml:8:11: backend.script: BAD:3:11: steps[0].fail: "sometimes": want transient or fatal`},
-		{"typo", "backend:\n  type: sim\n  script: sim.yaml\n  transcipt: calls.jsonl\n", "task.yaml:9:14: backend.transcipt: unknown option (known: billing, callTimeout, models, script, stallTimeout, transcript, type, unpricedModel)"},
+		{"typo", "backend:\n  type: sim\n  script: sim.yaml\n  transcipt: calls.jsonl\n", "task.yaml:9:14: backend.transcipt: unknown option (known: billing, callTimeout, models, sandbox, script, stallTimeout, transcript, type, unpricedModel)"},
 		{"transcript's directory missing", "backend:\n  type: sim\n  script: sim.yaml\n  transcript: no/calls.jsonl\n", "task.yaml:9:15: backend.transcript: its directory "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

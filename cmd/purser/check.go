@@ -57,6 +57,10 @@ with its file, line and field).`,
 						fmt.Fprintf(out, "  metering    %s\n", m.Metering())
 					}
 				}
+				describeSandbox(cmd.OutOrStdout(), t, proj)
+				if err := app.RefuseUnboxed(proj, []purser.Task{t}); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", path, err))
+				}
 				if err := app.CheckUnpriced(cmd.ErrOrStderr(), backends(), []purser.Task{t}, nil, proj.Prices); err != nil {
 					errs = append(errs, fmt.Errorf("%s: %w", path, err))
 				}

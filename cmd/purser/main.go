@@ -12,13 +12,19 @@ import (
 
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/internal/procgroup"
+	"github.com/purser-dev/purser/sandbox"
 )
 
 // errSignal is the cause of a context cancelled by SIGINT or SIGTERM.
 var errSignal = errors.New("stopped by a signal")
 
 func main() {
-	// First: run as an agent's supervisor if asked to, else have every
+	// First of all: run as a box's init (pid 1 of an agent's or a
+	// validator's box, docs/sandbox.md) if started as one.
+	if sandbox.IsInit() {
+		sandbox.InitMain()
+	}
+	// Then: run as an agent's supervisor if asked to, else have every
 	// agent and validator started under one (docs/reliability.md).
 	procgroup.Supervise()
 	ctx, cancel := context.WithCancelCause(context.Background())

@@ -12,9 +12,13 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/purser-dev/purser/internal/proctest"
+	"github.com/purser-dev/purser/sandbox"
 )
 
 func TestMain(m *testing.M) {
+	if sandbox.IsInit() { // the box's init, when a test boxes an agent in-process
+		sandbox.InitMain()
+	}
 	testscript.Main(withPurserBinary{m}, map[string]func(){
 		"purser": func() { os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) },
 	})

@@ -1,0 +1,55 @@
+package app_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/app"
+	"github.com/purser-dev/purser/backend"
+	pexec "github.com/purser-dev/purser/backend/exec"
+	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/report"
+	"github.com/purser-dev/purser/sandbox"
+)
+
+func TestSandboxLineAndValidators(t *testing.T) {
+	on := sandbox.Setting{Mode: sandbox.ModeOn}
+	boxedOpts := pexec.NewOptions().(*pexec.Options)
+	boxedOpts.SetSandbox(backend.SandboxConfig{Setting: on, Homes: "/state/boxes"})
+	boxed := purser.Task{ID: "t", Backend: purser.BackendSpec{Name: "agent", Type: "exec", Options: boxedOpts}}
+	plain := purser.Task{ID: "u", Backend: purser.BackendSpec{Name: "claude", Type: "claude"}}
+	projOn := &config.Project{Dir: "/p", Sandbox: on}
+	projOff := &config.Project{Dir: "/p"}
+
+	for _, c := range []struct {
+		proj *config.Project
+		task purser.Task
+		want string
+	}{
+		{projOff, plain, report.SandboxOff},
+		{projOn, boxed, "sandbox: on (the agent and the validators ran in a box"},
+		{projOff, boxed, "sandbox: on for the agent (in a box, no network), off for the validators"},
+		{projOn, plain, "sandbox: off for the agent (it ran as you"},
+	} {
+		if got := app.SandboxLine(c.proj, c.task); !strings.HasPrefix(got, c.want) {
+			t.Errorf("SandboxLine = %q, want %q…", got, c.want)
+		}
+	}
+	if r := app.Validators(projOff); r.Sandbox != nil {
+		t.Error("validators boxed with sandbox off")
+	}
+	r := app.Validators(projOn)
+	if r.Sandbox == nil || r.Sandbox.Homes != config.BoxHomes("/p") {
+		t.Errorf("validators with sandbox on: %+v", r.Sandbox)
+	}
+	if got := app.Boxed(projOn, nil); len(got) != 1 {
+		t.Errorf("Boxed = %v", got)
+	}
+	if err := app.RefuseUnboxed(projOn, nil); err != nil {
+		t.Errorf("nothing to run, nothing refused: %v", err)
+	}
+	if err := app.RefuseUnboxed(projOff, []purser.Task{plain}); err != nil {
+		t.Errorf("off: %v", err)
+	}
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/sandbox"
+)
+
+// requireBox skips where no box can be made, unless PURSER_TEST_SANDBOX is
+// required (CI), where it fails.
+func requireBox(t *testing.T) {
+	t.Helper()
+	if err := sandbox.Available(); err != nil {
+		if os.Getenv("PURSER_TEST_SANDBOX") == "required" {
+			t.Fatalf("PURSER_TEST_SANDBOX=required: %v", err)
+		}
+		t.Skip(err)
+	}
+}
+
+// attackAgent is an exec agent that tries issue 20's attacks and writes what
+// it got into its workspace: Purser's secrets from its environment (item 1),
+// the SQLite ledger, read then deleted (item 3), a signal to the Purser that
+// supervises it (item 4: kill -0, which a SIGSTOP would need to pass too, so
+// that the test does not freeze itself).
+const attackAgent = `db="$1"; purser_pid="$2"
+env > env.txt
+if cat "$db" > /dev/null 2>&1; then echo read > ledger-read.txt; fi
+rm -f "$db" 2>/dev/null
+if kill -0 "$purser_pid" 2>/dev/null; then echo reached > signal.txt; fi
+echo done`
+
+// snoopValidator looks for the real HOME (~/.ssh and the rest).
+const snoopValidator = `if ls -a "$REAL_HOME" > /dev/null 2>&1; then echo saw > home-seen.txt; fi; true`
+
+// runAttack runs a task on the attack agent with the project's sandbox:
+// mode and returns the workspace and the database path.
+func runAttack(t *testing.T, mode string) (ws, db string) {
+	dir := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, ".state"))
+	realHome, err := os.UserHomeDir()
+	if err != nil || realHome == "" {
+		t.Skip("no HOME to look for")
+	}
+	t.Setenv("REAL_HOME", realHome)
+	db = config.DefaultDatabase(dir)
+	secrets := map[string]string{"PGPASSWORD": "pg-secret-20", "PURSER_DB": db, "PURSER_SERVE_TOKEN": "serve-secret-20",
+		"SLACK_WEBHOOK_URL": "https://hooks.example/secret-20"}
+	for k, v := range secrets {
+		t.Setenv(k, v)
+	}
+	ws = filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	project := fmt.Sprintf("sandbox: %s\nbackends:\n  agent:\n    type: exec\n    command: [sh, -c, %s, sh, %s, %s]\n",
+		mode, strconv.Quote(attackAgent), strconv.Quote(db), strconv.Quote(strconv.Itoa(os.Getpid())))
+	task := fmt.Sprintf("id: attack\ngoal: try the attacks\nworkspace: ./ws\nbackend: agent\nvalidators:\n  - name: snoop\n    run: %s\n  - name: home\n    run: %s\nbudget:\n  hard: {maxIterations: 1}\n",
+		strconv.Quote(snoopValidator), strconv.Quote(`test "$HOME" != "$REAL_HOME"`))
+	for name, text := range map[string]string{"purser.yaml": project, "task.yaml": task} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"run", "--json", filepath.Join(dir, "task.yaml")}, &stdout, &stderr)
+	t.Logf("purser run: exit %d\n%s", code, stderr.String())
+	return ws, db
+}
+
+// Issue 20's attacks by an exec agent and a validator, reproduced with
+// sandbox: off, held with sandbox: on.
+func TestSandboxHoldsIssue20Attacks(t *testing.T) {
+	t.Run("off reproduces", func(t *testing.T) {
+		ws, db := runAttack(t, "off")
+		env := readFile(t, filepath.Join(ws, "env.txt"))
+		for _, k := range []string{"PGPASSWORD=", "PURSER_DB=", "PURSER_SERVE_TOKEN=", "SLACK_WEBHOOK_URL="} {
+			if !strings.Contains(env, k) {
+				t.Errorf("unboxed, the agent did not get %s: the attack is not reproduced", k)
+			}
+		}
+		for _, f := range []string{"ledger-read.txt", "signal.txt", "home-seen.txt"} {
+			if _, err := os.Stat(filepath.Join(ws, f)); err != nil {
+				t.Errorf("unboxed, %s was not written: the attack is not reproduced", f)
+			}
+		}
+		if _, err := os.Stat(db); err == nil {
+			t.Errorf("unboxed, the agent could not delete the ledger %s: the attack is not reproduced", db)
+		}
+	})
+	t.Run("on holds", func(t *testing.T) {
+		requireBox(t)
+		ws, db := runAttack(t, "on")
+		env := readFile(t, filepath.Join(ws, "env.txt"))
+		if !strings.Contains(env, "PURSER_USAGE_FILE=") {
+			t.Fatalf("the boxed agent did not run, or lacks the exec protocol:\n%s", env)
+		}
+		for _, k := range []string{"PGPASSWORD", "PURSER_DB", "PURSER_SERVE_TOKEN", "SLACK_WEBHOOK_URL", "secret-20"} {
+			if strings.Contains(env, k) {
+				t.Errorf("item 1: the boxed agent's environment holds %s", k)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(ws, "ledger-read.txt")); err == nil {
+			t.Error("item 3: the boxed agent read the ledger")
+		}
+		if _, err := os.Stat(db); err != nil {
+			t.Errorf("item 3: the ledger %s is gone: %v", db, err)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "signal.txt")); err == nil {
+			t.Error("item 4: the boxed agent could signal the Purser that supervises it")
+		}
+		if _, err := os.Stat(filepath.Join(ws, "home-seen.txt")); err == nil {
+			t.Error("a boxed validator saw the real HOME")
+		}
+		status := readFile(t, filepath.Join(ws, "STATUS.md"))
+		if !strings.Contains(status, "**DONE**") || !strings.Contains(status, "sandbox: on (the agent and the validators ran in a box") {
+			t.Errorf("STATUS.md:\n%s", status)
+		}
+	})
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// Where sandbox: is on but no box can be made (here: no bwrap on the
+// PATH), purser run refuses, exit 2, saying why and what to do, and runs
+// nothing; purser check says the same.
+func TestSandboxOnWithoutABoxRefuses(t *testing.T) {
+	bin := purserBinary.Path(t)
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"purser.yaml": "sandbox: on\n",
+		"task.yaml": "id: boxless\ngoal: g\nworkspace: ./ws\nbackend: {type: exec, command: [/bin/sh, -c, 'echo ran > ran.txt']}\n" +
+			"validators: [{name: ok, run: 'true'}]\nbudget: {hard: {maxIterations: 1}}\n",
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{{"run", "task.yaml"}, {"check", "task.yaml"}} {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=" + dir, "XDG_STATE_HOME=" + filepath.Join(dir, ".state"), "HOME=" + dir}
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitBadInput {
+			t.Fatalf("purser %s: %v, want exit %d:\n%s", args[0], err, exitBadInput, out)
+		}
+		for _, want := range []string{"sandbox is on but no box can be made here", "backend exec", "validators", "install bubblewrap", "sandbox: off"} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("purser %s says no %q:\n%s", args[0], want, out)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran.txt")); err == nil {
+		t.Error("the agent ran unboxed")
+	}
+}
+
+// purser check says, per backend and for the validators, whether the box is
+// on and what it lets through, or that it is off and what that means.
+func TestCheckSaysTheSandbox(t *testing.T) {
+	for _, c := range []struct {
+		project string
+		want    []string
+	}{
+		{"backends:\n  a: {type: exec, command: [/bin/true]}\n", []string{
+			"sandbox     backend a: off: the agent runs as you, with your environment (secrets included)",
+			"sandbox     validators: off: each validator runs as you"}},
+		{"sandbox: {mode: on, env: [GOFLAGS], readOnly: [/opt]}\nbackends:\n  a: {type: exec, command: [/bin/true], env: {FOO: bar}}\n", []string{
+			"sandbox     backend a: on: files: the workspace read-write, its own HOME ",
+			"/agent-c read-write", "/opt read-only", "a private /tmp", "env: COLORTERM, FOO, GOFLAGS, LANG, LANGUAGE, LC_*, NO_COLOR, PATH, TERM, TZ",
+			"network: none (no door yet",
+			"sandbox     validators: on: files: the workspace read-write"}},
+	} {
+		dir := t.TempDir()
+		t.Setenv("XDG_STATE_HOME", filepath.Join(dir, ".state"))
+		if err := os.Mkdir(filepath.Join(dir, "ws"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		task := "id: c\ngoal: g\nworkspace: ./ws\nbackend: a\nvalidators: [{name: ok, run: 'true'}]\nbudget: {hard: {maxIterations: 1}}\n"
+		for name, text := range map[string]string{"purser.yaml": c.project, "task.yaml": task} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"check", filepath.Join(dir, "task.yaml")}, &stdout, &stderr)
+		if code != exitOK && sandbox.Available() == nil {
+			t.Fatalf("check: exit %d\n%s", code, stderr.String())
+		}
+		for _, w := range c.want {
+			if !strings.Contains(stdout.String(), w) {
+				t.Errorf("check says no %q:\n%s", w, stdout.String())
+			}
+		}
+	}
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/app"
+	"github.com/purser-dev/purser/backend"
+	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/sandbox"
+)
+
+// offMeaning is what sandbox: off means, said wherever it is in force.
+const offMeaning = "runs as you, with your environment (secrets included), your files (the ledger, purser.yaml, ~/.ssh), your processes and the network"
+
+// describeSandbox says, for the task's backend and for its validators,
+// whether they run in a box and what the box lets through.
+func describeSandbox(w io.Writer, t purser.Task, proj *config.Project) {
+	c, boxable := app.BackendSandbox(t.Backend)
+	switch {
+	case c.On():
+		var env map[string]string
+		if o, ok := t.Backend.Options.(interface{ EnvNames() []string }); ok {
+			env = map[string]string{}
+			for _, n := range o.EnvNames() {
+				env[n] = ""
+			}
+		}
+		fmt.Fprintf(w, "  sandbox     backend %s: on: %s\n", t.Backend.Name, boxAllows(c, filepath.Join(c.Homes, "agent-"+t.ID), env))
+	case boxable:
+		fmt.Fprintf(w, "  sandbox     backend %s: off: the agent %s\n", t.Backend.Name, offMeaning)
+	default:
+		fmt.Fprintf(w, "  sandbox     backend %s: off (type %s cannot run in a box yet): the agent %s\n", t.Backend.Name, t.Backend.Type, offMeaning)
+	}
+	if proj != nil && proj.Sandbox.On() {
+		v := backend.SandboxConfig{Setting: proj.Sandbox, Homes: config.BoxHomes(proj.Dir)}
+		fmt.Fprintf(w, "  sandbox     validators: on: %s\n", boxAllows(v, filepath.Join(v.Homes, "validators-…"), nil))
+	} else {
+		fmt.Fprintf(w, "  sandbox     validators: off: each validator %s\n", offMeaning)
+	}
+}
+
+// boxAllows says what a box lets through: files, environment names,
+// network.
+func boxAllows(c backend.SandboxConfig, home string, own map[string]string) string {
+	files := []string{"the workspace read-write", "its own HOME " + home + " read-write", "/usr, /bin, /lib* and a few /etc files read-only"}
+	for _, p := range c.ReadOnly {
+		files = append(files, p+" read-only")
+	}
+	files = append(files, "a private /tmp")
+	names := sandbox.AllowedNames()
+	names = append(names, c.Env...)
+	for n := range own {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	return fmt.Sprintf("files: %s; env: %s (values from your environment or the backend's env:, nothing else); network: none (no door yet: the gateway comes next)",
+		strings.Join(files, ", "), strings.Join(names, ", "))
+}

@@ -1,0 +1,159 @@
+package sandbox
+
+import (
+	"fmt"
+	"maps"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Mode says whether a box is asked for: "" (not said: inherit, off by
+// default), "off" or "on".
+type Mode string
+
+const (
+	// ModeOff runs unboxed, as Purser did before boxes: the process has
+	// Purser's user, environment, files, processes and network.
+	ModeOff Mode = "off"
+	// ModeOn runs in a box; where none can be made, Purser refuses to run.
+	ModeOn Mode = "on"
+)
+
+// Setting is a `sandbox:` key of purser.yaml or of a backend, as written:
+// `off`, `on`, or `{mode: on, readOnly: [paths], env: [NAMES]}`.
+type Setting struct {
+	Mode Mode
+	// ReadOnly are more host paths the box sees read-only (absolute once
+	// read: relative ones are resolved against the file's directory).
+	ReadOnly []string
+	// Env are more environment variable names passed into the box, beside
+	// the allow-list (EnvAllowList); a Forbidden name is refused.
+	Env []string
+}
+
+// On reports whether the setting asks for a box.
+func (s Setting) On() bool { return s.Mode == ModeOn }
+
+// Over returns s where it says something (a mode), else under: a
+// backend's setting overrides the project's.
+func (s Setting) Over(under Setting) Setting {
+	if s.Mode != "" {
+		return s
+	}
+	return under
+}
+
+// SettingProblem is a part of a sandbox: value that cannot be read; Path is
+// under the key ("" for the value itself, "mode", "readOnly[1]", …).
+type SettingProblem struct {
+	Path string
+	Msg  string
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// settingKeys are the keys of the mapping form.
+var settingKeys = []string{"env", "mode", "readOnly"}
+
+// ParseSetting reads a sandbox: value as a YAML library decodes it into an
+// any (a string, a bool, or a map[string]any), strictly: an unknown key is
+// refused by name, and a relative readOnly path is resolved against dir.
+func ParseSetting(v any, dir string) (Setting, []SettingProblem) {
+	var s Setting
+	switch x := v.(type) {
+	case string, bool:
+		m, ok := parseMode(x)
+		if !ok {
+			return s, []SettingProblem{{"", fmt.Sprintf("want off, on or {mode: on, readOnly: [paths], env: [NAMES]}, got %v", x)}}
+		}
+		s.Mode = m
+		return s, nil
+	case map[string]any:
+		var probs []SettingProblem
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			switch k {
+			case "mode":
+				m, ok := parseMode(x[k])
+				if !ok {
+					probs = append(probs, SettingProblem{"mode", fmt.Sprintf("want off or on, got %v", x[k])})
+				}
+				s.Mode = m
+			case "readOnly":
+				list, ok := stringList(x[k])
+				if !ok {
+					probs = append(probs, SettingProblem{"readOnly", "want a list of paths"})
+				}
+				for i, p := range list {
+					if p == "" {
+						probs = append(probs, SettingProblem{fmt.Sprintf("readOnly[%d]", i), "want a path"})
+						continue
+					}
+					if !filepath.IsAbs(p) {
+						p = filepath.Join(dir, p)
+					}
+					s.ReadOnly = append(s.ReadOnly, filepath.Clean(p))
+				}
+			case "env":
+				list, ok := stringList(x[k])
+				if !ok {
+					probs = append(probs, SettingProblem{"env", "want a list of environment variable names"})
+				}
+				for i, n := range list {
+					switch {
+					case !envName.MatchString(n):
+						probs = append(probs, SettingProblem{fmt.Sprintf("env[%d]", i), fmt.Sprintf("%q is not an environment variable name", n)})
+					case Forbidden(n):
+						probs = append(probs, SettingProblem{fmt.Sprintf("env[%d]", i), n + " never enters a box (PURSER_*, PG*, DATABASE_URL and webhook URLs stay outside)"})
+					default:
+						s.Env = append(s.Env, n)
+					}
+				}
+			default:
+				probs = append(probs, SettingProblem{k, fmt.Sprintf("unknown key (known: %s)", strings.Join(settingKeys, ", "))})
+			}
+		}
+		if _, ok := x["mode"]; !ok {
+			probs = append(probs, SettingProblem{"mode", "is required in the mapping form: on or off"})
+		}
+		return s, probs
+	}
+	return s, []SettingProblem{{"", fmt.Sprintf("want off, on or {mode: on, readOnly: [paths], env: [NAMES]}, got %v", v)}}
+}
+
+// parseMode reads off/on; YAML 1.1 readers may give them as booleans.
+func parseMode(v any) (Mode, bool) {
+	switch x := v.(type) {
+	case string:
+		switch x {
+		case "off":
+			return ModeOff, true
+		case "on":
+			return ModeOn, true
+		}
+	case bool:
+		if x {
+			return ModeOn, true
+		}
+		return ModeOff, true
+	}
+	return "", false
+}
+
+// stringList reads a YAML list of strings.
+func stringList(v any) ([]string, bool) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, v == nil
+	}
+	out := make([]string, 0, len(list))
+	for _, item := range list {
+		s, ok := item.(string)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}

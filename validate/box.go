@@ -1,0 +1,58 @@
+package validate
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/purser-dev/purser/sandbox"
+)
+
+// Sandbox is how validators are boxed: a validator runs the repository's
+// code, so it gets what an agent gets — its workspace read-write, a HOME of
+// its own, the system read-only, a private /tmp, the allow-listed
+// environment — and no network at all (no door).
+type Sandbox struct {
+	// Homes is the directory (in Purser's state directory for the project,
+	// outside every workspace) under which each workspace's validators get
+	// their HOME, kept between runs.
+	Homes string
+	// ReadOnly are more host paths the box sees read-only.
+	ReadOnly []string
+	// Env are more variable names passed in beside the allow-list.
+	Env []string
+}
+
+// command is sh -c run, directly or in the box.
+func (r Runner) command(workspace, run string) (*exec.Cmd, error) {
+	if r.Sandbox == nil {
+		return exec.Command("sh", "-c", run), nil
+	}
+	home, err := r.Sandbox.home(workspace)
+	if err != nil {
+		return nil, err
+	}
+	box := sandbox.Box{Workspace: workspace, Home: home, ReadOnly: r.Sandbox.ReadOnly,
+		Env: sandbox.EnvAllowList(os.Environ(), r.Sandbox.Env...)}
+	// Not bound to a context: the timeout and the kill are RunValidator's,
+	// through the process group, as for an unboxed validator.
+	return box.Command(context.Background(), "sh", "-c", run)
+}
+
+// home makes the validators' HOME of a workspace: one per workspace (a
+// task's), named by its path.
+func (s *Sandbox) home(workspace string) (string, error) {
+	if s.Homes == "" {
+		return "", fmt.Errorf("sandbox: no directory for the validators' HOME")
+	}
+	sum := sha256.Sum256([]byte(filepath.Clean(workspace)))
+	home := filepath.Join(s.Homes, "validators-"+filepath.Base(workspace)+"-"+hex.EncodeToString(sum[:6]))
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return "", fmt.Errorf("sandbox: making the validators' HOME: %w", err)
+	}
+	return home, nil
+}
