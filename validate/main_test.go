@@ -1,13 +1,11 @@
 package validate_test
 
 import (
-	"bytes"
 	"os"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
+	"github.com/purser-dev/purser/internal/proctest"
 	"github.com/purser-dev/purser/sandbox"
 	"github.com/purser-dev/purser/validate"
 )
@@ -54,7 +52,7 @@ func requireBox(t *testing.T) {
 func requireNoProcess(t *testing.T, arg string, wait time.Duration) {
 	t.Helper()
 	for end := time.Now().Add(wait); ; time.Sleep(50 * time.Millisecond) {
-		pid := findProcess(arg)
+		pid := proctest.FindProcess(arg)
 		if pid == 0 {
 			return
 		}
@@ -62,21 +60,4 @@ func requireNoProcess(t *testing.T, arg string, wait time.Duration) {
 			t.Fatalf("a process with argument %q (pid %d) still runs", arg, pid)
 		}
 	}
-}
-
-func findProcess(arg string) int {
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err != nil {
-			continue
-		}
-		for _, a := range bytes.Split(b, []byte{0}) {
-			if string(a) == arg {
-				pid, _ := strconv.Atoi(filepath.Base(d))
-				return pid
-			}
-		}
-	}
-	return 0
 }

@@ -1,12 +1,10 @@
 package exec_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/purser-dev/purser/backend"
 	pexec "github.com/purser-dev/purser/backend/exec"
 	"github.com/purser-dev/purser/backend/proc"
+	"github.com/purser-dev/purser/internal/proctest"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/sandbox"
 )
@@ -128,7 +127,7 @@ func TestBoxedExecCancelKillsTheBox(t *testing.T) {
 		_, err := b.Call(ctx, purser.CallRequest{TaskID: "t4", Workspace: ws}, func(budget.UsageEvent) {})
 		done <- err
 	}()
-	for end := time.Now().Add(5 * time.Second); findProcess("6303") == 0; time.Sleep(20 * time.Millisecond) {
+	for end := time.Now().Add(5 * time.Second); proctest.FindProcess("6303") == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatal("the boxed agent never started")
 		}
@@ -143,29 +142,10 @@ func TestBoxedExecCancelKillsTheBox(t *testing.T) {
 		t.Fatal("the cancelled call did not return")
 	}
 	for _, arg := range []string{"6301", "6302", "6303"} {
-		for end := time.Now().Add(5 * time.Second); findProcess(arg) != 0; time.Sleep(20 * time.Millisecond) {
+		for end := time.Now().Add(5 * time.Second); proctest.FindProcess(arg) != 0; time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(end) {
 				t.Fatalf("sleep %s still runs after the box was cancelled", arg)
 			}
 		}
 	}
-}
-
-// findProcess returns the pid of a host process with arg among its
-// arguments, or 0: a pid inside a box means nothing outside it.
-func findProcess(arg string) int {
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err != nil {
-			continue
-		}
-		for _, a := range bytes.Split(b, []byte{0}) {
-			if string(a) == arg {
-				pid, _ := strconv.Atoi(filepath.Base(d))
-				return pid
-			}
-		}
-	}
-	return 0
 }

@@ -3,6 +3,7 @@
 package proctest
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -80,4 +81,24 @@ func (b *Binary) Path(t testing.TB) string {
 		t.Fatal(b.err)
 	}
 	return b.path
+}
+
+// FindProcess returns the pid of a host process with arg among its
+// arguments, or 0: a pid inside a box (its own pid namespace) means nothing
+// outside it, so a boxed process is found by an argument only it carries.
+func FindProcess(arg string) int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		if err != nil {
+			continue
+		}
+		for _, a := range bytes.Split(b, []byte{0}) {
+			if string(a) == arg {
+				pid, _ := strconv.Atoi(filepath.Base(d))
+				return pid
+			}
+		}
+	}
+	return 0
 }
