@@ -13,8 +13,8 @@ import (
 	"github.com/purser-dev/purser/backend"
 	pexec "github.com/purser-dev/purser/backend/exec"
 	"github.com/purser-dev/purser/backend/proc"
-	"github.com/purser-dev/purser/internal/proctest"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/internal/proctest"
 	"github.com/purser-dev/purser/sandbox"
 )
 
