@@ -275,6 +275,16 @@ type SpendFence interface {
 	FencesUSD(model string) bool
 }
 
+// USDReporter is implemented by a backend that reports every dollar a call
+// on model spends, as it streams, at the price it is billed (the sim, when
+// its script gives each step's cost). Such a call is no risk to a money cap
+// whether or not Purser prices the model, so nothing is said of its price.
+// A fence alone (Claude Code's --max-budget-usd) is not this: for a model it
+// does not know, its dollars are its own guess.
+type USDReporter interface {
+	ReportsUSD(model string) bool
+}
+
 // ErrTransient marks a backend error worth retrying: rate limit, overload,
 // a dropped connection. Wrap it; the engine retries only errors that match.
 var ErrTransient = errors.New("transient backend error")

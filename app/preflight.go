@@ -121,9 +121,9 @@ func callModels(t purser.Task) []string {
 // tasks may call that has no price, once per backend and model however many
 // tasks call it, and returns the refusals: the calls the engine would refuse
 // because only a money cap would bound them (run is the run's budget, or
-// nil). A backend that bounds a call's money itself (purser.SpendFence: it
-// reports each dollar as it streams, or stops the agent at the cap) is no
-// risk to the cap, and nothing is said of it. The engine makes the same
+// nil). A backend that reports each dollar as it streams, at its billed
+// price (purser.USDReporter), is no risk to the cap, and nothing is said of
+// it; a fence alone (purser.SpendFence) still is said, with what bounds it. The engine makes the same
 // check before every call; this one says so before a database is opened.
 func CheckUnpriced(w io.Writer, backends engine.BackendResolver, tasks []purser.Task, run *budget.Config, prices *pricing.Catalogue) error {
 	var errs []error
@@ -136,7 +136,7 @@ func CheckUnpriced(w io.Writer, backends engine.BackendResolver, tasks []purser.
 			case u == nil:
 			case u.Refused != nil:
 				errs = append(errs, u.Refused)
-			case fenced:
+			case reportsUSD(backends, t, model):
 			case !said[t.Backend.Name+"\x00"+model]:
 				said[t.Backend.Name+"\x00"+model] = true
 				fmt.Fprintln(w, "purser:", u.Warning())
@@ -149,34 +149,49 @@ func CheckUnpriced(w io.Writer, backends engine.BackendResolver, tasks []purser.
 // fencesUSD says whether task's backend bounds a call's money on model
 // itself (purser.SpendFence).
 func fencesUSD(backends engine.BackendResolver, t purser.Task, model string) bool {
+	f, ok := resolved[purser.SpendFence](backends, t)
+	return ok && f.FencesUSD(model)
+}
+
+// reportsUSD says whether task's backend reports every dollar of a call on
+// model as it streams (purser.USDReporter).
+func reportsUSD(backends engine.BackendResolver, t purser.Task, model string) bool {
+	r, ok := resolved[purser.USDReporter](backends, t)
+	return ok && r.ReportsUSD(model)
+}
+
+// resolved is task's backend as an I, if it is one.
+func resolved[I any](backends engine.BackendResolver, t purser.Task) (I, bool) {
+	var none I
 	if backends == nil {
-		return false
+		return none, false
 	}
 	b, err := backends(t.Backend)
 	if err != nil {
-		return false
+		return none, false
 	}
-	f, ok := b.(purser.SpendFence)
-	return ok && f.FencesUSD(model)
+	i, ok := b.(I)
+	return i, ok
 }
 
 // unpricedWarnings filters the engine's warnings of unpriced models (one
 // per task and model) down to what CheckUnpriced says: nothing for a
-// backend that bounds the call's money itself, and once per backend and
-// model otherwise.
+// backend that reports every dollar, and once per backend and model
+// otherwise.
 type unpricedWarnings struct {
-	mu     sync.Mutex
-	fenced map[string]bool // task ID and warning prefix of a fenced model
-	said   map[string]bool // warning prefixes already passed on
+	mu    sync.Mutex
+	quiet map[string]bool // task ID and warning prefix of a model whose every dollar is reported
+	said  map[string]bool // warning prefixes already passed on
 }
 
-// newUnpricedWarnings knows the tasks' fenced models.
+// newUnpricedWarnings knows the tasks' models whose every dollar is
+// reported.
 func newUnpricedWarnings(backends engine.BackendResolver, tasks []purser.Task) *unpricedWarnings {
-	u := &unpricedWarnings{fenced: map[string]bool{}, said: map[string]bool{}}
+	u := &unpricedWarnings{quiet: map[string]bool{}, said: map[string]bool{}}
 	for _, t := range tasks {
 		for _, model := range callModels(t) {
-			if fencesUSD(backends, t, model) {
-				u.fenced[t.ID+"\x00"+unpricedPrefix(t.Backend.Name, model)] = true
+			if reportsUSD(backends, t, model) {
+				u.quiet[t.ID+"\x00"+unpricedPrefix(t.Backend.Name, model)] = true
 			}
 		}
 	}
@@ -202,7 +217,7 @@ func (u *unpricedWarnings) pass(ev purser.Event) bool {
 	prefix += " has no price in Purser's catalogue"
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.fenced[ev.TaskID+"\x00"+prefix] || u.said[prefix] {
+	if u.quiet[ev.TaskID+"\x00"+prefix] || u.said[prefix] {
 		return false
 	}
 	u.said[prefix] = true

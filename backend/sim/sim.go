@@ -173,6 +173,10 @@ func resolve(dir, p string) string {
 	return filepath.Join(dir, p)
 }
 
+// ReportsUSD reports whether every step of the script reports its cost
+// (purser.USDReporter): the same as FencesUSD.
+func (b *Backend) ReportsUSD(model string) bool { return b.FencesUSD(model) }
+
 // FencesUSD reports whether every step of the script reports its cost: then
 // each dollar is reported as it streams, and the engine's money cap acts
 // during the call whatever the model (purser.SpendFence).
