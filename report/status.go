@@ -3,8 +3,10 @@ package report
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/purser-dev/purser"
@@ -83,25 +85,91 @@ func TaskStatuses(ctx context.Context, store StatusStore, recs []purser.TaskReco
 	return out, nil
 }
 
-// StatusJSON is `purser status --json`: the database and its tasks.
+// RunStatus is one run with a budget in `purser status`: the run's own
+// tier, spend and caps. A task's budget says nothing of its run's: a run
+// at its hard cap stops tasks whose own tier is OPTIMAL.
+type RunStatus struct {
+	ID     string        `json:"id"`
+	Budget budget.Status `json:"budget"`
+	Caps   budget.Config `json:"caps"`
+}
+
+// RunStore is what a run's status reads of a store.
+type RunStore interface {
+	Run(ctx context.Context, id string) (purser.Run, error)
+	RunUsageTotals(ctx context.Context, runID string) (budget.Totals, error)
+}
+
+// RunStatuses are the statuses of the runs of tasks that have a budget, in
+// the order the tasks name them; a run without a budget (or no longer
+// recorded) has none.
+func RunStatuses(ctx context.Context, store RunStore, tasks []TaskStatus) ([]RunStatus, error) {
+	out := []RunStatus{}
+	seen := map[string]bool{}
+	for _, t := range tasks {
+		if t.RunID == "" || seen[t.RunID] {
+			continue
+		}
+		seen[t.RunID] = true
+		run, err := store.Run(ctx, t.RunID)
+		if errors.Is(err, purser.ErrNotFound) || (err == nil && run.Budget == nil) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read run %s: %w", t.RunID, err)
+		}
+		totals, err := store.RunUsageTotals(ctx, run.ID)
+		if err != nil {
+			return nil, fmt.Errorf("read usage of run %s: %w", run.ID, err)
+		}
+		st, err := TotalsStatus(*run.Budget, totals, run.Elapsed)
+		if err != nil {
+			return nil, fmt.Errorf("run %s: %w", run.ID, err)
+		}
+		out = append(out, RunStatus{ID: run.ID, Budget: st, Caps: *run.Budget})
+	}
+	return out, nil
+}
+
+// StatusJSON is `purser status --json`: the database, its tasks, and the
+// runs of those tasks that have a budget.
 type StatusJSON struct {
 	Database string       `json:"database"`
 	Tasks    []TaskStatus `json:"tasks"`
+	Runs     []RunStatus  `json:"runs"`
 }
 
 // WriteStatusJSON prints the statuses as one indented JSON object.
-func WriteStatusJSON(w io.Writer, database string, tasks []TaskStatus) error {
+func WriteStatusJSON(w io.Writer, database string, tasks []TaskStatus, runs []RunStatus) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	if tasks == nil {
 		tasks = []TaskStatus{} // no tasks is an empty list, never null
 	}
-	return enc.Encode(StatusJSON{Database: database, Tasks: tasks})
+	if runs == nil {
+		runs = []RunStatus{}
+	}
+	return enc.Encode(StatusJSON{Database: database, Tasks: tasks, Runs: runs})
+}
+
+// capsLine says a run budget's hard caps: "hard tokens 2000, iterations 10".
+func capsLine(cfg budget.Config) string {
+	var parts []string
+	for _, m := range budget.Metrics {
+		if v, ok := cfg.Threshold(budget.Hard, m); ok {
+			parts = append(parts, m.String()+" "+m.Format(v))
+		}
+	}
+	if len(parts) == 0 {
+		return "no hard cap"
+	}
+	return "hard " + strings.Join(parts, ", ")
 }
 
 // WriteStatusText prints the statuses as a table under the database's
-// name; summary says a budget status in one short line.
-func WriteStatusText(w io.Writer, database string, tasks []TaskStatus, summary func(budget.Status) string) error {
+// name, then a line per run with a budget; summary says a budget status in
+// one short line.
+func WriteStatusText(w io.Writer, database string, tasks []TaskStatus, runs []RunStatus, summary func(budget.Status) string) error {
 	fmt.Fprintf(w, "database: %s\n", database)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TASK\tSTATE\tBUDGET\tWHY")
@@ -113,5 +181,13 @@ func WriteStatusText(w io.Writer, database string, tasks []TaskStatus, summary f
 		// The reason may quote an agent: no escape of its reaches the terminal.
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, state, summary(t.Budget), redact.Display(t.Reason))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range runs {
+		if _, err := fmt.Fprintf(w, "run %s: %s (caps: %s)\n", redact.Display(r.ID), summary(r.Budget), capsLine(r.Caps)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

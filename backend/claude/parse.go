@@ -344,6 +344,9 @@ func (p *Parser) Reconcile(price func(budget.UsageEvent) budget.UsageEvent) (eve
 	}
 	known := streamed.USD
 	diff := total - known
+	if m := p.unpricedByClaudeCode(models); m != "" {
+		return p.reconcileGuess(adj, m, total, streamed, price)
+	}
 	switch {
 	case streamed.EstimatedEvents == 0 && streamed.UnknownEvents > 0:
 		note = fmt.Sprintf("reported %s; the streamed usage had no known price", total)
@@ -362,7 +365,84 @@ func (p *Parser) Reconcile(price func(budget.UsageEvent) budget.UsageEvent) (eve
 	// that had no price, so a model the catalogue lacks ends reported, not
 	// partial.
 	if diff > 0 || adj.Tokens() > 0 || streamed.UnknownEvents > 0 {
-		events = append(events, p.splitByAgent(adj, total, diff, price)...)
+		events = append(events, p.splitByAgent(adj, total, diff, price, budget.CostReported)...)
+	}
+	return events, note
+}
+
+// unpricedByClaudeCode is the first model of the call Claude Code has no
+// price for ("" when it prices them all): the result's models, else the
+// stream's.
+func (p *Parser) unpricedByClaudeCode(models []string) string {
+	if len(models) == 0 {
+		for _, ev := range p.events {
+			models = append(models, ev.Model)
+		}
+		sort.Strings(models)
+	}
+	for _, m := range models {
+		if m != "" && !claudeCodePrices(m) {
+			return baseModel(m)
+		}
+	}
+	return ""
+}
+
+// claudeCodeFamilies are the models Claude Code 2.1 carries prices for, as
+// it shortens a model's name (first match wins, as in its own table; the
+// bare claude-opus-4 and claude-sonnet-4, dated or not, are the 4.0 models).
+// Any other model it prices at its default model's rates, a guess it
+// flags only internally (hasUnknownModelCost), never in its result. The
+// claude-3 opus, sonnet and haiku are not in its table either.
+var claudeCodeFamilies = []string{
+	"claude-fable-5", "claude-mythos-5",
+	"claude-opus-4-8", "claude-opus-4-7", "claude-opus-4-6", "claude-opus-4-5", "claude-opus-4-1",
+	"claude-sonnet-5", "claude-sonnet-4-6", "claude-sonnet-4-5",
+	"claude-haiku-4-5", "claude-3-7-sonnet", "claude-3-5-sonnet", "claude-3-5-haiku",
+}
+
+// claudeFour is a bare 4.0 name: claude-opus-4 or claude-sonnet-4 not
+// followed by a one-digit minor version (a date may follow), as Claude
+// Code's /claude-opus-4(?!-\d(?!\d))/ (Go's regexp has no lookahead).
+var claudeFour = regexp.MustCompile(`claude-(opus|sonnet)-4($|[^-]|-$|-\D|-\d\d)`)
+
+// claudeCodePrices reports whether Claude Code has its own price for model
+// (its total_cost_usd is then its provider's list price, not a guess).
+func claudeCodePrices(model string) bool {
+	m := strings.ToLower(model)
+	for _, f := range claudeCodeFamilies {
+		if strings.Contains(m, f) {
+			return true
+		}
+	}
+	return claudeFour.MatchString(m)
+}
+
+// reconcileGuess reconciles a call whose reported total is Claude Code's
+// guess (model is one it has no price for): the guess is no report. When
+// Purser priced the whole stream, Purser's estimate stands and the guess
+// is only named in the note; otherwise the guessed dollars above what was
+// priced count — a budget must still see them — labelled estimated, and
+// the usage Purser could not price stays unknown. Tokens the stream missed
+// are priced where they are recorded, as the stream was.
+func (p *Parser) reconcileGuess(adj budget.UsageEvent, model string, total budget.USD, streamed budget.Totals, price func(budget.UsageEvent) budget.UsageEvent) (events []budget.UsageEvent, note string) {
+	note = fmt.Sprintf("claude reported %s, but Claude Code has no price for %s: that figure is its guess at its default model's rates", total, model)
+	if adj.Tokens() > 0 {
+		adj.Agent = p.agentShares(p.result).largest()
+		events = append(events, adj)
+	}
+	diff := total - streamed.USD
+	switch {
+	case streamed.UnknownEvents == 0 && streamed.EstimatedEvents > 0:
+		note += fmt.Sprintf("; Purser's estimate %s is kept", streamed.USD)
+	case diff > 0:
+		note += fmt.Sprintf("; %s of it counted as estimated, the usage Purser has no price for stays unknown", diff)
+		events = append(events, p.splitByAgent(budget.UsageEvent{Model: adj.Model, ServiceTier: adj.ServiceTier}, total, diff, price, budget.CostEstimated)...)
+	default:
+		note += fmt.Sprintf("; Purser's estimate %s is kept", streamed.USD)
+	}
+	if len(p.replaced) > 0 {
+		note += "; replaced " + strings.Join(p.replaced, ", ")
 	}
 	return events, note
 }
@@ -471,7 +551,10 @@ func (p *Parser) agentShares(r *Result) agentShares {
 //     not say whose they are, and splitting each kind of token apart could
 //     leave a part with more cache reads than input — and go to the agent
 //     with the largest share.
-func (p *Parser) splitByAgent(adj budget.UsageEvent, total, diff budget.USD, price func(budget.UsageEvent) budget.UsageEvent) []budget.UsageEvent {
+//
+// src is the adjustment's cost source: reported, or estimated when the
+// total is Claude Code's guess (an estimate settles nothing).
+func (p *Parser) splitByAgent(adj budget.UsageEvent, total, diff budget.USD, price func(budget.UsageEvent) budget.UsageEvent, src budget.CostSource) []budget.UsageEvent {
 	shares := p.agentShares(p.result)
 	unknown := map[string]int64{}
 	known := map[string]budget.USD{}
@@ -511,7 +594,10 @@ func (p *Parser) splitByAgent(adj budget.UsageEvent, total, diff budget.USD, pri
 		if agent == tokensTo {
 			ev = adj
 		}
-		ev.Agent, ev.USD, ev.CostSource, ev.SettlesUnknown = agent, budget.USD(dollars[i]), budget.CostReported, unknown[agent]
+		ev.Agent, ev.USD, ev.CostSource = agent, budget.USD(dollars[i]), src
+		if src == budget.CostReported {
+			ev.SettlesUnknown = unknown[agent]
+		}
 		if ev.USD > 0 || ev.Tokens() > 0 || ev.SettlesUnknown > 0 {
 			out = append(out, ev)
 		}

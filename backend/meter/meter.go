@@ -84,6 +84,9 @@ func Start(upstream, journal string) (*Meter, error) {
 		f.Close()
 		return nil, fmt.Errorf("meter: listen: %w", err)
 	}
+	// The transport has no ErrorLog: what it says goes to the standard
+	// logger, which would print it raw on purser's stderr.
+	quietTransportLogs()
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	m := &Meter{journal: journal, ln: ln, file: f, transport: transport}
 	m.proxy = &httputil.ReverseProxy{

@@ -216,7 +216,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		ev.OutputTokens = req.MaxOutputTokens
 		ev.ReasoningTokens = min(ev.ReasoningTokens, ev.OutputTokens)
 	}
-	if err := stream(ctx, ev, time.Duration(step.DelayMs)*time.Millisecond, report); err != nil {
+	if err := stream(ctx, ev, time.Duration(step.DelayMs)*time.Millisecond, req.Price, report); err != nil {
 		line.Cancelled = true
 		return purser.CallResult{}, errors.Join(err, b.write(line))
 	}
@@ -241,13 +241,27 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 
 // stream reports ev in equal parts over delay; the parts add up exactly to
 // ev. It stops at once when ctx is done, with what was reported so far.
-func stream(ctx context.Context, ev budget.UsageEvent, delay time.Duration, report purser.UsageFunc) error {
+//
+// The parts are one request, so they are billed as one: with price (the
+// engine's, CallRequest.Price) a step without a reported cost is priced
+// whole and each part carries its share of that price, so a long-context
+// step is not priced as short ones. Each kind of token is split on its own
+// (uncached input, cache reads, 5-minute and 1-hour writes, reasoning and
+// other output), so every part is a valid event and each sum is exact.
+func stream(ctx context.Context, ev budget.UsageEvent, delay time.Duration, price func(budget.UsageEvent) budget.UsageEvent, report purser.UsageFunc) error {
+	if price != nil && ev.CostSource == budget.CostNone && ev.Tokens() > 0 {
+		ev = price(ev)
+	}
 	n := int64(1)
 	if delay > 0 {
 		n = max(1, min(int64(delay/chunkEvery), 50))
 	}
 	tick := delay / time.Duration(n)
-	var sent budget.UsageEvent
+	// share is part k's share of x: the parts of x add up to x exactly.
+	share := func(x, k int64) int64 { return x*k/n - x*(k-1)/n }
+	uncached := ev.InputTokens - ev.CacheReadTokens - ev.CacheWriteTokens
+	write5m := ev.CacheWriteTokens - ev.CacheWrite1hTokens
+	plainOut := ev.OutputTokens - ev.ReasoningTokens
 	for k := int64(1); k <= n; k++ {
 		if tick > 0 {
 			select {
@@ -259,19 +273,18 @@ func stream(ctx context.Context, ev budget.UsageEvent, delay time.Duration, repo
 			return context.Cause(ctx)
 		}
 		part := budget.UsageEvent{
-			InputTokens:      ev.InputTokens*k/n - sent.InputTokens,
-			OutputTokens:     ev.OutputTokens*k/n - sent.OutputTokens,
-			CacheReadTokens:  ev.CacheReadTokens*k/n - sent.CacheReadTokens,
-			CacheWriteTokens: ev.CacheWriteTokens*k/n - sent.CacheWriteTokens,
-			USD:              budget.USD(int64(ev.USD)*k/n) - sent.USD,
-			CostSource:       ev.CostSource,
-			Model:            ev.Model,
+			CacheReadTokens:    share(ev.CacheReadTokens, k),
+			CacheWrite1hTokens: share(ev.CacheWrite1hTokens, k),
+			ReasoningTokens:    share(ev.ReasoningTokens, k),
+			ServiceTier:        ev.ServiceTier,
+			USD:                budget.USD(share(int64(ev.USD), k)),
+			CostSource:         ev.CostSource,
+			PriceSource:        ev.PriceSource,
+			Model:              ev.Model,
 		}
-		sent.InputTokens += part.InputTokens
-		sent.OutputTokens += part.OutputTokens
-		sent.CacheReadTokens += part.CacheReadTokens
-		sent.CacheWriteTokens += part.CacheWriteTokens
-		sent.USD += part.USD
+		part.CacheWriteTokens = share(write5m, k) + part.CacheWrite1hTokens
+		part.InputTokens = share(uncached, k) + part.CacheReadTokens + part.CacheWriteTokens
+		part.OutputTokens = share(plainOut, k) + part.ReasoningTokens
 		if part.Tokens() > 0 || part.USD > 0 {
 			report(part)
 		}

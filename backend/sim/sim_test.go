@@ -14,6 +14,7 @@ import (
 	"github.com/purser-dev/purser/backend/sim"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/pricing"
 )
 
 func newSim(t *testing.T, script string) (*sim.Backend, string) {
@@ -229,6 +230,65 @@ func TestFencesUSDOnlyWhenEveryStepReportsItsCost(t *testing.T) {
 		b, _ := newSim(t, tc.script)
 		if got := b.FencesUSD("sim-large"); got != tc.want {
 			t.Errorf("FencesUSD on\n%s= %v, want %v", tc.script, got, tc.want)
+		}
+	}
+}
+
+// A step split into streamed parts is billed as the one request it stands
+// for (issue 22 item 8): a 250k Sonnet 4.5 step with 1-hour cache writes is
+// $1.815 at the long-context 1-hour rates, not $0.8625 (each part priced
+// alone below 200k, its 1-hour writes as 5-minute ones). Every part keeps
+// the step's service tier, and the parts' 1-hour writes add up exactly.
+func TestSplitStepIsPricedAsOneRequest(t *testing.T) {
+	b, dir := newSim(t, "steps:\n  - usage: {inputTokens: 250000, outputTokens: 6000, cacheWriteTokens: 30000, cacheWrite1hTokens: 30000, serviceTier: priority}\n    delayMs: 100\n"+
+		"  - usage: {inputTokens: 250000, outputTokens: 6000, cacheWriteTokens: 30000, cacheWrite1hTokens: 30000}\n    delayMs: 100\n")
+	prices := pricing.Builtin()
+	for _, tt := range []struct {
+		tier string
+		want budget.USD
+	}{{"priority", 0}, {"", budget.Dollars(1815) / 1000}} {
+		var mu sync.Mutex
+		var parts []budget.UsageEvent
+		_, err := b.Call(context.Background(), purser.CallRequest{Kind: purser.CallMain, Model: "claude-sonnet-4-5", Workspace: dir, Price: prices.Estimate},
+			func(ev budget.UsageEvent) {
+				mu.Lock()
+				defer mu.Unlock()
+				// The engine prices every part it is handed the same way.
+				parts = append(parts, prices.Estimate(ev))
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(parts) < 5 {
+			t.Fatalf("%d parts: the step was not split", len(parts))
+		}
+		var sum budget.Totals
+		var w1h, w int64
+		for _, p := range parts {
+			if p.ServiceTier != tt.tier {
+				t.Fatalf("part %+v: service tier %q, want %q", p, p.ServiceTier, tt.tier)
+			}
+			if err := p.Validate(); err != nil {
+				t.Fatalf("part %+v: %v", p, err)
+			}
+			sum.Add(p)
+			w1h += p.CacheWrite1hTokens
+			w += p.CacheWriteTokens
+		}
+		if w1h != 30000 || w != 30000 || sum.Tokens != 256000 {
+			t.Fatalf("tier %q: parts add up to %d tokens, %d cache writes, %d of them 1-hour", tt.tier, sum.Tokens, w, w1h)
+		}
+		if tt.tier == "priority" {
+			// The table has no priority rates for Sonnet 4.5: unknown, never standard.
+			for _, p := range parts {
+				if p.CostSource != budget.CostUnknown {
+					t.Fatalf("priority part %+v: want unknown cost", p)
+				}
+			}
+			continue
+		}
+		if sum.USD != tt.want {
+			t.Fatalf("parts priced at %s in total, want %s (the step priced whole)", sum.USD.Decimal(), tt.want.Decimal())
 		}
 	}
 }

@@ -29,7 +29,7 @@ func newStatusCmd() *cobra.Command {
 				// note for a human goes to stderr. The text keeps refusing
 				// (exit 2): a person in the wrong folder is told so.
 				fmt.Fprintln(cmd.ErrOrStderr(), "purser:", err)
-				return report.WriteStatusJSON(cmd.OutOrStdout(), app.ShownDatabase(none.DB.Path), nil)
+				return report.WriteStatusJSON(cmd.OutOrStdout(), app.ShownDatabase(none.DB.Path), nil, nil)
 			}
 			if err != nil {
 				return err
@@ -54,13 +54,19 @@ func newStatusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return report.WriteStatusJSON(cmd.OutOrStdout(), app.ShownDatabase(where.Path), tasks)
+			// A task's tier is its own: the line of its run says whether the
+			// run's budget stopped it.
+			runs, err := report.RunStatuses(cmd.Context(), store, tasks)
+			if err != nil {
+				return err
 			}
-			return report.WriteStatusText(cmd.OutOrStdout(), where.String(), tasks, tui.Summary)
+			if asJSON {
+				return report.WriteStatusJSON(cmd.OutOrStdout(), app.ShownDatabase(where.Path), tasks, runs)
+			}
+			return report.WriteStatusText(cmd.OutOrStdout(), where.String(), tasks, runs, tui.Summary)
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print {\"database\": PATH, \"tasks\": [...]} as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {\"database\": PATH, \"tasks\": [...], \"runs\": [...]} as JSON (runs: those of the tasks that have a budget)")
 	return cmd
 }

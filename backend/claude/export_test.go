@@ -1,0 +1,4 @@
+package claude
+
+// ClaudeCodePrices is claudeCodePrices, for the tests.
+var ClaudeCodePrices = claudeCodePrices
