@@ -23,9 +23,16 @@ type fieldReader struct {
 
 func newFieldReader(d *document) *fieldReader {
 	r := &fieldReader{}
-	for _, n := range ast.FilterFile(ast.AnchorType, d.file) {
-		if a, ok := n.(*ast.AnchorNode); ok {
-			r.anchors = append(r.anchors, a)
+	for _, doc := range d.file.Docs {
+		// A document of comments only has no body, and the library's
+		// walker panics on a nil node (found by FuzzParseBudget).
+		if doc == nil || doc.Body == nil {
+			continue
+		}
+		for _, n := range ast.Filter(ast.AnchorType, doc.Body) {
+			if a, ok := n.(*ast.AnchorNode); ok {
+				r.anchors = append(r.anchors, a)
+			}
 		}
 	}
 	return r
