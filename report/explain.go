@@ -19,7 +19,8 @@ type Explanation struct {
 	rec         purser.TaskRecord
 	status      budget.Status
 	degrades    []purser.DegradeRecord
-	last        *purser.IterationRecord // the last iteration with validator results
+	last        *purser.IterationRecord // the last iteration whose validators ran (lastValidated)
+	unvalidated int                     // the last iteration, when it ended before its validators ran
 	interrupted bool
 }
 
@@ -51,11 +52,9 @@ func ReadExplanation(ctx context.Context, store ExplainStore, id string, gone fu
 	}
 	e := Explanation{rec: rec, status: st, degrades: degrades,
 		interrupted: rec.State == purser.StateRunning && gone(rec.Owner)}
-	for i := len(its) - 1; i >= 0; i-- {
-		if len(its[i].Validators) > 0 {
-			e.last = &its[i]
-			break
-		}
+	e.last = lastValidated(its)
+	if n := len(its); n > 0 && its[n-1].EndedAt.After(its[n-1].StartedAt) && len(its[n-1].Validators) == 0 {
+		e.unvalidated = its[n-1].N
 	}
 	return e, nil
 }
@@ -186,6 +185,9 @@ func (e Explanation) writeValidators(p printf) {
 		} else {
 			p("\nAt iteration %d these validators failed: %s.\n", e.last.N, strings.Join(failing, ", "))
 		}
+	}
+	if e.unvalidated > 0 {
+		p("Iteration %d was stopped before its validators ran.\n", e.unvalidated)
 	}
 }
 

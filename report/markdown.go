@@ -400,9 +400,13 @@ func StatusMD(r Report) []byte {
 	return []byte(redact.Display(b.String()))
 }
 
+// lastValidated is the last iteration whose validators ran, nil when none
+// did: STATUS.md and explain both name it, so they name the same one. The
+// engine stores an iteration cut before its validators ran without results,
+// and one stopped after them (re-checked at a hard cap) with theirs.
 func lastValidated(its []purser.IterationRecord) *purser.IterationRecord {
 	for i := len(its) - 1; i >= 0; i-- {
-		if len(its[i].Validators) > 0 && its[i].Outcome != "stopped" {
+		if len(its[i].Validators) > 0 {
 			return &its[i]
 		}
 	}
