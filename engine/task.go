@@ -482,12 +482,16 @@ func (t *taskRun) writeArtifacts(ctx context.Context, state purser.TaskState, ca
 	if err != nil {
 		return err
 	}
+	// In the workspace, the task's own names (STATUS.md, or STATUS.<id>.md
+	// when another task sharing the workspace has STATUS.md); in the store,
+	// which keeps each task's apart, always STATUS.md and BUDGET.md.
+	own := workspace.ArtifactsOf(t.task.Workspace, t.task.ID)
 	var errs []error
 	for _, a := range []struct {
-		name string
-		body []byte
-	}{{workspace.StatusFile, statusMD}, {workspace.BudgetFile, budgetMD}} {
-		if err := workspace.WriteArtifact(t.task.Workspace, a.name, a.body); err != nil {
+		name, file string
+		body       []byte
+	}{{workspace.StatusFile, own.Status, statusMD}, {workspace.BudgetFile, own.Budget, budgetMD}} {
+		if err := workspace.WriteArtifact(t.task.Workspace, a.file, a.body); err != nil {
 			errs = append(errs, err)
 		}
 		if err := e.cfg.Store.SaveArtifact(ctx, t.task.ID, a.name, a.body); err != nil {
