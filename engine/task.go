@@ -241,14 +241,16 @@ func (t *taskRun) runIteration(ctx context.Context) (done bool, err error) {
 
 	before := workspace.Fingerprint(t.task.Workspace)
 	if err := t.calls(ctx); err != nil {
-		if results, ok := t.revalidateAfterCap(ctx, err, before); ok {
+		results, ok := t.revalidateAfterCap(ctx, err, before)
+		if ok {
 			return t.endIteration(ctx, it, results)
 		}
-		return false, t.stopIteration(ctx, it, err)
+		return false, t.stopIteration(ctx, it, results, err)
 	}
 	results := t.runValidators(ctx)
 	if ctx.Err() != nil {
-		return false, t.stopIteration(ctx, it, interrupted(ctx))
+		// Cut mid-way: a partial run is no verdict on this iteration.
+		return false, t.stopIteration(ctx, it, nil, interrupted(ctx))
 	}
 	return t.endIteration(ctx, it, results)
 }
@@ -287,7 +289,8 @@ func (t *taskRun) calls(ctx context.Context) error {
 // that call's fix landed, the task is DONE, not BLOCKED. No model call is
 // made, and the validators are bounded by their timeouts. A cap on time is
 // not followed by anything: the time is up. It reports whether every
-// validator passed, with their results.
+// validator passed, with their results when they ran to the end (nil when
+// they did not run or were cut).
 func (t *taskRun) revalidateAfterCap(ctx context.Context, stop error, before string) ([]purser.ValidatorResult, bool) {
 	var be *budget.BudgetExhaustedError
 	if !errors.As(stop, &be) || be.Metric == budget.Time || ctx.Err() != nil || len(t.task.Validators) == 0 {
@@ -304,7 +307,7 @@ func (t *taskRun) revalidateAfterCap(ctx context.Context, stop error, before str
 	for _, r := range results {
 		if !r.Passed {
 			t.failing = failingOf(results)
-			return nil, false
+			return results, false
 		}
 	}
 	t.doneNote = fmt.Sprintf("checked once more, with no model call, after the hard cap on %s stopped the call that changed the workspace", be.Metric)
@@ -335,10 +338,13 @@ func (t *taskRun) runValidators(ctx context.Context) []purser.ValidatorResult {
 
 // stopIteration records an iteration cut short by err, and returns err. An
 // iteration stopped by the budget ended, and counts. One cut by a signal or
-// a failure did not: a resume runs it again.
-func (t *taskRun) stopIteration(ctx context.Context, it purser.IterationRecord, err error) error {
+// a failure did not: a resume runs it again. results are the validators'
+// results when they ran in this iteration (after a hard cap), nil when they
+// did not: an earlier iteration's results are never stored as this one's,
+// or the reports would name this iteration for what another found.
+func (t *taskRun) stopIteration(ctx context.Context, it purser.IterationRecord, results []purser.ValidatorResult, err error) error {
 	ctx = context.WithoutCancel(ctx)
-	it.EndedAt, it.Outcome, it.Validators = t.e.cfg.Clock.Now(), "stopped", t.failing
+	it.EndedAt, it.Outcome, it.Validators = t.e.cfg.Clock.Now(), "stopped", results
 	if IsBudgetStop(err) {
 		_ = t.record(ctx, budget.UsageEvent{IterationEnd: true}, t.iterationEndKey())
 	} else {
@@ -476,12 +482,16 @@ func (t *taskRun) writeArtifacts(ctx context.Context, state purser.TaskState, ca
 	if err != nil {
 		return err
 	}
+	// In the workspace, the task's own names (STATUS.md, or STATUS.<id>.md
+	// when another task sharing the workspace has STATUS.md); in the store,
+	// which keeps each task's apart, always STATUS.md and BUDGET.md.
+	own := workspace.ArtifactsOf(t.task.Workspace, t.task.ID)
 	var errs []error
 	for _, a := range []struct {
-		name string
-		body []byte
-	}{{workspace.StatusFile, statusMD}, {workspace.BudgetFile, budgetMD}} {
-		if err := workspace.WriteArtifact(t.task.Workspace, a.name, a.body); err != nil {
+		name, file string
+		body       []byte
+	}{{workspace.StatusFile, own.Status, statusMD}, {workspace.BudgetFile, own.Budget, budgetMD}} {
+		if err := workspace.WriteArtifact(t.task.Workspace, a.file, a.body); err != nil {
 			errs = append(errs, err)
 		}
 		if err := e.cfg.Store.SaveArtifact(ctx, t.task.ID, a.name, a.body); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/workspace"
 )
 
 // Artifacts renders STATUS.md and BUDGET.md for the engine: the
@@ -31,6 +32,7 @@ func (a Artifacts) RenderArtifacts(ctx context.Context, s purser.StoreReader, st
 	r.RunBudget = stop.RunBudget
 	r.InGitRepo = stop.InGitRepo
 	r.DoneNote = stop.DoneNote
+	r.BudgetFile = workspace.ArtifactsOf(stop.Task.Workspace, stop.Task.ID).Budget
 	if a.Sandbox != nil {
 		r.Sandbox = a.Sandbox(stop.Task)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/redact"
+	"github.com/purser-dev/purser/workspace"
 )
 
 // Explanation is what purser explain says of a task, in plain words: why it
@@ -19,7 +20,8 @@ type Explanation struct {
 	rec         purser.TaskRecord
 	status      budget.Status
 	degrades    []purser.DegradeRecord
-	last        *purser.IterationRecord // the last iteration with validator results
+	last        *purser.IterationRecord // the last iteration whose validators ran (lastValidated)
+	unvalidated int                     // the last iteration, when it ended before its validators ran
 	interrupted bool
 }
 
@@ -51,11 +53,9 @@ func ReadExplanation(ctx context.Context, store ExplainStore, id string, gone fu
 	}
 	e := Explanation{rec: rec, status: st, degrades: degrades,
 		interrupted: rec.State == purser.StateRunning && gone(rec.Owner)}
-	for i := len(its) - 1; i >= 0; i-- {
-		if len(its[i].Validators) > 0 {
-			e.last = &its[i]
-			break
-		}
+	e.last = lastValidated(its)
+	if n := len(its); n > 0 && its[n-1].EndedAt.After(its[n-1].StartedAt) && len(its[n-1].Validators) == 0 {
+		e.unvalidated = its[n-1].N
 	}
 	return e, nil
 }
@@ -187,6 +187,9 @@ func (e Explanation) writeValidators(p printf) {
 			p("\nAt iteration %d these validators failed: %s.\n", e.last.N, strings.Join(failing, ", "))
 		}
 	}
+	if e.unvalidated > 0 {
+		p("Iteration %d was stopped before its validators ran.\n", e.unvalidated)
+	}
 }
 
 // actionMeaning says what a degrade action does.
@@ -207,7 +210,10 @@ func actionMeaning(a purser.DegradeAction) string {
 // nextSteps are what the user can do about the task, in its state.
 func (e Explanation) nextSteps() []string {
 	rec, st := e.rec, e.status
-	statusMD := filepath.Join(rec.Workspace, "STATUS.md")
+	// The task's own files: another task sharing the workspace may have
+	// STATUS.md.
+	own := workspace.ArtifactsOf(rec.Workspace, rec.ID)
+	statusMD := filepath.Join(rec.Workspace, own.Status)
 	switch {
 	case e.interrupted:
 		return []string{"Continue it where it was cut: purser resume " + rec.ID + " (nothing of the dead call is left running)."}
@@ -219,7 +225,7 @@ func (e Explanation) nextSteps() []string {
 			fmt.Sprintf("It cost more than its optimal line on %s. If that is usual for such tasks, raise optimal.%s; `purser advise --from-db` proposes lines from your history.", st.Cause, configKey(st.Cause)),
 		}
 	case rec.State == purser.StateBlocked:
-		steps := []string{fmt.Sprintf("Look at what the agent left, as it left it: %s has the manual steps (and the validators' state); BUDGET.md beside it, the spend call by call.", statusMD)}
+		steps := []string{fmt.Sprintf("Look at what the agent left, as it left it: %s has the manual steps (and the validators' state); %s beside it, the spend call by call.", statusMD, own.Budget)}
 		if st.Tier == budget.Hard {
 			hard, _ := rec.Budget.Threshold(budget.Hard, st.Cause)
 			steps = append(steps, fmt.Sprintf("To let it go on, raise budget.hard.%s (now %s) in a budget file outside the workspace, then: purser resume %s --budget FILE.", configKey(st.Cause), st.Cause.Format(hard), rec.ID))
@@ -231,7 +237,7 @@ func (e Explanation) nextSteps() []string {
 		steps = append(steps, "Or finish it by hand from where it stopped, or make the goal smaller.")
 		return steps
 	case rec.State == purser.StateFailed:
-		return []string{"It failed for a reason that is not the budget (above). Fix that cause (the backend, the validators, the workspace), then: purser resume " + rec.ID + ".", "STATUS.md at " + statusMD + " has the details."}
+		return []string{"It failed for a reason that is not the budget (above). Fix that cause (the backend, the validators, the workspace), then: purser resume " + rec.ID + ".", statusMD + " has the details."}
 	case rec.State == purser.StatePending:
 		return []string{"It has not finished: purser resume " + rec.ID + " continues it (or purser run " + rec.File + ")."}
 	}

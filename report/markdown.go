@@ -12,6 +12,7 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/redact"
+	"github.com/purser-dev/purser/workspace"
 )
 
 // Report is everything STATUS.md and BUDGET.md say about a task.
@@ -39,6 +40,17 @@ type Report struct {
 	// Sandbox is the one line saying whether the agent and the validators
 	// ran in a box ("": sandbox: off, as for every task before boxes).
 	Sandbox string
+	// BudgetFile is the name of the task's BUDGET.md in its workspace
+	// (workspace.ArtifactsOf; "": BUDGET.md), which STATUS.md points at.
+	BudgetFile string
+}
+
+// budgetFile is the name STATUS.md gives the task's BUDGET.md.
+func (r Report) budgetFile() string {
+	if r.BudgetFile == "" {
+		return workspace.BudgetFile
+	}
+	return r.BudgetFile
 }
 
 // sandboxLine is the files' line on the box.
@@ -329,7 +341,7 @@ func oneLine(s string) string {
 // metric, the validators' state, the last error, and what to do next.
 func StatusMD(r Report) []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "# Status: task %s\n\n**%s**", r.Task.ID, r.State)
+	fmt.Fprintf(&b, "%s%s\n\n**%s**", workspace.StatusHeader, r.Task.ID, r.State)
 	var be *budget.BudgetExhaustedError
 	var ie *budget.InsufficientBudgetError
 	switch {
@@ -355,9 +367,9 @@ func StatusMD(r Report) []byte {
 	if r.Status.ListUSD > 0 {
 		money += " spent, " + budget.FormatListUSD(r.Status.ListUSD) + " at list prices (a flat-rate plan: not money spent)"
 	}
-	fmt.Fprintf(&b, "\nGoal: %s\n\nBudget: tier %s; money %s; %d tokens; %s; %d iteration(s). Details in BUDGET.md.\n",
+	fmt.Fprintf(&b, "\nGoal: %s\n\nBudget: tier %s; money %s; %d tokens; %s; %d iteration(s). Details in %s.\n",
 		strings.TrimSpace(r.Task.Goal), strings.ToUpper(r.Status.Tier.String()), money, r.Status.UsedTokens,
-		r.Status.UsedTime.Round(time.Millisecond), r.Status.UsedIterations)
+		r.Status.UsedTime.Round(time.Millisecond), r.Status.UsedIterations, r.budgetFile())
 	fmt.Fprintf(&b, "\n%s.\n", r.sandboxLine())
 
 	b.WriteString("\n## Validators\n\n")
@@ -400,9 +412,13 @@ func StatusMD(r Report) []byte {
 	return []byte(redact.Display(b.String()))
 }
 
+// lastValidated is the last iteration whose validators ran, nil when none
+// did: STATUS.md and explain both name it, so they name the same one. The
+// engine stores an iteration cut before its validators ran without results,
+// and one stopped after them (re-checked at a hard cap) with theirs.
 func lastValidated(its []purser.IterationRecord) *purser.IterationRecord {
 	for i := len(its) - 1; i >= 0; i-- {
-		if len(its[i].Validators) > 0 && its[i].Outcome != "stopped" {
+		if len(its[i].Validators) > 0 {
 			return &its[i]
 		}
 	}
@@ -442,7 +458,7 @@ func suggestions(r Report, be *budget.BudgetExhaustedError, ie *budget.Insuffici
 		}
 		out = append(out, "Run the validators yourself to see where the work stands: "+strings.Join(cmds, ", ")+".")
 	}
-	out = append(out, "Read BUDGET.md for where the money and tokens went, and which degrade actions were taken.")
+	out = append(out, "Read "+r.budgetFile()+" for where the money and tokens went, and which degrade actions were taken.")
 	file := r.Task.File
 	if file == "" {
 		file = "the task file"

@@ -15,7 +15,8 @@ const maxFingerprintFiles = 100_000
 // Fingerprint sums up a workspace's files — each path with its size, mode
 // and modification time — so that whether an agent changed anything can be
 // told without reading a file. .git and .purser are left out, and so are
-// STATUS.md and BUDGET.md, which Purser writes. It returns "" (unknown) for
+// STATUS.md and BUDGET.md (and a task's own STATUS.<id>.md and
+// BUDGET.<id>.md), which Purser writes. It returns "" (unknown) for
 // a workspace it cannot walk or that holds more than maxFingerprintFiles.
 func Fingerprint(workspace string) string {
 	h := sha256.New()
@@ -28,7 +29,7 @@ func Fingerprint(workspace string) string {
 		switch {
 		case d.IsDir() && (d.Name() == ".git" || d.Name() == ".purser"):
 			return filepath.SkipDir
-		case rel == "STATUS.md" || rel == "BUDGET.md":
+		case !d.IsDir() && filepath.Dir(rel) == "." && IsArtifactName(rel):
 			return nil
 		}
 		if n++; n > maxFingerprintFiles {

@@ -8,7 +8,8 @@ import (
 )
 
 // ErrProtected is returned by Guard.Writable for one of Purser's own files:
-// the ledger, a transcript, STATUS.md/BUDGET.md or anything under .purser/.
+// the ledger, a transcript, STATUS.md/BUDGET.md (and STATUS.<id>.md/BUDGET.<id>.md)
+// or anything under .purser/.
 // An agent's edit protocol may neither write nor delete them.
 var ErrProtected = errors.New("one of Purser's own files; an agent may not write or delete it")
 
@@ -133,13 +134,12 @@ func foldKey(p string) string { return strings.ToLower(p) }
 
 // protectedRel reports whether the workspace-relative path rel (cleaned,
 // inside the workspace) is Purser's by name: under a .purser directory, or
-// STATUS.md/BUDGET.md at the workspace root (or a path below one of those).
+// STATUS.md/BUDGET.md (or a task's STATUS.<id>.md/BUDGET.<id>.md, see
+// IsArtifactName) at the workspace root (or a path below one of those).
 func protectedRel(rel string) bool {
 	parts := strings.Split(filepath.ToSlash(rel), "/")
-	for _, name := range artifactNames {
-		if strings.EqualFold(parts[0], name) {
-			return true
-		}
+	if IsArtifactName(parts[0]) {
+		return true
 	}
 	for _, part := range parts {
 		if strings.EqualFold(part, StateDir) {

@@ -116,7 +116,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	if err != nil {
 		return purser.CallResult{}, err
 	}
-	dir, err := os.MkdirTemp(boxed.callRoot(), "purser-exec-")
+	dir, err := callDir(boxed.callRoot())
 	if err != nil {
 		return purser.CallResult{}, err
 	}

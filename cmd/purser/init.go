@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/workspace"
 )
 
 // initBackends are the backends purser init can start a first task on.
@@ -131,12 +132,76 @@ func writeInit(out io.Writer, dir, backend string) error {
 		}
 		fmt.Fprintf(out, "wrote %s\n", filepath.Join(dir, name))
 	}
+	if workspace.InGitRepo(dir) {
+		if err := ignoreArtifacts(out, dir); err != nil {
+			return err
+		}
+	}
 	task := filepath.Join(dir, initTaskFile)
 	fmt.Fprintf(out, "\nNext:\n  purser check %s   # what would run, checked, without spending\n  purser run %s     # run it (%s)\n  purser explain first-task  # why it ended where it did\n",
 		task, task, backendNote(backend))
 	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
 		fmt.Fprintf(out, "\nNote: %s is not a git repository; the agent's changes are never reverted, so version it first.\n", dir)
 	}
+	return nil
+}
+
+// artifactIgnores are the .gitignore lines for the reports Purser writes at
+// a workspace's root when a task stops (workspace.ArtifactsOf): STATUS.md
+// and BUDGET.md, and STATUS.<task>.md and BUDGET.<task>.md for a task
+// sharing the workspace with another. Anchored: a file of those names
+// elsewhere in the repository is the user's.
+var artifactIgnores = []string{"/STATUS.md", "/BUDGET.md", "/STATUS.*.md", "/BUDGET.*.md"}
+
+// ignoreArtifacts appends to dir's .gitignore (making it if need be) the
+// artifactIgnores lines it lacks. It never rewrites what the file holds,
+// and never writes through a link: then it says which lines to add.
+func ignoreArtifacts(out io.Writer, dir string) error {
+	path := filepath.Join(dir, ".gitignore")
+	var have []byte
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("init: %w", err)
+	case !fi.Mode().IsRegular():
+		fmt.Fprintf(out, "\nNote: %s is not a plain file (a link?); not written through. Add these lines to ignore Purser's reports: %s\n", path, strings.Join(artifactIgnores, " "))
+		return nil
+	default:
+		if have, err = os.ReadFile(path); err != nil {
+			return fmt.Errorf("init: %w", err)
+		}
+	}
+	present := map[string]bool{}
+	for _, l := range strings.Split(string(have), "\n") {
+		present[strings.TrimSpace(l)] = true
+	}
+	var add strings.Builder
+	if len(have) > 0 && have[len(have)-1] != '\n' {
+		add.WriteString("\n")
+	}
+	add.WriteString("# Purser's reports, written when a task stops (purser init)\n")
+	var missing []string
+	for _, l := range artifactIgnores {
+		if !present[l] {
+			add.WriteString(l + "\n")
+			missing = append(missing, l)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	// O_APPEND: what the file holds stays as it is; O_NOFOLLOW: a link put
+	// in its place since the check is not followed.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+	_, werr := io.WriteString(f, add.String())
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return fmt.Errorf("init: .gitignore: %w", err)
+	}
+	fmt.Fprintf(out, "added to %s: %s (the reports Purser writes when a task stops)\n", path, strings.Join(missing, " "))
 	return nil
 }
 

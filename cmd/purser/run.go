@@ -17,6 +17,7 @@ import (
 	"github.com/purser-dev/purser/redact"
 	"github.com/purser-dev/purser/report"
 	"github.com/purser-dev/purser/tui"
+	"github.com/purser-dev/purser/workspace"
 )
 
 // exitInterrupted is the exit code of a run stopped by a signal: its tasks
@@ -177,7 +178,9 @@ func outcome(stdout, stderr io.Writer, outcomes []engine.TaskOutcome) error {
 	code := exitOK
 	var first error
 	for _, o := range outcomes {
-		status := filepath.Join(o.Task.Workspace, "STATUS.md")
+		// The task's own STATUS file: another task sharing the workspace
+		// may have STATUS.md.
+		status := filepath.Join(o.Task.Workspace, workspace.ArtifactsOf(o.Task.Workspace, o.Task.ID).Status)
 		if o.Skipped {
 			fmt.Fprintf(stdout, "task %s is already DONE (see %s); skipped\n", o.Task.ID, status)
 			continue
