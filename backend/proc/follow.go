@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/purser-dev/purser/internal/tick"
 )
 
 // followChunk is the most a Follower reads in one go: a file that grows
@@ -149,25 +151,9 @@ func (f *Follower) endLine() {
 // polls once more, and passes on a last line that never got its newline,
 // since nothing will add to it now.
 func (f *Follower) Every(d time.Duration) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(d)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				f.Poll()
-			}
-		}
-	}()
+	stopPolling := tick.Every(d, func() { f.Poll() })
 	return func() {
-		close(done)
-		wg.Wait()
+		stopPolling()
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		for f.pollLocked() {

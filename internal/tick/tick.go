@@ -1,5 +1,6 @@
 // Package tick runs a function on a ticker until told to stop: the engine's
-// heartbeats and the worker's lease renewals share it.
+// heartbeats, the worker's lease renewals and the session-file follower's
+// polls share it.
 package tick
 
 import "time"
