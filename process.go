@@ -29,6 +29,10 @@ type CallHooks struct {
 	// OnInnerRetry is called for each retry the agent's CLI or client made
 	// by itself (one Purser could not switch off).
 	OnInnerRetry func()
+	// Admit admits each model request the agent sends through Purser's
+	// door during the call (nil: requests are not admitted one by one,
+	// only the call as a whole).
+	Admit WireAdmitter
 }
 
 // Started says which process runs the call, an ID only the backend's
