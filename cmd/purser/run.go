@@ -100,7 +100,7 @@ tasks that had not started are left untouched).`,
 			// its budget: the engine checks against the run's stored budget
 			// before each call.
 			a, err := app.Open(cmd.Context(), app.Options{DB: db, Project: proj, Create: true, Backends: backends(), LoadTask: loadTask, Stderr: cmd.ErrOrStderr(),
-				Preflight: app.Preflight{Tasks: tasks, Alerts: true, RunBudgetFile: runBudget, Unpriced: runName == "" || runBudget != ""}})
+				Preflight: app.Preflight{Tasks: tasks, Files: args, Draws: true, Alerts: true, RunBudgetFile: runBudget, Unpriced: runName == "" || runBudget != ""}})
 			if err != nil {
 				return err
 			}
