@@ -73,6 +73,7 @@ func Run(t *testing.T, newDatabase func(t *testing.T) Opener) {
 		{"NamedBudgetTreeCountsEachLevelInItsWindowAndRefusesLoops", testNamedBudgetTree},
 		{"NamedBudgetTreeHoldsOnEveryAncestorOrNone", testNamedBudgetTreeHoldsAllOrNone},
 		{"NamedBudgetTreeHoldsAcrossSiblingsNeverPassTheRoot", testNamedBudgetTreeUnderConcurrency},
+		{"RaiseTaskMovesTheCapRecordsItAndQueuesABlockedJobAgain", testRaiseTask},
 		{"DeadOwnersHoldsAreDropped", testDeadOwnersHoldsAreDropped},
 		{"LapsedLeasesHoldsAreReaped", testLapsedLeasesHoldsAreReaped},
 		{"AlertOutboxHoldsClaimsSettlesAndExpires", testAlertOutboxLifecycle},

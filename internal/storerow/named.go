@@ -143,3 +143,26 @@ func ParentMoveSource(from, to, source string) string {
 	}
 	return fmt.Sprintf("parent %s → %s; %s", root(from), root(to), source)
 }
+
+// NotFound is err, matching purser.ErrNotFound as well when it says no row
+// was found (pgx.ErrNoRows matches sql.ErrNoRows).
+func NotFound(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%w: %w", purser.ErrNotFound, err)
+	}
+	return err
+}
+
+// CheckRaise is what both stores check before a task's raise: its
+// recorded budget (was, as stored) is still the one the raise was made
+// from (from, as BudgetChangeJSON gives it).
+func CheckRaise(c purser.BudgetChange, was, from string) error {
+	var stored budget.Config
+	if err := json.Unmarshal([]byte(was), &stored); err != nil {
+		return err
+	}
+	if now, err := json.Marshal(stored); err != nil || string(now) != from {
+		return purser.ErrBudgetMoved
+	}
+	return nil
+}
