@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -20,11 +21,11 @@ type BudgetTreeJSON struct {
 	Parent string `json:"parent"`
 	// HeadroomUSD and HeadroomTokens are what fits under this budget and
 	// every ancestor's caps (omitted where nothing caps the metric).
-	HeadroomUSD    *string          `json:"headroomUsd,omitempty"`
+	HeadroomUSD    *json.Number     `json:"headroomUsd,omitempty"`
 	HeadroomTokens *int64           `json:"headroomTokens,omitempty"`
 	Children       []BudgetTreeJSON `json:"children"`
 
-	room budget.Amount // as the text shows it
+	room, spent budget.Amount // as the text shows them
 }
 
 // BudgetTree arranges the statuses of named budgets as their tree: roots by
@@ -48,9 +49,9 @@ func BudgetTree(sts []purser.NamedBudgetStatus) []BudgetTreeJSON {
 	build = func(name string, above budget.Amount, seen []string) BudgetTreeJSON {
 		st := byName[name]
 		room := above.Min(st.Headroom())
-		n := BudgetTreeJSON{NamedBudgetJSON: NamedBudgetView(st, nil), Parent: st.Parent, Children: []BudgetTreeJSON{}, room: room}
+		n := BudgetTreeJSON{NamedBudgetJSON: NamedBudgetView(st, nil), Parent: st.Parent, Children: []BudgetTreeJSON{}, room: room, spent: st.Spent.Amount()}
 		if room.USD != budget.UnlimitedUSD {
-			s := room.USD.Decimal()
+			s := json.Number(room.USD.Decimal())
 			n.HeadroomUSD = &s
 		}
 		if room.Tokens != budget.Unlimited.Tokens {
@@ -80,8 +81,8 @@ func BudgetTree(sts []purser.NamedBudgetStatus) []BudgetTreeJSON {
 func WriteBudgetTree(w io.Writer, roots []BudgetTreeJSON) {
 	var write func(n BudgetTreeJSON, indent, branch string)
 	write = func(n BudgetTreeJSON, indent, branch string) {
-		fmt.Fprintf(w, "%s%s%s  %s  per %s%s: spent $%s, %d tokens of %s", indent, branch, n.Name, strings.ToUpper(n.Tier), n.Window,
-			ZoneText(n.Zone), n.SpentUSD, n.SpentTokens, CapsText(budget.CapsOf(n.Budget)))
+		fmt.Fprintf(w, "%s%s%s  %s  per %s%s: spent %s, %d tokens of %s", indent, branch, n.Name, strings.ToUpper(n.Tier), n.Window,
+			ZoneText(n.Zone), n.spent.USD, n.SpentTokens, CapsText(budget.CapsOf(n.Budget)))
 		if n.HeldTokens > 0 || n.HeldUSD != "0" {
 			fmt.Fprintf(w, "; held $%s, %d tokens", n.HeldUSD, n.HeldTokens)
 		}

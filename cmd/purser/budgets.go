@@ -79,8 +79,8 @@ func newBudgetsCreateCmd() *cobra.Command {
 				if errors.Is(err, purser.ErrNotFound) {
 					return badInput(fmt.Errorf("--parent: no named budget %s in the database %s (create it there first)", b.Parent, a.DB))
 				}
-				if errors.Is(err, purser.ErrBudgetCycle) {
-					return badInput(err)
+				if cycle := (*purser.BudgetCycleError)(nil); errors.As(err, &cycle) {
+					return badInput(cycle)
 				}
 				return err
 			}
@@ -143,12 +143,13 @@ func newBudgetsRaiseCmd() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "raised named budget %s: %s → %s per %s\n", old.Name, report.CapsText(old.Caps()), report.CapsText(purser.NamedBudget{Budget: cfg}.Caps()), old.Window)
 			}
 			if move {
+				var cycle *purser.BudgetCycleError
 				err := s.SetBudgetParent(cmd.Context(), old.Name, parent, app.Whoami(), "purser budgets raise --parent", time.Now())
 				switch {
 				case errors.Is(err, purser.ErrNotFound):
 					return badInput(fmt.Errorf("--parent: no named budget %s in the database %s", parent, a.DB))
-				case errors.Is(err, purser.ErrBudgetCycle):
-					return badInput(err)
+				case errors.As(err, &cycle):
+					return badInput(cycle)
 				case err != nil:
 					return err
 				}
