@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -45,21 +46,33 @@ func openBudgets(cmd *cobra.Command, db string, create bool) (*app.App, error) {
 }
 
 func newBudgetsCreateCmd() *cobra.Command {
-	var db, file, window, zone, parent string
+	var db, file, window, zone, parent, usd string
+	var tokens int64
 	cmd := &cobra.Command{
-		Use:   "create NAME --file BUDGET.yaml --window day|week|month [--zone ZONE] [--parent NAME]",
+		Use:   "create NAME (--file BUDGET.yaml | --usd N [--tokens N]) --window day|week|month [--zone ZONE] [--parent NAME]",
 		Short: "Create a named budget",
-		Args:  cobra.ExactArgs(1),
+		Long: `Creates a named budget: its tiers from a budget file (--file), or only a hard
+cap on money and tokens (--usd, --tokens), reset on the window; with
+--parent, a part of another named budget, which still binds.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if file == "" {
-				return badInput(errors.New("--file: a budget file (YAML or JSON) is required"))
+			caps := usd != "" || cmd.Flags().Changed("tokens")
+			if file == "" && !caps {
+				return badInput(errors.New("--file: a budget file (YAML or JSON) is required (or a hard cap: --usd N, --tokens N)"))
+			}
+			if file != "" && caps {
+				return badInput(errors.New("--file and --usd/--tokens: give the budget one way"))
 			}
 			w, err := purser.ParseBudgetWindow(window)
 			if err != nil {
 				return badInput(fmt.Errorf("--window: %w", err))
 			}
-			cfg, err := config.LoadNamedBudget(file)
-			if err != nil {
+			var cfg budget.Config
+			if file != "" {
+				if cfg, err = config.LoadNamedBudget(file); err != nil {
+					return badInput(err)
+				}
+			} else if cfg, err = hardCaps(usd, tokens, cmd.Flags().Changed("tokens")); err != nil {
 				return badInput(err)
 			}
 			b := purser.NamedBudget{Name: args[0], Budget: cfg, Window: w, Zone: zone, Parent: parent, CreatedAt: time.Now()}
@@ -97,7 +110,28 @@ func newBudgetsCreateCmd() *cobra.Command {
 	cmd.Flags().StringVar(&window, "window", "", "the calendar window its spend resets on: day, week (from Monday) or month")
 	cmd.Flags().StringVar(&zone, "zone", "", "the IANA time zone of the window's boundaries, e.g. Europe/Berlin (default UTC)")
 	cmd.Flags().StringVar(&parent, "parent", "", "the named budget this one is a part of: runs drawing from it draw from the parent too")
+	cmd.Flags().StringVar(&usd, "usd", "", "instead of --file: the hard cap on money, in dollars")
+	cmd.Flags().Int64Var(&tokens, "tokens", 0, "instead of --file: the hard cap on tokens")
 	return cmd
+}
+
+// hardCaps is a named budget of hard caps alone, from --usd and --tokens.
+func hardCaps(usd string, tokens int64, setTokens bool) (budget.Config, error) {
+	var cfg budget.Config
+	if usd != "" {
+		v, err := budget.ParseUSD(strings.TrimPrefix(usd, "$"))
+		if err != nil || v <= 0 {
+			return cfg, fmt.Errorf("--usd %q: want a positive amount of dollars, e.g. 500", usd)
+		}
+		cfg.Hard.USD = &v
+	}
+	if setTokens {
+		if tokens <= 0 {
+			return cfg, fmt.Errorf("--tokens %d: want a positive number of tokens", tokens)
+		}
+		cfg.Hard.Tokens = &tokens
+	}
+	return cfg, nil
 }
 
 func newBudgetsRaiseCmd() *cobra.Command {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/app"
+	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/report"
 	"github.com/purser-dev/purser/workspace"
@@ -73,7 +74,10 @@ process's until it stops.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "task %s is already DONE; nothing to raise\n", rec.ID)
 				return nil
 			case purser.StateRunning:
-				return badInput(fmt.Errorf("task %s is RUNNING (%s): its budget is that process's until it stops; raise it once it is BLOCKED or stopped", rec.ID, rec.Owner))
+				// A task whose process is gone was interrupted: it may be raised.
+				if !(proc.Owners{}).Gone(rec.Owner) {
+					return badInput(fmt.Errorf("task %s is RUNNING (%s): its budget is that process's until it stops; raise it once it is BLOCKED or stopped", rec.ID, rec.Owner))
+				}
 			}
 			to := raisedBudget(rec.Budget, newUSD, tokens, cmd.Flags().Changed("tokens"))
 			if err := to.Validate(); err != nil {
