@@ -291,8 +291,10 @@ type NamedBudgets interface {
 	// DrawFrom records that runID draws from the named budgets (added to
 	// any it draws from already); an unknown name matches ErrNotFound.
 	DrawFrom(ctx context.Context, runID string, names []string) error
-	// RunDraws returns the named budgets a run draws from, by name: those
-	// it was told to draw from and every ancestor of theirs.
+	// RunDraws returns the named budgets a run draws from: those it was
+	// told to draw from and every ancestor of theirs, roots first (then by
+	// name), the order admission checks them in, so that a refusal names
+	// the budget nearest the root.
 	RunDraws(ctx context.Context, runID string) ([]string, error)
 	// NamedBudgetStatus is the budget's spend and holds in the window
 	// holding now. Its spend is that of every run drawing from it or from

@@ -330,18 +330,19 @@ func (s *Store) ReserveNamedAll(ctx context.Context, names []string, h purser.Ho
 }
 
 // RunDraws returns the named budgets a run draws from and their
-// ancestors, by name.
+// ancestors, roots first, then by name.
 func (s *Store) RunDraws(ctx context.Context, runID string) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `WITH RECURSIVE up(name) AS (
 			SELECT name FROM run_draws WHERE run_id = $1
 			UNION SELECT b.parent FROM named_budgets b JOIN up ON b.name = up.name WHERE b.parent <> '')
-		SELECT name FROM up ORDER BY name`, runID)
+		SELECT b.name, b.parent FROM named_budgets b WHERE b.name IN (SELECT name FROM up)`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("budgets run %s draws from: %w", runID, err)
 	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
+	parents := map[string]string{}
+	var n, p string
+	if _, err := pgx.ForEachRow(rows, []any{&n, &p}, func() error { parents[n] = p; return nil }); err != nil {
 		return nil, fmt.Errorf("budgets run %s draws from: %w", runID, err)
 	}
-	return names, nil
+	return storerow.RootsFirst(parents), nil
 }

@@ -280,10 +280,30 @@ func (s *Store) ReserveNamedAll(ctx context.Context, names []string, h purser.Ho
 }
 
 // RunDraws returns the named budgets a run draws from and their
-// ancestors, by name.
+// ancestors, roots first, then by name.
 func (s *Store) RunDraws(ctx context.Context, runID string) ([]string, error) {
-	return query(ctx, s.db, "budgets run "+runID+" draws from", storerow.ScanString, `WITH RECURSIVE up(name) AS (
-			SELECT name FROM run_draws WHERE run_id = ?
-			UNION SELECT b.parent FROM named_budgets b JOIN up ON b.name = up.name WHERE b.parent <> '')
-		SELECT name FROM up ORDER BY name`, runID)
+	rows, err := s.db.QueryContext(ctx, drawnLineage, runID)
+	if err != nil {
+		return nil, fmt.Errorf("budgets run %s draws from: %w", runID, err)
+	}
+	defer rows.Close()
+	parents := map[string]string{}
+	for rows.Next() {
+		var n, p string
+		if err := rows.Scan(&n, &p); err != nil {
+			return nil, fmt.Errorf("budgets run %s draws from: %w", runID, err)
+		}
+		parents[n] = p
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("budgets run %s draws from: %w", runID, err)
+	}
+	return storerow.RootsFirst(parents), nil
 }
+
+// drawnLineage is the budgets the run ?1 draws from and their ancestors,
+// each with its parent.
+const drawnLineage = `WITH RECURSIVE up(name) AS (
+		SELECT name FROM run_draws WHERE run_id = ?1
+		UNION SELECT b.parent FROM named_budgets b JOIN up ON b.name = up.name WHERE b.parent <> '')
+	SELECT b.name, b.parent FROM named_budgets b WHERE b.name IN (SELECT name FROM up)`

@@ -66,8 +66,8 @@ func testNamedBudgetTree(t *testing.T, open Opener) {
 	if err := s.DrawFrom(ctx, "r2", []string{"repo-b1"}); err != nil {
 		t.Fatal(err)
 	}
-	if draws, err := open(t).RunDraws(ctx, "r1"); err != nil || !slices.Equal(draws, []string{"org", "repo-a1", "run-a", "team-a"}) {
-		t.Fatalf("run r1 draws from %v (%v), want run-a and its ancestors", draws, err)
+	if draws, err := open(t).RunDraws(ctx, "r1"); err != nil || !slices.Equal(draws, []string{"org", "team-a", "repo-a1", "run-a"}) {
+		t.Fatalf("run r1 draws from %v (%v), want run-a and its ancestors, roots first", draws, err)
 	}
 
 	// Wednesday 2026-11-18: the day, the week from Monday the 16th, the

@@ -166,3 +166,35 @@ func CheckRaise(c purser.BudgetChange, was, from string) error {
 	}
 	return nil
 }
+
+// RootsFirst orders the budgets of parents (each one's parent, "" for a
+// root) roots first, then by name, as RunDraws lists them: a budget whose
+// parent is not among them counts as a root, and a loop ends the climb.
+func RootsFirst(parents map[string]string) []string {
+	depth := func(n string) int {
+		d := 0
+		for seen := map[string]bool{n: true}; ; d++ {
+			p, ok := parents[n]
+			if !ok || p == "" || seen[p] {
+				return d
+			}
+			if _, known := parents[p]; !known {
+				return d
+			}
+			seen[p], n = true, p
+		}
+	}
+	out := make([]string, 0, len(parents))
+	depths := map[string]int{}
+	for n := range parents {
+		out = append(out, n)
+		depths[n] = depth(n)
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		if c := cmp.Compare(depths[a], depths[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	return out
+}
