@@ -269,7 +269,7 @@ budget is still exhausted, the task is refused with BudgetExhaustedError
 			if task.ID != rec.ID {
 				return badInput(fmt.Errorf("%s now has id %q, not %q", rec.File, task.ID, rec.ID))
 			}
-			if err := a.Preflight(cmd.Context(), app.Preflight{Tasks: []purser.Task{task}}); err != nil {
+			if err := a.Preflight(cmd.Context(), app.Preflight{Tasks: []purser.Task{task}, Files: []string{rec.File}, Draws: true}); err != nil {
 				return err
 			}
 			s, err := newSession(cmd, a, proj, []purser.Task{task}, a.ShownRunBudget(cmd.Context(), rec.RunID, nil), asJSON)
