@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/purser-dev/purser/budget"
@@ -80,7 +82,12 @@ type NamedBudget struct {
 	Budget budget.Config
 	Window BudgetWindow
 	// Zone is the IANA time zone the window's boundaries are in; "" is UTC.
-	Zone      string
+	Zone string
+	// Parent is the named budget this one is a part of ("" for a root): a
+	// run drawing from a budget draws from its every ancestor too, and is
+	// admitted only where all of them have room. A child's caps may exceed
+	// what its parent has left; the parent still binds.
+	Parent    string
 	CreatedAt time.Time
 }
 
@@ -90,6 +97,14 @@ type NamedBudget struct {
 func (b NamedBudget) Validate() error {
 	if err := ValidateBudgetName(b.Name); err != nil {
 		return err
+	}
+	if b.Parent != "" {
+		if err := ValidateBudgetName(b.Parent); err != nil {
+			return fmt.Errorf("parent: %w", err)
+		}
+		if b.Parent == b.Name {
+			return &BudgetCycleError{Name: b.Name, Parent: b.Parent, Path: []string{b.Name, b.Name}}
+		}
 	}
 	if _, err := b.Window.Start(time.Now(), b.Zone); err != nil {
 		return err
@@ -193,6 +208,63 @@ func (s NamedBudgetStatus) Headroom() budget.Amount {
 	return budget.Headroom(s.Caps(), s.Spent.Amount(), s.Held)
 }
 
+// ErrBudgetCycle is matched by a parent that would make a named budget its
+// own ancestor.
+var ErrBudgetCycle = errors.New("a named budget cannot be its own ancestor")
+
+// BudgetCycleError refuses a parent that would make a cycle, saying which:
+// Path runs from the budget up through its would-be ancestors back to it.
+type BudgetCycleError struct {
+	Name, Parent string
+	Path         []string
+}
+
+func (e *BudgetCycleError) Error() string {
+	return fmt.Sprintf("named budget %s cannot have parent %s: it would be its own ancestor (%s)", e.Name, e.Parent, strings.Join(e.Path, " → "))
+}
+
+// Unwrap lets errors.Is match ErrBudgetCycle.
+func (e *BudgetCycleError) Unwrap() error { return ErrBudgetCycle }
+
+// Lineage is name and its ancestors, nearest first, as parents (each
+// budget's parent, "" for a root) has them. A parent missing from parents
+// matches ErrNotFound; a loop (a store never records one) ErrBudgetCycle.
+func Lineage(parents map[string]string, name string) ([]string, error) {
+	out := []string{name}
+	for cur := name; ; {
+		p, ok := parents[cur]
+		if !ok {
+			return out, fmt.Errorf("named budget %s: %w", cur, ErrNotFound)
+		}
+		if p == "" {
+			return out, nil
+		}
+		if slices.Contains(out, p) {
+			return out, &BudgetCycleError{Name: name, Parent: parents[name], Path: append(out, p)}
+		}
+		out = append(out, p)
+		cur = p
+	}
+}
+
+// CheckParent reports whether name may take parent as its parent, given
+// every budget's parent: the parent must exist, and must not be name or a
+// descendant of name (a *BudgetCycleError says the loop).
+func CheckParent(parents map[string]string, name, parent string) error {
+	if parent == "" {
+		return nil
+	}
+	up, err := Lineage(parents, parent)
+	if err != nil {
+		return err
+	}
+	if i := slices.Index(up, name); i >= 0 {
+		path := append([]string{name}, up[:i+1]...)
+		return &BudgetCycleError{Name: name, Parent: parent, Path: path}
+	}
+	return nil
+}
+
 // ErrBudgetExists is returned by CreateBudget for a name already taken.
 var ErrBudgetExists = errors.New("a named budget of that name exists")
 
@@ -207,6 +279,11 @@ type NamedBudgets interface {
 	NamedBudget(ctx context.Context, name string) (NamedBudget, error)
 	// NamedBudgetList returns every named budget, by name.
 	NamedBudgetList(ctx context.Context) ([]NamedBudget, error)
+	// SetBudgetParent makes parent ("" for none) the named budget's parent,
+	// recording the change as a raise from by and source. A parent that
+	// does not exist matches ErrNotFound; one that would make a loop is a
+	// *BudgetCycleError.
+	SetBudgetParent(ctx context.Context, name, parent, by, source string, at time.Time) error
 	// RaiseBudget replaces a named budget's tiers with r.To, recording r.
 	RaiseBudget(ctx context.Context, r NamedBudgetRaise) error
 	// BudgetRaises returns a named budget's raises, oldest first.
@@ -214,15 +291,24 @@ type NamedBudgets interface {
 	// DrawFrom records that runID draws from the named budgets (added to
 	// any it draws from already); an unknown name matches ErrNotFound.
 	DrawFrom(ctx context.Context, runID string, names []string) error
-	// RunDraws returns the named budgets a run draws from, by name.
+	// RunDraws returns the named budgets a run draws from: those it was
+	// told to draw from and every ancestor of theirs, roots first (then by
+	// name), the order admission checks them in, so that a refusal names
+	// the budget nearest the root.
 	RunDraws(ctx context.Context, runID string) ([]string, error)
 	// NamedBudgetStatus is the budget's spend and holds in the window
-	// holding now.
+	// holding now. Its spend is that of every run drawing from it or from
+	// a budget under it; its holds are those placed on it.
 	NamedBudgetStatus(ctx context.Context, name string, now time.Time) (NamedBudgetStatus, error)
-	// ReserveNamed holds want against the named budget's hard caps,
-	// counting the window's spend and every unexpired hold, atomically
-	// across processes. A hold that does not fit is refused with a
-	// *budget.InsufficientBudgetError of scope budget.ScopeNamed. The hold
-	// is recorded as by's.
+	// ReserveNamed is ReserveNamedAll for one budget: it holds want on
+	// name and every ancestor of name's.
 	ReserveNamed(ctx context.Context, name string, by Holder, want budget.Amount, now time.Time, ttl time.Duration) (release func(), err error)
+	// ReserveNamedAll holds want on every named budget in names and on
+	// every ancestor of theirs, each once, against its hard caps, counting
+	// its window's spend and every unexpired hold on it: on all of them or
+	// on none, atomically across processes. A hold that does not fit on
+	// one is refused with a *budget.InsufficientBudgetError of scope
+	// budget.ScopeNamed naming that budget (the one nearest the root, when
+	// several are short). The holds are recorded as by's.
+	ReserveNamedAll(ctx context.Context, names []string, by Holder, want budget.Amount, now time.Time, ttl time.Duration) (release func(), err error)
 }

@@ -1,6 +1,9 @@
 package purser
 
 import (
+	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -48,5 +51,36 @@ func TestBudgetWindowBounds(t *testing.T) {
 	}
 	if _, _, err := WindowDay.Bounds(time.Now(), "Mars/Olympus"); err == nil {
 		t.Error("an unknown zone accepted")
+	}
+}
+
+// A budget's lineage runs up to its root; a parent that is the budget or
+// one under it is refused with the loop it would make, and a missing
+// parent is not found.
+func TestBudgetLineageAndParents(t *testing.T) {
+	parents := map[string]string{"org": "", "team": "org", "repo": "team", "other": ""}
+	if up, err := Lineage(parents, "repo"); err != nil || !slices.Equal(up, []string{"repo", "team", "org"}) {
+		t.Fatalf("Lineage(repo) = %v, %v; want repo, team, org", up, err)
+	}
+	var cycle *BudgetCycleError
+	if err := CheckParent(parents, "org", "repo"); !errors.As(err, &cycle) || !slices.Equal(cycle.Path, []string{"org", "repo", "team", "org"}) ||
+		!strings.Contains(err.Error(), "org → repo → team → org") {
+		t.Fatalf("org under repo: %v, want the loop org → repo → team → org", err)
+	}
+	if err := CheckParent(parents, "org", "org"); !errors.Is(err, ErrBudgetCycle) {
+		t.Fatalf("org under itself: %v, want ErrBudgetCycle", err)
+	}
+	if err := CheckParent(parents, "repo", "other"); err != nil {
+		t.Fatalf("repo under another root: %v", err)
+	}
+	if err := CheckParent(parents, "repo", "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a missing parent: %v, want ErrNotFound", err)
+	}
+	looped := map[string]string{"a": "b", "b": "a"}
+	if _, err := Lineage(looped, "a"); !errors.Is(err, ErrBudgetCycle) {
+		t.Fatalf("a loop in the records: %v, want ErrBudgetCycle, not a hang", err)
+	}
+	if err := (NamedBudget{Name: "x", Parent: "x", Window: WindowDay}).Validate(); !errors.Is(err, ErrBudgetCycle) {
+		t.Fatalf("a budget naming itself its parent: %v", err)
 	}
 }

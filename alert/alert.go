@@ -162,6 +162,9 @@ func (a Alert) Text() string {
 	if a.Kind == Blocked {
 		fmt.Fprintf(&b, ". Next: read STATUS.md in its workspace, or `purser explain %s`", a.TaskID)
 	}
+	if ask := a.Ask(); ask != "" {
+		fmt.Fprintf(&b, ". Ask: %s", ask)
+	}
 	return b.String()
 }
 

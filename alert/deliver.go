@@ -41,6 +41,9 @@ type Payload struct {
 	Text   string         `json:"text"`
 	Budget budget.Status  `json:"budget"`
 	Run    *budget.Status `json:"runBudget,omitempty"`
+	// Ask is what a raise would likely take to let a BLOCKED task finish,
+	// and the command that makes it (Alert.Ask); omitted when none.
+	Ask string `json:"ask,omitempty"`
 }
 
 // slackPayload is what Slack-compatible incoming webhooks take.
@@ -54,7 +57,7 @@ func Body(f Format, a Alert) ([]byte, error) {
 		return json.Marshal(slackPayload{Text: a.Text()})
 	}
 	return json.Marshal(Payload{ID: a.ID, Event: a.Kind, Scope: a.Scope.String(), Task: a.TaskID, Time: a.Time,
-		Tier: a.Status.Tier, Metric: a.Metric.String(), Text: a.Text(), Budget: a.Status, Run: a.Run})
+		Tier: a.Status.Tier, Metric: a.Metric.String(), Text: a.Text(), Budget: a.Status, Run: a.Run, Ask: a.Ask()})
 }
 
 // delivery is one alert for one webhook: its request body, made (and

@@ -155,30 +155,15 @@ func (t *taskRun) fitNamed(ctx context.Context, names []string, model string, in
 	return size, nil
 }
 
-// holdNamed holds want on every named budget, or on none: a hold refused
-// (another call took the room since fitNamed looked) releases the others
-// and is retried from fitNamed.
+// holdNamed holds want on every named budget (and so their ancestors), or
+// on none, in one store transaction: a hold refused (another call took the
+// room since fitNamed looked) is retried from fitNamed.
 func (t *taskRun) holdNamed(ctx context.Context, names []string, want budget.Amount) (func(), error) {
-	ttl := t.holdTTL()
-	now := t.e.cfg.Clock.Now()
-	var releases []func()
-	releaseAll := func() {
-		for _, r := range releases {
-			r()
-		}
+	release, err := t.e.cfg.Named.ReserveNamedAll(ctx, names, t.holder(), want, t.e.cfg.Clock.Now(), t.holdTTL())
+	if errors.Is(err, budget.ErrInsufficientBudget) {
+		return nil, errHeldByOthers
 	}
-	for _, name := range names {
-		release, err := t.e.cfg.Named.ReserveNamed(ctx, name, t.holder(), want, now, ttl)
-		if err != nil {
-			releaseAll()
-			if errors.Is(err, budget.ErrInsufficientBudget) {
-				return nil, errHeldByOthers
-			}
-			return nil, err
-		}
-		releases = append(releases, release)
-	}
-	return releaseAll, nil
+	return release, err
 }
 
 // reserveRun holds the call's worst case on a run budget shared through

@@ -95,6 +95,10 @@ func (e *Engine) RunBatch(ctx context.Context, b Batch) ([]TaskOutcome, error) {
 		case e.runningElsewhere(rec):
 			return nil, refused("task %s is RUNNING in another process (%s)", t.ID, rec.Owner)
 		default:
+			if err := e.keepRaise(ctx, rec, &t); err != nil {
+				return nil, err
+			}
+			outcomes[i].Task = t
 			change, err := e.budgetChange(rec, t, nil)
 			if err != nil {
 				return nil, err
@@ -262,6 +266,8 @@ func (e *Engine) Resume(ctx context.Context, task purser.Task, raise *BudgetRais
 	}
 	if raise != nil {
 		task.Budget = raise.Budget
+	} else if err := e.keepRaise(ctx, rec, &task); err != nil {
+		return TaskOutcome{}, err
 	}
 	change, err := e.budgetChange(rec, task, raise)
 	if err != nil {

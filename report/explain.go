@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
@@ -23,6 +24,7 @@ type Explanation struct {
 	last        *purser.IterationRecord // the last iteration whose validators ran (lastValidated)
 	unvalidated int                     // the last iteration, when it ended before its validators ran
 	interrupted bool
+	changes     []purser.BudgetChange // the task's budget changes, oldest first
 }
 
 // ExplainStore is what an explanation reads of a store.
@@ -53,6 +55,13 @@ func ReadExplanation(ctx context.Context, store ExplainStore, id string, gone fu
 	}
 	e := Explanation{rec: rec, status: st, degrades: degrades,
 		interrupted: rec.State == purser.StateRunning && gone(rec.Owner)}
+	if bc, ok := store.(interface {
+		BudgetChanges(ctx context.Context, taskID string) ([]purser.BudgetChange, error)
+	}); ok {
+		if e.changes, err = bc.BudgetChanges(ctx, id); err != nil {
+			return Explanation{}, err
+		}
+	}
 	e.last = lastValidated(its)
 	if n := len(its); n > 0 && its[n-1].EndedAt.After(its[n-1].StartedAt) && len(its[n-1].Validators) == 0 {
 		e.unvalidated = its[n-1].N
@@ -100,12 +109,30 @@ func (e Explanation) Write(w io.Writer) error {
 		return err
 	}
 	e.writeDegrades(p)
+	e.writeChanges(p)
 	e.writeValidators(p)
 	p("\nWhat to do next:\n")
 	for _, step := range e.nextSteps() {
 		p("  - %s\n", step)
 	}
 	return nil
+}
+
+// writeChanges says each change of the task's budget: who made it, when,
+// from where, and its hard caps before and after.
+func (e Explanation) writeChanges(p printf) {
+	if len(e.changes) == 0 {
+		return
+	}
+	p("\nIts budget was changed:\n")
+	for _, c := range e.changes {
+		by := c.By
+		if by == "" {
+			by = "its task file"
+		}
+		p("  - %s by %s (%s): %s → %s\n", c.At.UTC().Format(time.RFC3339), by, c.Source,
+			CapsText(budget.CapsOf(c.From)), CapsText(budget.CapsOf(c.To)))
+	}
 }
 
 // printf is how the parts of an explanation write.
@@ -229,6 +256,9 @@ func (e Explanation) nextSteps() []string {
 		if st.Tier == budget.Hard {
 			hard, _ := rec.Budget.Threshold(budget.Hard, st.Cause)
 			steps = append(steps, fmt.Sprintf("To let it go on, raise budget.hard.%s (now %s) in a budget file outside the workspace, then: purser resume %s --budget FILE.", configKey(st.Cause), st.Cause.Format(hard), rec.ID))
+			if st.Cause == budget.Money || st.Cause == budget.Tokens {
+				steps = append(steps, fmt.Sprintf("Or raise its cap in the database, recorded, from outside the workspace: purser raise %s --%s N (a BLOCKED job on the queue is queued again for a worker).", rec.ID, configKey(st.Cause)))
+			}
 		} else if strings.Contains(rec.Reason, `named "`) {
 			steps = append(steps, fmt.Sprintf("A named budget its run draws from stopped it (the reason above names it): raise it with purser budgets raise NAME --file FILE, or wait for its window to reset, then: purser resume %s.", rec.ID))
 		} else {
@@ -259,6 +289,18 @@ type ExplanationJSON struct {
 	// (Iteration; 0 and none when no iteration did).
 	Iteration  int             `json:"iteration"`
 	Validators []ValidatorJSON `json:"validators"`
+	// BudgetChanges are the task's budget changes, oldest first: by whom,
+	// when, from where, from and to.
+	BudgetChanges []BudgetChangeJSON `json:"budgetChanges"`
+}
+
+// BudgetChangeJSON is one change of a task's budget.
+type BudgetChangeJSON struct {
+	At     time.Time     `json:"at"`
+	By     string        `json:"by"`
+	Source string        `json:"source"`
+	From   budget.Config `json:"from"`
+	To     budget.Config `json:"to"`
 }
 
 // DegradeJSON is one degrade action taken, and why.
@@ -285,7 +327,10 @@ type ValidatorJSON struct {
 // JSON is the explanation's figures.
 func (e Explanation) JSON() ExplanationJSON {
 	j := ExplanationJSON{ID: e.rec.ID, State: string(e.rec.State), Interrupted: e.interrupted, Reason: redact.Display(e.rec.Reason),
-		RunID: e.rec.RunID, Workspace: e.rec.Workspace, Budget: e.status, Degrades: []DegradeJSON{}, Validators: []ValidatorJSON{}}
+		RunID: e.rec.RunID, Workspace: e.rec.Workspace, Budget: e.status, Degrades: []DegradeJSON{}, Validators: []ValidatorJSON{}, BudgetChanges: []BudgetChangeJSON{}}
+	for _, c := range e.changes {
+		j.BudgetChanges = append(j.BudgetChanges, BudgetChangeJSON{At: c.At, By: c.By, Source: c.Source, From: c.From, To: c.To})
+	}
 	for _, d := range e.degrades {
 		j.Degrades = append(j.Degrades, DegradeJSON{Iteration: d.Iteration, Call: string(d.Call), Action: string(d.Action), Tier: d.Tier.String(),
 			Metric: d.Metric.String(), Scope: d.Scope.String(), Detail: redact.Display(d.Detail)})

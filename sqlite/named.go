@@ -14,13 +14,28 @@ import (
 
 var _ purser.NamedBudgets = (*Store)(nil)
 
-// CreateBudget records a new named budget.
+// CreateBudget records a new named budget, under its parent when it has
+// one (which must exist), in one IMMEDIATE transaction.
 func (s *Store) CreateBudget(ctx context.Context, b purser.NamedBudget) error {
 	vals, err := storerow.NamedBudgetValues(b)
 	if err != nil {
 		return err
 	}
-	res, err := s.db.ExecContext(ctx, `INSERT INTO named_budgets (`+storerow.NamedBudgetColumns+`) VALUES (?, ?, ?, ?, ?)
+	tx, err := s.db.BeginTx(ctx, nil) // _txlock=immediate: the write lock is taken now
+	if err != nil {
+		return fmt.Errorf("create named budget %s: %w", b.Name, err)
+	}
+	defer tx.Rollback()
+	if b.Parent != "" {
+		parents, err := budgetParents(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if err := purser.CheckParent(parents, b.Name, b.Parent); err != nil {
+			return fmt.Errorf("create named budget %s: parent: %w", b.Name, err)
+		}
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO named_budgets (`+storerow.NamedBudgetColumns+`) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (name) DO NOTHING`, vals...)
 	if err != nil {
 		return fmt.Errorf("create named budget %s: %w", b.Name, err)
@@ -28,7 +43,65 @@ func (s *Store) CreateBudget(ctx context.Context, b purser.NamedBudget) error {
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("create named budget %s: %w", b.Name, purser.ErrBudgetExists)
 	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("create named budget %s: %w", b.Name, err)
+	}
 	return nil
+}
+
+// budgetParents is every named budget's parent, by name ("" for a root).
+func budgetParents(ctx context.Context, q rowQuerier) (map[string]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT name, parent FROM named_budgets`)
+	if err != nil {
+		return nil, fmt.Errorf("named budgets' parents: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var n, p string
+		if err := rows.Scan(&n, &p); err != nil {
+			return nil, fmt.Errorf("named budgets' parents: %w", err)
+		}
+		out[n] = p
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("named budgets' parents: %w", err)
+	}
+	return out, nil
+}
+
+// SetBudgetParent moves a named budget under parent ("" makes it a root),
+// refusing a loop, and records the move as a raise, in one IMMEDIATE
+// transaction.
+func (s *Store) SetBudgetParent(ctx context.Context, name, parent, by, source string, at time.Time) error {
+	tx, err := s.db.BeginTx(ctx, nil) // _txlock=immediate: the write lock is taken now
+	if err != nil {
+		return fmt.Errorf("move named budget %s: %w", name, err)
+	}
+	defer tx.Rollback()
+	b, err := namedBudget(ctx, tx, name)
+	if err != nil {
+		return err
+	}
+	parents, err := budgetParents(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if err := purser.CheckParent(parents, name, parent); err != nil {
+		return fmt.Errorf("move named budget %s: %w", name, err)
+	}
+	from, to, err := storerow.BudgetChangeJSON(b.Budget, b.Budget)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE named_budgets SET parent = ? WHERE name = ?`, parent, name); err != nil {
+		return fmt.Errorf("move named budget %s: %w", name, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO named_budget_raises (name, at, by_whom, source, from_json, to_json) VALUES (?, ?, ?, ?, ?, ?)`,
+		name, nanos(at), by, storerow.ParentMoveSource(b.Parent, parent, source), from, to); err != nil {
+		return fmt.Errorf("move named budget %s: %w", name, err)
+	}
+	return tx.Commit()
 }
 
 type rowQuerier interface {
@@ -113,16 +186,18 @@ func namedStatus(ctx context.Context, q rowQuerier, name string, now time.Time) 
 	if err != nil {
 		return st, err
 	}
-	if err := storerow.ScanNamedSpend(q.QueryRowContext(ctx, `SELECT
-			COALESCE((SELECT SUM(u.usd_nanos) FROM usage u JOIN run_draws d ON d.run_id = u.run_id WHERE d.name = ? AND u.at >= ? AND u.at < ?), 0),
-			COALESCE((SELECT SUM(u.input_tokens + u.output_tokens) FROM usage u JOIN run_draws d ON d.run_id = u.run_id WHERE d.name = ? AND u.at >= ? AND u.at < ?), 0),
-			COALESCE((SELECT SUM(usd_nanos) FROM named_reservations WHERE name = ? AND expires_at > ?), 0),
-			COALESCE((SELECT SUM(tokens) FROM named_reservations WHERE name = ? AND expires_at > ?), 0)`,
-		name, nanos(st.WindowStart), nanos(st.WindowEnd), name, nanos(st.WindowStart), nanos(st.WindowEnd), name, time.Now().UnixNano(), name, time.Now().UnixNano()),
+	now0 := time.Now().UnixNano()
+	if err := storerow.ScanNamedSpend(q.QueryRowContext(ctx, subtreeRuns+`
+		SELECT
+			COALESCE((SELECT SUM(u.usd_nanos) FROM usage u WHERE u.run_id IN (SELECT run_id FROM runs) AND u.at >= ?2 AND u.at < ?3), 0),
+			COALESCE((SELECT SUM(u.input_tokens + u.output_tokens) FROM usage u WHERE u.run_id IN (SELECT run_id FROM runs) AND u.at >= ?2 AND u.at < ?3), 0),
+			COALESCE((SELECT SUM(usd_nanos) FROM named_reservations WHERE name = ?1 AND expires_at > ?4), 0),
+			COALESCE((SELECT SUM(tokens) FROM named_reservations WHERE name = ?1 AND expires_at > ?4), 0)`,
+		name, nanos(st.WindowStart), nanos(st.WindowEnd), now0),
 		&st); err != nil {
 		return st, err
 	}
-	rows, err := q.QueryContext(ctx, `SELECT run_id FROM run_draws WHERE name = ? ORDER BY run_id`, name)
+	rows, err := q.QueryContext(ctx, subtreeRuns+` SELECT run_id FROM runs ORDER BY run_id`, name)
 	if err != nil {
 		return st, fmt.Errorf("runs drawing from %s: %w", name, err)
 	}
@@ -133,46 +208,102 @@ func namedStatus(ctx context.Context, q rowQuerier, name string, now time.Time) 
 	return st, nil
 }
 
+// subtreeRuns names, for the budget ?1, the runs whose spend it counts:
+// those drawing from it or from any budget under it (UNION, not UNION ALL,
+// so that even a loop ends).
+const subtreeRuns = `WITH RECURSIVE sub(name) AS (
+		SELECT ?1 UNION SELECT b.name FROM named_budgets b JOIN sub ON b.parent = sub.name),
+	runs(run_id) AS (SELECT DISTINCT run_id FROM run_draws WHERE name IN (SELECT name FROM sub))`
+
 // NamedBudgetStatus is a named budget's spend and holds in the window
 // holding now.
 func (s *Store) NamedBudgetStatus(ctx context.Context, name string, now time.Time) (purser.NamedBudgetStatus, error) {
 	return namedStatus(ctx, s.db, name, now)
 }
 
-// ReserveNamed holds want against a named budget, atomically across
-// processes: the check and the hold are one IMMEDIATE transaction. The
-// hold is recorded as h's.
+// ReserveNamed holds want on a named budget and its every ancestor.
 func (s *Store) ReserveNamed(ctx context.Context, name string, h purser.Holder, want budget.Amount, now time.Time, ttl time.Duration) (func(), error) {
+	return s.ReserveNamedAll(ctx, []string{name}, h, want, now, ttl)
+}
+
+// ReserveNamedAll holds want on every budget in names and each of their
+// ancestors, or on none, atomically across processes: the checks and the
+// holds are one IMMEDIATE transaction. The holds are recorded as h's.
+func (s *Store) ReserveNamedAll(ctx context.Context, names []string, h purser.Holder, want budget.Amount, now time.Time, ttl time.Duration) (func(), error) {
+	what := "reserve on named budget " + strings.Join(names, ", ")
 	tx, err := s.db.BeginTx(ctx, nil) // _txlock=immediate: the write lock is taken now
 	if err != nil {
-		return nil, fmt.Errorf("reserve on named budget %s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer tx.Rollback()
-	st, err := namedStatus(ctx, tx, name, now)
+	parents, err := budgetParents(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
-	if err := budget.FitNamed(name, want, st.Headroom()); err != nil {
+	nodes, err := storerow.TreeNodes(parents, names)
+	if err != nil {
 		return nil, err
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM named_reservations WHERE name = ? AND expires_at <= ?`, name, time.Now().UnixNano()); err != nil {
-		return nil, fmt.Errorf("reserve on named budget %s: %w", name, err)
+	for _, n := range nodes {
+		st, err := namedStatus(ctx, tx, n, now)
+		if err != nil {
+			return nil, err
+		}
+		if err := budget.FitNamed(n, want, st.Headroom()); err != nil {
+			return nil, err
+		}
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO named_reservations (name, usd_nanos, tokens, expires_at, owner, task_id) VALUES (?, ?, ?, ?, ?, ?)`,
-		name, int64(want.USD), want.Tokens, time.Now().Add(ttl).UnixNano(), h.Owner, h.TaskID)
-	if err != nil {
-		return nil, fmt.Errorf("reserve on named budget %s: %w", name, err)
+	expires := time.Now().Add(ttl).UnixNano()
+	ids := make([]int64, 0, len(nodes))
+	for _, n := range nodes {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM named_reservations WHERE name = ? AND expires_at <= ?`, n, time.Now().UnixNano()); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO named_reservations (name, usd_nanos, tokens, expires_at, owner, task_id) VALUES (?, ?, ?, ?, ?, ?)`,
+			n, int64(want.USD), want.Tokens, expires, h.Owner, h.TaskID)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		id, _ := res.LastInsertId()
+		ids = append(ids, id)
 	}
-	id, _ := res.LastInsertId()
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("reserve on named budget %s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return func() {
-		_, _ = s.db.ExecContext(context.WithoutCancel(ctx), `DELETE FROM named_reservations WHERE id = ?`, id)
+		args := make([]any, len(ids))
+		for i, id := range ids {
+			args[i] = id
+		}
+		_, _ = s.db.ExecContext(context.WithoutCancel(ctx), `DELETE FROM named_reservations WHERE id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, args...)
 	}, nil
 }
 
-// RunDraws returns the named budgets a run draws from, by name.
+// RunDraws returns the named budgets a run draws from and their
+// ancestors, roots first, then by name.
 func (s *Store) RunDraws(ctx context.Context, runID string) ([]string, error) {
-	return query(ctx, s.db, "budgets run "+runID+" draws from", storerow.ScanString, `SELECT name FROM run_draws WHERE run_id = ? ORDER BY name`, runID)
+	rows, err := s.db.QueryContext(ctx, drawnLineage, runID)
+	if err != nil {
+		return nil, fmt.Errorf("budgets run %s draws from: %w", runID, err)
+	}
+	defer rows.Close()
+	parents := map[string]string{}
+	for rows.Next() {
+		var n, p string
+		if err := rows.Scan(&n, &p); err != nil {
+			return nil, fmt.Errorf("budgets run %s draws from: %w", runID, err)
+		}
+		parents[n] = p
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("budgets run %s draws from: %w", runID, err)
+	}
+	return storerow.RootsFirst(parents), nil
 }
+
+// drawnLineage is the budgets the run ?1 draws from and their ancestors,
+// each with its parent.
+const drawnLineage = `WITH RECURSIVE up(name) AS (
+		SELECT name FROM run_draws WHERE run_id = ?1
+		UNION SELECT b.parent FROM named_budgets b JOIN up ON b.name = up.name WHERE b.parent <> '')
+	SELECT b.name, b.parent FROM named_budgets b WHERE b.name IN (SELECT name FROM up)`

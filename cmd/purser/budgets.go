@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/app"
+	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/report"
 )
@@ -24,9 +26,16 @@ window (day, week from Monday, or month; UTC unless --zone names another). A run
 draws from named budgets with purser run --draw-from NAME,...: each of its
 calls is admitted only if it fits in its task, its run and every named budget
 it draws from, and a named budget's spend is the ledger of every run drawing
-from it inside the current window.`,
+from it inside the current window.
+
+Named budgets form a tree (org month → team week → repository day): a budget
+created with --parent is a part of its parent, and a run drawing from it
+draws from its every ancestor too. A call is admitted only if it fits in all
+of them at once (the refusal names the one that is short); each counts the
+runs under it in its own window. A child's caps may be larger than what its
+parent has left: the parent still binds. purser budgets tree shows it.`,
 	}
-	cmd.AddCommand(newBudgetsCreateCmd(), newBudgetsShowCmd(), newBudgetsRaiseCmd())
+	cmd.AddCommand(newBudgetsCreateCmd(), newBudgetsShowCmd(), newBudgetsRaiseCmd(), newBudgetsTreeCmd())
 	return cmd
 }
 
@@ -37,24 +46,36 @@ func openBudgets(cmd *cobra.Command, db string, create bool) (*app.App, error) {
 }
 
 func newBudgetsCreateCmd() *cobra.Command {
-	var db, file, window, zone string
+	var db, file, window, zone, parent, usd string
+	var tokens int64
 	cmd := &cobra.Command{
-		Use:   "create NAME --file BUDGET.yaml --window day|week|month [--zone ZONE]",
+		Use:   "create NAME (--file BUDGET.yaml | --usd N [--tokens N]) --window day|week|month [--zone ZONE] [--parent NAME]",
 		Short: "Create a named budget",
-		Args:  cobra.ExactArgs(1),
+		Long: `Creates a named budget: its tiers from a budget file (--file), or only a hard
+cap on money and tokens (--usd, --tokens), reset on the window; with
+--parent, a part of another named budget, which still binds.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if file == "" {
-				return badInput(errors.New("--file: a budget file (YAML or JSON) is required"))
+			caps := usd != "" || cmd.Flags().Changed("tokens")
+			if file == "" && !caps {
+				return badInput(errors.New("--file: a budget file (YAML or JSON) is required (or a hard cap: --usd N, --tokens N)"))
+			}
+			if file != "" && caps {
+				return badInput(errors.New("--file and --usd/--tokens: give the budget one way"))
 			}
 			w, err := purser.ParseBudgetWindow(window)
 			if err != nil {
 				return badInput(fmt.Errorf("--window: %w", err))
 			}
-			cfg, err := config.LoadNamedBudget(file)
-			if err != nil {
+			var cfg budget.Config
+			if file != "" {
+				if cfg, err = config.LoadNamedBudget(file); err != nil {
+					return badInput(err)
+				}
+			} else if cfg, err = hardCaps(usd, tokens, cmd.Flags().Changed("tokens")); err != nil {
 				return badInput(err)
 			}
-			b := purser.NamedBudget{Name: args[0], Budget: cfg, Window: w, Zone: zone, CreatedAt: time.Now()}
+			b := purser.NamedBudget{Name: args[0], Budget: cfg, Window: w, Zone: zone, Parent: parent, CreatedAt: time.Now()}
 			if err := b.Validate(); err != nil {
 				return badInput(fmt.Errorf("named budget: %w", err))
 			}
@@ -68,9 +89,19 @@ func newBudgetsCreateCmd() *cobra.Command {
 				if errors.Is(err, purser.ErrBudgetExists) {
 					return badInput(fmt.Errorf("named budget %s exists; change it with purser budgets raise %s --file FILE", b.Name, b.Name))
 				}
+				if errors.Is(err, purser.ErrNotFound) {
+					return badInput(fmt.Errorf("--parent: no named budget %s in the database %s (create it there first)", b.Parent, a.DB))
+				}
+				if cycle := (*purser.BudgetCycleError)(nil); errors.As(err, &cycle) {
+					return badInput(cycle)
+				}
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "created named budget %s: %s per %s%s\n", b.Name, report.CapsText(b.Caps()), b.Window, report.ZoneText(b.Zone))
+			under := ""
+			if b.Parent != "" {
+				under = ", under " + b.Parent
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "created named budget %s: %s per %s%s%s\n", b.Name, report.CapsText(b.Caps()), b.Window, report.ZoneText(b.Zone), under)
 			return nil
 		},
 	}
@@ -78,26 +109,52 @@ func newBudgetsCreateCmd() *cobra.Command {
 	cmd.Flags().StringVar(&file, "file", "", "the budget file (YAML or JSON): optimal/warning/hard over usd and tokens")
 	cmd.Flags().StringVar(&window, "window", "", "the calendar window its spend resets on: day, week (from Monday) or month")
 	cmd.Flags().StringVar(&zone, "zone", "", "the IANA time zone of the window's boundaries, e.g. Europe/Berlin (default UTC)")
+	cmd.Flags().StringVar(&parent, "parent", "", "the named budget this one is a part of: runs drawing from it draw from the parent too")
+	cmd.Flags().StringVar(&usd, "usd", "", "instead of --file: the hard cap on money, in dollars")
+	cmd.Flags().Int64Var(&tokens, "tokens", 0, "instead of --file: the hard cap on tokens")
 	return cmd
 }
 
+// hardCaps is a named budget of hard caps alone, from --usd and --tokens.
+func hardCaps(usd string, tokens int64, setTokens bool) (budget.Config, error) {
+	var cfg budget.Config
+	if usd != "" {
+		v, err := budget.ParseUSD(strings.TrimPrefix(usd, "$"))
+		if err != nil || v <= 0 {
+			return cfg, fmt.Errorf("--usd %q: want a positive amount of dollars, e.g. 500", usd)
+		}
+		cfg.Hard.USD = &v
+	}
+	if setTokens {
+		if tokens <= 0 {
+			return cfg, fmt.Errorf("--tokens %d: want a positive number of tokens", tokens)
+		}
+		cfg.Hard.Tokens = &tokens
+	}
+	return cfg, nil
+}
+
 func newBudgetsRaiseCmd() *cobra.Command {
-	var db, file string
+	var db, file, parent string
 	cmd := &cobra.Command{
-		Use:   "raise NAME --file BUDGET.yaml",
-		Short: "Change a named budget's tiers (recorded: who, when, from which file)",
+		Use:   "raise NAME [--file BUDGET.yaml] [--parent NAME|\"\"]",
+		Short: "Change a named budget's tiers or parent (recorded: who, when, from which file)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if file == "" {
-				return badInput(errors.New("--file: a budget file (YAML or JSON) is required"))
+			move := cmd.Flags().Changed("parent")
+			if file == "" && !move {
+				return badInput(errors.New("--file: a budget file (YAML or JSON) is required (or --parent to move the budget)"))
 			}
-			cfg, err := config.LoadNamedBudget(file)
-			if err != nil {
-				return badInput(err)
-			}
-			abs, err := filepath.Abs(file)
-			if err != nil {
-				return err
+			var cfg budget.Config
+			var abs string
+			if file != "" {
+				var err error
+				if cfg, err = config.LoadNamedBudget(file); err != nil {
+					return badInput(err)
+				}
+				if abs, err = filepath.Abs(file); err != nil {
+					return err
+				}
 			}
 			a, err := openBudgets(cmd, db, false)
 			if err != nil {
@@ -107,21 +164,87 @@ func newBudgetsRaiseCmd() *cobra.Command {
 			s := a.Store
 			old, err := s.NamedBudget(cmd.Context(), args[0])
 			if errors.Is(err, purser.ErrNotFound) {
-				return badInput(fmt.Errorf("no named budget %s; create it with purser budgets create", args[0]))
+				return badInput(fmt.Errorf("no named budget %s in the database %s; create it with purser budgets create", args[0], a.DB))
 			}
 			if err != nil {
 				return err
 			}
-			r := purser.NamedBudgetRaise{Name: old.Name, At: time.Now(), By: app.Whoami(), Source: abs, From: old.Budget, To: cfg}
-			if err := s.RaiseBudget(cmd.Context(), r); err != nil {
-				return err
+			if file != "" {
+				r := purser.NamedBudgetRaise{Name: old.Name, At: time.Now(), By: app.Whoami(), Source: abs, From: old.Budget, To: cfg}
+				if err := s.RaiseBudget(cmd.Context(), r); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "raised named budget %s: %s → %s per %s\n", old.Name, report.CapsText(old.Caps()), report.CapsText(purser.NamedBudget{Budget: cfg}.Caps()), old.Window)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "raised named budget %s: %s → %s per %s\n", old.Name, report.CapsText(old.Caps()), report.CapsText(purser.NamedBudget{Budget: cfg}.Caps()), old.Window)
+			if move {
+				var cycle *purser.BudgetCycleError
+				err := s.SetBudgetParent(cmd.Context(), old.Name, parent, app.Whoami(), "purser budgets raise --parent", time.Now())
+				switch {
+				case errors.Is(err, purser.ErrNotFound):
+					return badInput(fmt.Errorf("--parent: no named budget %s in the database %s", parent, a.DB))
+				case errors.As(err, &cycle):
+					return badInput(cycle)
+				case err != nil:
+					return err
+				}
+				to := parent
+				if to == "" {
+					to = "none (a root)"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "moved named budget %s under %s\n", old.Name, to)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
 	cmd.Flags().StringVar(&file, "file", "", "the new budget file (YAML or JSON)")
+	cmd.Flags().StringVar(&parent, "parent", "", `move the budget under another ("" makes it a root); a loop is refused`)
+	return cmd
+}
+
+func newBudgetsTreeCmd() *cobra.Command {
+	var db string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "tree [--json]",
+		Short: "Show the named budgets as their tree: each one's window, spend, holds, room and children",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			a, err := openBudgets(cmd, db, false)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			list, err := a.Store.NamedBudgetList(ctx)
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			var sts []purser.NamedBudgetStatus
+			for _, b := range list {
+				st, err := a.Store.NamedBudgetStatus(ctx, b.Name, now)
+				if err != nil {
+					return err
+				}
+				sts = append(sts, st)
+			}
+			tree := report.BudgetTree(sts)
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(tree)
+			}
+			if len(tree) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "no named budgets in %s; create one with purser budgets create NAME --file FILE --window month\n", a.DB)
+				return nil
+			}
+			report.WriteBudgetTree(cmd.OutOrStdout(), tree)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
@@ -157,7 +280,7 @@ func newBudgetsShowCmd() *cobra.Command {
 			for _, name := range names {
 				st, err := s.NamedBudgetStatus(ctx, name, now)
 				if errors.Is(err, purser.ErrNotFound) {
-					return badInput(fmt.Errorf("no named budget %s", name))
+					return badInput(fmt.Errorf("no named budget %s in the database %s", name, a.DB))
 				}
 				if err != nil {
 					return err

@@ -10,7 +10,7 @@ import (
 
 // taskArgCommands are the commands whose arguments are task ids, completed
 // from the database.
-var taskArgCommands = map[string]bool{"status": true, "resume": true, "explain": true, "ci-summary": true}
+var taskArgCommands = map[string]bool{"status": true, "resume": true, "raise": true, "explain": true, "ci-summary": true}
 
 // wireCompletions completes task ids for the commands that take them
 // (cobra's own `purser completion bash|zsh|fish|powershell` writes the

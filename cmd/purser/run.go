@@ -100,7 +100,7 @@ tasks that had not started are left untouched).`,
 			// its budget: the engine checks against the run's stored budget
 			// before each call.
 			a, err := app.Open(cmd.Context(), app.Options{DB: db, Project: proj, Create: true, Backends: backends(), LoadTask: loadTask, Stderr: cmd.ErrOrStderr(),
-				Preflight: app.Preflight{Tasks: tasks, Alerts: true, RunBudgetFile: runBudget, Unpriced: runName == "" || runBudget != ""}})
+				Preflight: app.Preflight{Tasks: tasks, Files: args, Draws: true, Alerts: true, RunBudgetFile: runBudget, Unpriced: runName == "" || runBudget != ""}})
 			if err != nil {
 				return err
 			}
@@ -269,7 +269,7 @@ budget is still exhausted, the task is refused with BudgetExhaustedError
 			if task.ID != rec.ID {
 				return badInput(fmt.Errorf("%s now has id %q, not %q", rec.File, task.ID, rec.ID))
 			}
-			if err := a.Preflight(cmd.Context(), app.Preflight{Tasks: []purser.Task{task}}); err != nil {
+			if err := a.Preflight(cmd.Context(), app.Preflight{Tasks: []purser.Task{task}, Files: []string{rec.File}, Draws: true}); err != nil {
 				return err
 			}
 			s, err := newSession(cmd, a, proj, []purser.Task{task}, a.ShownRunBudget(cmd.Context(), rec.RunID, nil), asJSON)
