@@ -175,9 +175,12 @@ func Recovered(q purser.SpendQuery, file, note string, inFile []budget.UsageEven
 	var wire []budget.UsageEvent
 	if q.Call.Wire != "" {
 		var err error
-		if wire, err = meter.Read(q.Call.Wire); err != nil {
+		var skipped int
+		if wire, skipped, err = meter.ReadCounted(q.Call.Wire); err != nil {
 			out.Note = purser.JoinNotes(out.Note, "wire journal unreadable: "+err.Error())
 			wire = nil
+		} else if skipped > 0 {
+			out.Note = purser.JoinNotes(out.Note, fmt.Sprintf("%d unreadable line(s) of the wire journal skipped", skipped))
 		}
 	}
 	known := map[string]bool{}
