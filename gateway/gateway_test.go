@@ -287,7 +287,7 @@ func TestDoorRefusesInTheProvidersShape(t *testing.T) {
 	exhausted := &budget.BudgetExhaustedError{Scope: budget.ScopeTask, Metric: budget.Money}
 	for _, tc := range []struct {
 		protocol, path string
-		shape      func(map[string]any) string
+		shape          func(map[string]any) string
 	}{
 		{gateway.Anthropic, "/v1/messages", func(v map[string]any) string {
 			e, _ := v["error"].(map[string]any)
