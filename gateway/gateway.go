@@ -149,6 +149,11 @@ type LaneConfig struct {
 	// Journal is the wire journal to append each reply's usage to ("" for
 	// none).
 	Journal string
+	// MaxOutputTokens bounds the output of all the lane's replies together
+	// (CallRequest.MaxOutputTokens; 0: none): each request's output bound is
+	// clamped to what remains of it, and a request when none remains is
+	// refused.
+	MaxOutputTokens int64
 	// BufferBytes bounds what is held of one reply between the provider and
 	// the agent (0: DefaultBuffer).
 	BufferBytes int
@@ -185,6 +190,7 @@ type Lane struct {
 	refused  int // model requests refused
 	booked   int // replies whose usage was booked
 	cut      int // replies cut by the lane's end
+	output   int64 // output tokens booked
 	closed   bool
 	inflight sync.WaitGroup
 }

@@ -119,16 +119,38 @@ func (l *Lane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var release func()
 	if rt.api != "" {
 		req := readRequest(rt, body)
+		var grant purser.WireGrant
 		if l.cfg.Admit != nil {
-			grant, err := l.cfg.Admit.AdmitWire(l.ctx, purser.WireRequest{Protocol: rt.protocol, Model: req.model,
+			var err error
+			grant, err = l.cfg.Admit.AdmitWire(l.ctx, purser.WireRequest{Protocol: rt.protocol, Model: req.model,
 				InputTokens: req.input, MaxOutputTokens: req.maxOut, Stream: req.stream})
 			if err != nil {
 				l.refuse(w, err)
 				return
 			}
 			release = once(grant.Release)
+		}
+		if c := l.cfg.MaxOutputTokens; c > 0 {
+			l.mu.Lock()
+			left := c - l.output
+			l.mu.Unlock()
+			if left <= 0 {
+				if release != nil {
+					release()
+				}
+				l.refuse(w, fmt.Errorf("the call's output cap of %d tokens is spent", c))
+				return
+			}
+			if grant.MaxOutputTokens == 0 || left < grant.MaxOutputTokens {
+				grant.MaxOutputTokens = left
+			}
+		}
+		if grant.Model != "" || grant.MaxOutputTokens > 0 {
+			var err error
 			if body, path, err = applyGrant(rt, req, body, path, grant); err != nil {
-				release()
+				if release != nil {
+					release()
+				}
 				l.deny(w, http.StatusBadRequest, "purser: "+err.Error())
 				return
 			}
@@ -332,6 +354,7 @@ func (l *Lane) book(u meter.Usage) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.booked++
+	l.output += ev.OutputTokens
 	if l.cfg.Report != nil {
 		l.cfg.Report(ev)
 	}

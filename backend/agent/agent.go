@@ -205,7 +205,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	meter.Prune(dir, journalAge)
 	journal := meter.NewJournal(dir, "agent")
 	lane, err := gateway.Open(ctx, gateway.LaneConfig{Task: req.TaskID, Protocol: b.o.Wire, Upstream: b.o.Upstream, Key: b.key,
-		Model: model, Report: report, Admit: req.Hooks.Admit, Journal: journal})
+		Model: model, Report: report, Admit: req.Hooks.Admit, Journal: journal, MaxOutputTokens: req.MaxOutputTokens})
 	if err != nil {
 		return purser.CallResult{}, fmt.Errorf("agent: %w", err)
 	}

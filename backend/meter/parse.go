@@ -100,6 +100,9 @@ type reader struct {
 	tail  []byte // an oversized event's last tailKeep bytes (a ring kept in order)
 	ended bool
 
+	dataLines int // data lines of the event so far
+	longLine  int // the line being read is longer than maxEvent: longData or longOther
+
 	// Anthropic: the message being streamed.
 	msg      *anthropicUsage
 	msgModel string
@@ -133,7 +136,11 @@ func (r *reader) feed(b []byte) {
 			return
 		}
 		r.appendLine(b[:i])
-		r.sseLine(bytes.TrimSuffix(r.line, []byte{'\r'}))
+		if r.longLine != 0 {
+			r.longLine = 0 // the long line went where it belonged as it came
+		} else {
+			r.sseLine(bytes.TrimSuffix(r.line, []byte{'\r'}))
+		}
 		r.line = r.line[:0]
 		b = b[i+1:]
 	}
@@ -148,6 +155,7 @@ func (r *reader) keep(buf, b []byte) []byte {
 	if !r.over {
 		r.over = true
 		r.head = append(r.head[:0], buf[:min(len(buf), headKeep)]...)
+		r.head = append(r.head, b[:min(len(b), headKeep-len(r.head))]...)
 		r.tail = r.tail[:0]
 		r.addTail(buf)
 		buf = buf[:0]
@@ -168,30 +176,36 @@ func (r *reader) addTail(b []byte) {
 	r.tail = append(r.tail, b...)
 }
 
+// Kinds of line longer than maxEvent, read as they come, never held.
+const (
+	longData  = 1 // a data line: its bytes go to the event (its head and tail)
+	longOther = 2 // a comment or other field: skipped
+)
+
 func (r *reader) appendLine(b []byte) {
-	if r.over {
-		if len(b) == 0 {
-			return // a blank line stays blank: it ends the event
-		}
-		// The event is already too large: its data lines feed the tail
-		// directly, the line itself is not held.
-		if len(r.line) == 0 && bytes.HasPrefix(b, []byte("data:")) {
-			b = bytes.TrimPrefix(bytes.TrimPrefix(b, []byte("data:")), []byte(" "))
-		}
-		r.line = append(r.line[:0], ' ') // a line is in progress (not blank)
-		r.addTail(b)
-		return
-	}
-	if len(r.line)+len(b) > maxEvent {
-		// One line alone is too large: what it held so far starts the
-		// event's head and tail.
-		line := bytes.TrimPrefix(bytes.TrimPrefix(r.line, []byte("data:")), []byte(" "))
-		r.data = r.keep(r.data, line)
+	switch r.longLine {
+	case longData:
 		r.data = r.keep(r.data, b)
-		r.line = append(r.line[:0], ' ')
+		return
+	case longOther:
 		return
 	}
-	r.line = append(r.line, b...)
+	if len(r.line)+len(b) <= maxEvent {
+		r.line = append(r.line, b...)
+		return
+	}
+	start := append(r.line[:len(r.line):len(r.line)], b[:min(len(b), 5)]...)
+	if !bytes.HasPrefix(start, []byte("data:")) {
+		r.longLine = longOther
+		return
+	}
+	r.longLine = longData
+	d := bytes.TrimPrefix(bytes.TrimPrefix(append(r.line, b...), []byte("data:")), []byte(" "))
+	if r.dataLines > 0 {
+		r.data = r.keep(r.data, []byte{'\n'})
+	}
+	r.dataLines++
+	r.data = r.keep(r.data, d)
 }
 
 // sseLine reads one line of an event stream: data lines gather, a blank
@@ -205,15 +219,14 @@ func (r *reader) sseLine(l []byte) {
 		case len(r.data) > 0:
 			r.event(r.data)
 		}
-		r.data, r.over, r.head, r.tail = r.data[:0], false, r.head[:0], r.tail[:0]
+		r.data, r.over, r.head, r.tail, r.dataLines = r.data[:0], false, r.head[:0], r.tail[:0], 0
 		r.shrink()
-	case r.over:
-		// the rest of an oversized event went to its tail already
 	case bytes.HasPrefix(l, []byte("data:")):
 		d := bytes.TrimPrefix(bytes.TrimPrefix(l, []byte("data:")), []byte(" "))
-		if len(r.data) > 0 {
+		if r.dataLines > 0 {
 			r.data = r.keep(r.data, []byte{'\n'})
 		}
+		r.dataLines++
 		r.data = r.keep(r.data, d)
 	}
 }
