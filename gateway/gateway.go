@@ -186,10 +186,10 @@ type Lane struct {
 	mu       sync.Mutex // guards what follows, and serialises Report
 	extra    []net.Listener
 	lastErr  error
-	requests int // model requests forwarded
-	refused  int // model requests refused
-	booked   int // replies whose usage was booked
-	cut      int // replies cut by the lane's end
+	requests int   // model requests forwarded
+	refused  int   // model requests refused
+	booked   int   // replies whose usage was booked
+	cut      int   // replies cut by the lane's end
 	output   int64 // output tokens booked
 	closed   bool
 	inflight sync.WaitGroup
