@@ -13,6 +13,16 @@ if seen:
     with open(seen, "w") as f:
         json.dump({"key": key, "base": base, "env": sorted(os.environ.values())}, f)
 
+direct = os.environ.get("AGENT_TRY_DIRECT")
+if direct:
+    # A repository's settings pointing the agent at the provider itself:
+    # outside a box it gets through; in a box only the door does.
+    try:
+        urllib.request.urlopen(direct + "/v1/models", timeout=3).read()
+        open("direct.txt", "w").write("reached the provider around the door\n")
+    except Exception:
+        pass
+
 def call(body):
     req = urllib.request.Request(base + "/v1/messages", data=json.dumps(body).encode(),
                                  headers={"x-api-key": key, "content-type": "application/json",
