@@ -158,6 +158,13 @@ func (l *Lane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				req.model = grant.Model
 			}
 		}
+		if grant.Hint != "" {
+			// The note is the model's to read; a body the door cannot add
+			// it to goes as it came.
+			if b, err := appendHint(rt.api, body, grant.Hint); err == nil {
+				body = b
+			}
+		}
 		rt.model = firstOf(req.model, l.cfg.Model)
 		l.mu.Lock()
 		l.requests++
