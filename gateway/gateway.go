@@ -183,7 +183,8 @@ type Lane struct {
 
 	carried atomic.Int64 // reply bytes read from the provider
 
-	mu       sync.Mutex // guards what follows, and serialises Report
+	reportMu sync.Mutex // serialises Report
+	mu       sync.Mutex // guards what follows
 	extra    []net.Listener
 	lastErr  error
 	requests int   // model requests forwarded

@@ -256,7 +256,16 @@ func (l *Lane) forward(w http.ResponseWriter, r *http.Request, rt route, path st
 	}
 	copyHeaders(out.Header, r.Header)
 	l.authorize(out)
-	l.inflight.Add(1)
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		cancel()
+		release()
+		l.refuse(w, context.Cause(l.ctx))
+		return
+	}
+	l.inflight.Add(1) // under mu: never after Close has begun to wait
+	l.mu.Unlock()
 	resp, err := l.transport.RoundTrip(out)
 	if err != nil {
 		defer l.inflight.Done()
@@ -359,10 +368,14 @@ func (l *Lane) book(u meter.Usage) {
 		l.journal.Record(u)
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.booked++
 	l.output += ev.OutputTokens
+	l.mu.Unlock()
 	if l.cfg.Report != nil {
+		// One report at a time, outside mu: the engine may stop the call
+		// from its UsageFunc, which ends this lane.
+		l.reportMu.Lock()
+		defer l.reportMu.Unlock()
 		l.cfg.Report(ev)
 	}
 }
