@@ -401,7 +401,10 @@ func TestDoorCutsMidStreamWhenTheLaneEnds(t *testing.T) {
 	up, upstreamEnded := slowStream(t, []string{"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":10}}}\n\n",
 		"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":5}}\n\n"}, hold)
 	ctx, cancel := context.WithCancelCause(context.Background())
-	l := open(t, ctx, gateway.LaneConfig{Protocol: gateway.Anthropic, Upstream: up.URL})
+	var mu sync.Mutex
+	var booked []budget.UsageEvent
+	l := open(t, ctx, gateway.LaneConfig{Protocol: gateway.Anthropic, Upstream: up.URL,
+		Report: func(ev budget.UsageEvent) { mu.Lock(); booked = append(booked, ev); mu.Unlock() }})
 	req, _ := http.NewRequest("POST", l.URL()+"/v1/messages", strings.NewReader(`{"model":"m","stream":true,"max_tokens":10}`))
 	req.Header.Set("x-api-key", l.Token())
 	resp, err := http.DefaultClient.Do(req)
@@ -431,6 +434,44 @@ func TestDoorCutsMidStreamWhenTheLaneEnds(t *testing.T) {
 	}
 	if st := l.Stats(); st.Cut != 1 {
 		t.Errorf("stats %+v; want one cut", st)
+	}
+	// The provider bills the input of a reply it started: message_start's.
+	_ = l.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(booked) != 1 || booked[0].InputTokens != 10 || booked[0].OutputTokens != 0 {
+		t.Errorf("booked %+v for the cut reply; want message_start's 10 input tokens", booked)
+	}
+}
+
+// A cut reply of a protocol that says its usage only at the end is booked
+// at the door's count of its input.
+func TestDoorBooksTheInputOfACutReply(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	up, _ := slowStream(t, []string{"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n", "data: [DONE]\n\n"}, hold)
+	ctx, cancel := context.WithCancel(context.Background())
+	booked := make(chan budget.UsageEvent, 4)
+	l := open(t, ctx, gateway.LaneConfig{Protocol: gateway.OpenAIChat, Upstream: up.URL, Report: func(ev budget.UsageEvent) { booked <- ev }})
+	body := `{"model":"gpt-x","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("y", 396) + `"}]}`
+	req, _ := http.NewRequest("POST", l.URL()+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+l.Token())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if line, _ := bufio.NewReader(resp.Body).ReadString('\n'); !strings.HasPrefix(line, "data:") {
+		t.Fatalf("first line %q", line)
+	}
+	cancel()
+	select {
+	case ev := <-booked:
+		if want := int64((len(body) + 3) / 4); ev.InputTokens != want || ev.Model != "gpt-x" {
+			t.Errorf("booked %+v; want %d input tokens of gpt-x", ev, want)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the cut reply was not booked")
 	}
 }
 

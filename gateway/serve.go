@@ -15,6 +15,7 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend/meter"
+	"github.com/purser-dev/purser/budget"
 )
 
 // route is what the door makes of a request's method and path.
@@ -117,8 +118,10 @@ func (l *Lane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	path := r.URL.Path
 	var release func()
+	var input int64
 	if rt.api != "" {
 		req := readRequest(rt, body)
+		input = req.input
 		var grant purser.WireGrant
 		if l.cfg.Admit != nil {
 			var err error
@@ -173,7 +176,7 @@ func (l *Lane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if release == nil {
 		release = func() {}
 	}
-	l.forward(w, r, rt, path, body, release)
+	l.forward(w, r, rt, path, body, input, release)
 }
 
 // loopbackHost reports whether a Host header names this machine's
@@ -242,7 +245,7 @@ func (l *Lane) deny(w http.ResponseWriter, status int, msg string) {
 
 // forward sends the request upstream with the real key, and the reply
 // back through a bounded buffer, its usage booked as it arrives.
-func (l *Lane) forward(w http.ResponseWriter, r *http.Request, rt route, path string, body []byte, release func()) {
+func (l *Lane) forward(w http.ResponseWriter, r *http.Request, rt route, path string, body []byte, input int64, release func()) {
 	// The upstream request lives with the lane, not the agent's connection:
 	// a reply the agent stops reading is still read to its end and booked
 	// (the provider bills it); the lane's end cuts it.
@@ -290,7 +293,7 @@ func (l *Lane) forward(w http.ResponseWriter, r *http.Request, rt route, path st
 		tap = meter.NewTap(rt.api, rt.model, sse, l.book)
 	}
 	buf := newPipe(l.cfg.BufferBytes)
-	go l.pump(resp.Body, tap, buf, cancel, release)
+	go l.pump(resp.Body, tap, buf, cancel, release, rt, input)
 
 	copyHeaders(w.Header(), resp.Header)
 	w.Header().Del("Content-Length") // the reply passes as it comes
@@ -333,7 +336,7 @@ func (l *Lane) forward(w http.ResponseWriter, r *http.Request, rt route, path st
 
 // pump reads the provider's reply as fast as it comes, reading its usage
 // and handing it to the agent's side through buf.
-func (l *Lane) pump(body io.ReadCloser, tap *meter.Tap, buf *pipe, cancel context.CancelFunc, release func()) {
+func (l *Lane) pump(body io.ReadCloser, tap *meter.Tap, buf *pipe, cancel context.CancelFunc, release func(), rt route, input int64) {
 	defer l.inflight.Done()
 	defer release()
 	defer cancel()
@@ -349,13 +352,35 @@ func (l *Lane) pump(body io.ReadCloser, tap *meter.Tap, buf *pipe, cancel contex
 			buf.write(chunk[:n])
 		}
 		if err != nil {
-			if errors.Is(err, io.EOF) && tap != nil {
+			switch {
+			case tap == nil:
+			case errors.Is(err, io.EOF):
 				tap.End()
+			case l.ctx.Err() != nil && l.cfg.Report != nil && !tap.Booked():
+				l.bookCut(tap, rt, input)
 			}
 			buf.closeWrite(err)
 			return
 		}
 	}
+}
+
+// bookCut books a reply the lane's end cut before its usage was whole: the
+// provider bills its input once it started it. Anthropic said it in
+// message_start; the others say nothing before the end, so the door's
+// count of the request's input is booked, under the request's model. Only
+// a lane that is its call's source of truth (Report set) books it: a CLI's
+// own report of the cut reply counts it otherwise.
+func (l *Lane) bookCut(tap *meter.Tap, rt route, input int64) {
+	if tap.Cut() || input <= 0 {
+		return
+	}
+	l.mu.Lock()
+	l.booked++
+	l.mu.Unlock()
+	l.reportMu.Lock()
+	defer l.reportMu.Unlock()
+	l.cfg.Report(budget.UsageEvent{Model: firstOf(rt.model, l.cfg.Model), InputTokens: input})
 }
 
 // book is a reply's usage, whole: journalled, then reported.

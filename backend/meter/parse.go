@@ -100,6 +100,7 @@ type reader struct {
 	tail  []byte // an oversized event's last tailKeep bytes (a ring kept in order)
 	ended bool
 
+	booked    int // usages handed on
 	dataLines int // data lines of the event so far
 	longLine  int // the line being read is longer than maxEvent: longData or longOther
 

@@ -46,13 +46,16 @@ type Tap struct {
 // Write or End.
 func NewTap(api, reqModel string, sse bool, onUsage func(Usage)) *Tap {
 	t := &Tap{}
-	t.r = reader{rec: func(e entry) {
+	t.r = reader{carried: new(atomic.Int64)}
+	t.r.rec = func(e entry) {
 		if e.Input <= 0 && e.Output <= 0 {
 			return
 		}
+		t.r.booked++
 		e.At = time.Now().UTC()
 		onUsage(Usage{e})
-	}, carried: new(atomic.Int64), api: api, reqModel: reqModel, sse: sse}
+	}
+	t.r.api, t.r.reqModel, t.r.sse = api, reqModel, sse
 	return t
 }
 
@@ -71,6 +74,27 @@ func (t *Tap) End() {
 		t.r.end()
 	}
 }
+
+// Cut is the reply's end before its usage was whole (the stream was cut):
+// it books what the reply had said of its usage so far — Anthropic's
+// message_start (input and cache tokens, which the provider bills once it
+// started the reply) — and reports whether it had said any.
+func (t *Tap) Cut() bool {
+	r := &t.r
+	if r.ended {
+		return false
+	}
+	r.ended = true
+	if r.api != apiAnthropic || r.msg == nil || r.recorded {
+		return false
+	}
+	r.rec(r.msg.entry(firstOf(r.msgModel, r.reqModel)))
+	r.recorded = true
+	return true
+}
+
+// Booked reports whether any usage of the reply was handed on.
+func (t *Tap) Booked() bool { return t.r.booked > 0 }
 
 // held is how many bytes the tap holds (for the tests of its bound).
 func (t *Tap) held() int {
