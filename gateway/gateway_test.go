@@ -538,3 +538,28 @@ func TestDoorServesAUnixSocket(t *testing.T) {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
 }
+
+// A provider that cannot be reached is said as the provider's 502, with
+// the lane's LastError for the backend to classify; no key in either.
+func TestDoorSaysAnUnreachableProvider(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	l := open(t, context.Background(), gateway.LaneConfig{Protocol: gateway.Gemini, Upstream: "http://" + addr})
+	status, body := do(t, "POST", l.URL()+"/v1beta/models/g:generateContent?key="+l.Token(), nil, `{}`)
+	if status != 502 || !strings.Contains(body, "could not be reached") || !strings.Contains(body, `"status":"UNAVAILABLE"`) {
+		t.Errorf("status %d %s; want Gemini's 502 UNAVAILABLE", status, body)
+	}
+	le := l.LastError()
+	if le == nil {
+		t.Fatal("LastError is nil")
+	}
+	for _, s := range []string{body, le.Error()} {
+		if strings.Contains(s, realKey) || strings.Contains(s, l.Token()) {
+			t.Errorf("a key is in %q", s)
+		}
+	}
+}

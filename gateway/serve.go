@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -270,6 +271,10 @@ func (l *Lane) forward(w http.ResponseWriter, r *http.Request, rt route, path st
 	l.inflight.Add(1) // under mu: never after Close has begun to wait
 	l.mu.Unlock()
 	resp, err := l.transport.RoundTrip(out)
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // its URL may carry a key in its query: never said
+	}
 	if err != nil {
 		defer l.inflight.Done()
 		cancel()
