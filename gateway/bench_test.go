@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,4 +165,66 @@ func TestDoorBenchOvershoot(t *testing.T) {
 		t.Logf("%s: cap %d, spent %d (%+.1f%%), %d of 64 refused", name, capTokens, adm.used,
 			100*float64(adm.used-capTokens)/capTokens, refused)
 	}
+}
+
+// 1,000 concurrent streams through one lane: each a 20-event reply over
+// about a second; all booked, the wall time and the heap's peak said.
+func TestDoorBenchThousandStreams(t *testing.T) {
+	requireBench(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":10}}}\n\n")
+		for range 20 {
+			fmt.Fprintf(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":%q}}\n\n", strings.Repeat("z", 200))
+			w.(http.Flusher).Flush()
+			time.Sleep(50 * time.Millisecond)
+		}
+		fmt.Fprint(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":5}}\n\n")
+	}))
+	defer up.Close()
+	up.Config.SetKeepAlivesEnabled(true)
+	var booked sync.WaitGroup
+	const n = 1000
+	booked.Add(n)
+	l := open(t, context.Background(), gateway.LaneConfig{Protocol: gateway.Anthropic, Upstream: up.URL, Report: func(budget.UsageEvent) { booked.Done() }})
+	var peak uint64
+	stop := make(chan struct{})
+	go func() {
+		var ms runtime.MemStats
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				runtime.ReadMemStats(&ms)
+				peak = max(peak, ms.HeapInuse)
+			}
+		}
+	}()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: 0}}
+	start := time.Now()
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("POST", l.URL()+"/v1/messages", strings.NewReader(`{"model":"m","max_tokens":5,"stream":true}`))
+			req.Header.Set("x-api-key", l.Token())
+			resp, err := client.Do(req)
+			if err != nil {
+				failed.Add(1)
+				booked.Done()
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}()
+	}
+	wg.Wait()
+	booked.Wait()
+	took := time.Since(start)
+	close(stop)
+	t.Logf("%d concurrent streams (1 s each): all done in %v, %d failed, heap in use at its peak %.1f MB", n, took.Round(time.Millisecond), failed.Load(), float64(peak)/(1<<20))
 }

@@ -346,15 +346,17 @@ func (l *Lane) pump(body io.ReadCloser, tap *meter.Tap, buf *pipe, cancel contex
 	defer release()
 	defer cancel()
 	defer body.Close()
+	read := make([]byte, 32<<10)
 	for {
-		chunk := make([]byte, 32<<10)
-		n, err := body.Read(chunk)
+		n, err := body.Read(read)
 		if n > 0 {
 			l.carried.Add(int64(n))
 			if tap != nil {
-				_, _ = tap.Write(chunk[:n])
+				_, _ = tap.Write(read[:n])
 			}
-			buf.write(chunk[:n])
+			// The pipe owns what it is given: a copy the size of what came
+			// (a stream's events are small; 32 KiB each would be waste).
+			buf.write(append([]byte(nil), read[:n]...))
 		}
 		if err != nil {
 			switch {
