@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -36,6 +37,8 @@ const boxPort = 4141
 
 // journalAge is how long a wire journal is kept (see backend/proc).
 const journalAge = 30 * 24 * time.Hour
+
+var pruneOnce sync.Once
 
 // Options are the backend's settings (docs/gateway.md has the table).
 type Options struct {
@@ -62,6 +65,22 @@ func (o *Options) SetSandbox(c backend.SandboxConfig) { o.box = c }
 
 // Sandbox is the setting SetSandbox gave (off when never given).
 func (o *Options) Sandbox() backend.SandboxConfig { return o.box }
+
+// EnvNames are the names that enter the box besides the allow-list, for
+// purser check: env:'s, the base-URL and token variables.
+func (o *Options) EnvNames() []string {
+	names := slices.Collect(maps.Keys(o.Env))
+	base, keys := o.BaseURLEnv, o.KeyEnv
+	if len(base) == 0 {
+		base = defaultBaseURLEnv(o.Wire)
+	}
+	if len(keys) == 0 {
+		keys = []string{defaultKeyEnv(o.Wire)}
+	}
+	names = append(append(append(names, base...), keys...), "PURSER_MODEL")
+	slices.Sort(names)
+	return slices.Compact(names)
+}
 
 // Validate checks the values alone.
 func (o Options) Validate() error {
@@ -202,7 +221,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		model = b.o.Model
 	}
 	dir := meter.Dir()
-	meter.Prune(dir, journalAge)
+	pruneOnce.Do(func() { meter.Prune(dir, journalAge) })
 	journal := meter.NewJournal(dir, "agent")
 	lane, err := gateway.Open(ctx, gateway.LaneConfig{Task: req.TaskID, Protocol: b.o.Wire, Upstream: b.o.Upstream, Key: b.key,
 		Model: model, Report: report, Admit: req.Hooks.Admit, Journal: journal, MaxOutputTokens: req.MaxOutputTokens})
