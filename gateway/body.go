@@ -89,7 +89,9 @@ func applyGrant(rt route, req request, body []byte, path string, g purser.WireGr
 		n := strconv.FormatInt(g.MaxOutputTokens, 10)
 		switch rt.api {
 		case "anthropic":
-			body, err = setField(body, "max_tokens", n)
+			if body, err = setField(body, "max_tokens", n); err == nil {
+				body, err = clampThinking(body, g.MaxOutputTokens)
+			}
 		case "chat":
 			body, err = setField(body, firstOf(req.field, "max_completion_tokens"), n)
 		case "responses":
@@ -184,4 +186,33 @@ func setField(obj []byte, key, raw string) ([]byte, error) {
 func parseQuery(q string) url.Values {
 	v, _ := url.ParseQuery(q)
 	return v
+}
+
+// minThinking is the smallest thinking budget Anthropic takes.
+const minThinking = 1024
+
+// clampThinking keeps an Anthropic request valid under a clamped
+// max_tokens: extended thinking's budget_tokens must stay below it, so it
+// is lowered, or thinking switched off where the bound leaves less than
+// the smallest budget the API takes.
+func clampThinking(body []byte, maxTokens int64) ([]byte, error) {
+	th := getField(body, "thinking")
+	if th == nil {
+		return body, nil
+	}
+	var v struct {
+		Type   string `json:"type"`
+		Budget int64  `json:"budget_tokens"`
+	}
+	if json.Unmarshal(th, &v) != nil || v.Type != "enabled" || v.Budget < maxTokens {
+		return body, nil
+	}
+	if maxTokens-1 < minThinking {
+		return setField(body, "thinking", `{"type":"disabled"}`)
+	}
+	th, err := setField(th, "budget_tokens", strconv.FormatInt(maxTokens-1, 10))
+	if err != nil {
+		return nil, err
+	}
+	return setField(body, "thinking", string(th))
 }

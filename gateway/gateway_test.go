@@ -225,6 +225,8 @@ func TestDoorAdmitsAndRewritesEachRequest(t *testing.T) {
 	}{
 		{"anthropic", gateway.Anthropic, "/v1/messages", `{"model":"big","max_tokens":4096,"messages":[{"role":"user","content":"hi"}]}`, 4096,
 			`{"model":"small","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`},
+		{"anthropic thinking lowered", gateway.Anthropic, "/v1/messages", `{"model":"big","max_tokens":32000,"thinking":{"type":"enabled","budget_tokens":16000}}`, 32000,
+			`{"model":"small","max_tokens":100,"thinking":{"type":"disabled"}}`},
 		{"chat max_completion_tokens", gateway.OpenAIChat, "/v1/chat/completions", `{"model":"big","messages":[],"max_completion_tokens":9000}`, 9000,
 			`{"model":"small","messages":[],"max_completion_tokens":100}`},
 		{"chat max_tokens", gateway.OpenAIChat, "/v1/chat/completions", `{"model":"big","max_tokens":9000,"messages":[]}`, 9000,
@@ -561,5 +563,18 @@ func TestDoorSaysAnUnreachableProvider(t *testing.T) {
 		if strings.Contains(s, realKey) || strings.Contains(s, l.Token()) {
 			t.Errorf("a key is in %q", s)
 		}
+	}
+}
+
+// Claude Code's extended thinking under a clamped max_tokens: its budget
+// is lowered below the bound (the API refuses a budget at or over it).
+func TestDoorKeepsThinkingUnderTheClamp(t *testing.T) {
+	up, s := provider(t, `{}`)
+	l := open(t, context.Background(), gateway.LaneConfig{Protocol: gateway.Anthropic, Upstream: up.URL,
+		Admit: &admitter{grant: purser.WireGrant{MaxOutputTokens: 5000}}})
+	do(t, "POST", l.URL()+"/v1/messages", map[string]string{"x-api-key": l.Token()},
+		`{"model":"m","max_tokens":32000,"thinking":{"type":"enabled","budget_tokens":16000},"messages":[]}`)
+	if got, want := s.last(t).body, `{"model":"m","max_tokens":5000,"thinking":{"type":"enabled","budget_tokens":4999},"messages":[]}`; got != want {
+		t.Errorf("the provider got\n%s\nwant\n%s", got, want)
 	}
 }
