@@ -158,3 +158,44 @@ func TestAgentMeteringNamesTheKeyByName(t *testing.T) {
 		t.Errorf("Metering() = %q", m)
 	}
 }
+
+// {model} is substituted in the arguments, and promptStdin sends the
+// prompt on stdin; the door's URL and the token are in the environment
+// names baseURLEnv and keyEnv give.
+func TestAgentCommandShape(t *testing.T) {
+	t.Setenv("PURSER_TEST_OPENAI_KEY", realKey)
+	ws := t.TempDir()
+	b, err := agent.New(purser.BackendSpec{Type: "agent", Options: map[string]any{"wire": "openai-chat", "promptStdin": true,
+		"command":    []any{"sh", "-c", `cat > prompt.txt; echo "$1" > model.txt; echo "$MY_BASE $MY_KEY" > env.txt; env > all.txt`, "sh", "{model}"},
+		"upstream":   "http://127.0.0.1:9/v1",
+		"key":        map[string]any{"file": writeKey(t)},
+		"baseURLEnv": []any{"MY_BASE"}, "keyEnv": []any{"MY_KEY"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Call(context.Background(), purser.CallRequest{TaskID: "t", Model: "gpt-x", Prompt: "the prompt", Workspace: ws}, func(budget.UsageEvent) {}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(ws, name))
+		return strings.TrimSpace(string(b))
+	}
+	if read("prompt.txt") != "the prompt" || read("model.txt") != "gpt-x" {
+		t.Errorf("prompt %q, model %q", read("prompt.txt"), read("model.txt"))
+	}
+	base, key, _ := strings.Cut(read("env.txt"), " ")
+	if !strings.HasPrefix(base, "http://127.0.0.1:") || !strings.HasSuffix(base, "/v1") || !strings.HasPrefix(key, "purser-") {
+		t.Errorf("base %q, key %q; want the door's URL with /v1 and a token", base, key)
+	}
+	if strings.Contains(read("all.txt"), "sk-file-key") {
+		t.Error("the key file's key reached the agent")
+	}
+}
+
+func writeKey(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(p, []byte("sk-file-key-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
