@@ -31,15 +31,28 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/purser-dev/purser/budget"
 )
 
-// maxEvent bounds what is buffered to read one reply's usage: an SSE event
-// (OpenAI's response.completed repeats the whole reply) or a JSON body. A
-// larger one is passed on to the CLI unread and its usage is not journalled.
-const maxEvent = 64 << 20
+// maxEvent bounds what is buffered to read one reply's usage whole: an SSE
+// event (OpenAI's response.completed repeats the whole reply) or a JSON
+// body. A larger one is passed on with only its first headKeep and last
+// tailKeep bytes held, and its usage read from those (usage is the last
+// field of every provider's reply object): a hostile upstream's 60 MB
+// events cost a stream at most about 3×maxEvent, never their size.
+const maxEvent = 1 << 20
+
+// headKeep and tailKeep are what is held of an event larger than maxEvent.
+const (
+	headKeep = 4 << 10
+	tailKeep = 64 << 10
+)
+
+// maxRequest bounds a request body read to learn its model.
+const maxRequest = 64 << 20
 
 // Meter is a running proxy that journals the usage of the replies it
 // carries. It is safe for concurrent use (a CLI may make several requests at
@@ -226,38 +239,73 @@ func (m *Meter) tap(resp *http.Response) error {
 		resp.Body = &counter{body: resp.Body, n: &m.carried}
 		return nil
 	}
-	r := &reader{body: resp.Body, m: m, api: api, reqModel: model,
+	r := &reader{body: resp.Body, rec: m.record, carried: &m.carried, api: api, reqModel: model,
 		sse: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")}
 	resp.Body = r
 	return nil
 }
 
+// MaxJournal bounds the journal Read reads: a call's replies take a line of
+// about 200 bytes each, so a journal this large is no journal of ours.
+const MaxJournal = 16 << 20
+
+// maxJournalLine bounds one line of a journal.
+const maxJournalLine = 64 << 10
+
 // Read returns a journal's replies as usage events, one per reply, in the
-// order they were written. A torn last line (Purser killed mid-write) is
-// skipped; a journal that does not exist holds nothing.
+// order they were written. A journal that does not exist holds nothing.
+// Lines that cannot be read (a torn last line, Purser killed mid-write; a
+// line someone else wrote) are skipped: ReadCounted says how many.
 func Read(journal string) ([]budget.UsageEvent, error) {
-	b, err := os.ReadFile(journal)
+	evs, _, err := ReadCounted(journal)
+	return evs, err
+}
+
+// ReadCounted is Read, also returning how many lines it skipped as
+// unreadable. Only a regular file is read (never a FIFO, a device such as
+// /dev/zero, or a directory), and only up to MaxJournal bytes: a path
+// recorded with a call is read after a crash, and must not hang or
+// exhaust the resume.
+func ReadCounted(journal string) ([]budget.UsageEvent, int, error) {
+	f, err := os.OpenFile(journal, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("meter: %w", err)
+		return nil, 0, fmt.Errorf("meter: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, fmt.Errorf("meter: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, 0, fmt.Errorf("meter: %s: not a regular file (%s)", journal, fi.Mode().Type())
+	}
+	if fi.Size() > MaxJournal {
+		return nil, 0, fmt.Errorf("meter: %s: %d bytes, more than a journal holds (%d)", journal, fi.Size(), MaxJournal)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxJournal+1))
+	if err != nil {
+		return nil, 0, fmt.Errorf("meter: %w", err)
+	}
+	if len(b) > MaxJournal {
+		return nil, 0, fmt.Errorf("meter: %s: more than a journal holds (%d bytes)", journal, MaxJournal)
 	}
 	var out []budget.UsageEvent
-	for n, l := range bytes.Split(b, []byte{'\n'}) {
+	skipped := 0
+	for _, l := range bytes.Split(b, []byte{'\n'}) {
 		if len(bytes.TrimSpace(l)) == 0 {
 			continue
 		}
 		var e entry
-		if err := json.Unmarshal(l, &e); err != nil {
-			if n == bytes.Count(b, []byte{'\n'}) {
-				continue // the last line, cut by a kill
-			}
-			return out, fmt.Errorf("meter: %s:%d: %w", journal, n+1, err)
+		if len(l) > maxJournalLine || json.Unmarshal(l, &e) != nil {
+			skipped++
+			continue
 		}
 		out = append(out, e.event())
 	}
-	return out, nil
+	return out, skipped, nil
 }
 
 // Dir is where journals are kept unless a backend is told otherwise:

@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/purser-dev/purser/backend/backendtest"
 	"github.com/purser-dev/purser/backend/meter"
@@ -148,7 +150,8 @@ func TestMeterPassesRepliesThroughUnchanged(t *testing.T) {
 }
 
 // A journal line cut by a kill mid-write is the last one: it is skipped,
-// the rest is read. A bad line before the end is an error naming it.
+// the rest is read. A bad line before the end is skipped and counted too
+// (issue 20: one bad line used to drop the whole journal).
 func TestReadJournalSkipsATornLastLine(t *testing.T) {
 	dir := t.TempDir()
 	good := `{"api":"anthropic","model":"m","input":5,"output":2}` + "\n"
@@ -164,11 +167,48 @@ func TestReadJournalSkipsATornLastLine(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`garbage`+"\n"+good), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := meter.Read(bad); err == nil || !strings.Contains(err.Error(), "bad.jsonl:1") {
-		t.Fatalf("bad journal: %v; want an error naming bad.jsonl:1", err)
+	if evs, skipped, err := meter.ReadCounted(bad); err != nil || skipped != 1 || len(evs) != 1 || evs[0].Tokens() != 7 {
+		t.Fatalf("bad journal: %+v, %d skipped, %v; want the good line read and 1 skipped", evs, skipped, err)
 	}
 	if evs, err := meter.Read(filepath.Join(dir, "none.jsonl")); err != nil || evs != nil {
 		t.Fatalf("missing journal: %+v %v", evs, err)
+	}
+}
+
+// Read reads regular files only, and only up to MaxJournal: a journal path
+// recorded with a call that turned into a FIFO, a device or a directory, or
+// grew past any journal's size, is an error, never a hang or an
+// allocation of its size.
+func TestReadJournalIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge.jsonl")
+	f, err := os.Create(huge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(meter.MaxJournal + 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	link := filepath.Join(dir, "link.jsonl")
+	if err := os.Symlink("/dev/zero", link); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fifo, "/dev/zero", dir, huge, link} {
+		done := make(chan error, 1)
+		go func() { _, err := meter.Read(p); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("Read(%s) = nil error; want a refusal", p)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("Read(%s) hangs", p)
+		}
 	}
 }
 

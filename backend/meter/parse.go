@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync/atomic"
 )
 
 // The APIs whose replies the meter reads, told by the request's path.
@@ -66,8 +67,8 @@ func peekModel(body io.ReadCloser) (io.ReadCloser, string) {
 	if body == nil || body == http.NoBody {
 		return body, ""
 	}
-	head, err := io.ReadAll(io.LimitReader(body, maxEvent+1))
-	if err != nil || len(head) > maxEvent {
+	head, err := io.ReadAll(io.LimitReader(body, maxRequest+1))
+	if err != nil || len(head) > maxRequest {
 		return struct {
 			io.Reader
 			io.Closer
@@ -86,15 +87,22 @@ func peekModel(body io.ReadCloser) (io.ReadCloser, string) {
 // goes: an SSE stream event by event, a JSON body whole at its end.
 type reader struct {
 	body     io.ReadCloser
-	m        *Meter
+	rec      func(entry)   // one reply's usage, whole
+	carried  *atomic.Int64 // bytes passed on
 	api      string
 	reqModel string
 	sse      bool
 
 	line  []byte // the SSE line being read
-	data  []byte // the SSE event's data so far
-	over  bool   // the event or body is larger than maxEvent: not read
+	data  []byte // the SSE event's data (or the JSON body) so far
+	over  bool   // the line or event is larger than maxEvent: only its ends are held
+	head  []byte // an oversized event's first headKeep bytes
+	tail  []byte // an oversized event's last tailKeep bytes (a ring kept in order)
 	ended bool
+
+	booked    int // usages handed on
+	dataLines int // data lines of the event so far
+	longLine  int // the line being read is longer than maxEvent: longData or longOther
 
 	// Anthropic: the message being streamed.
 	msg      *anthropicUsage
@@ -105,7 +113,7 @@ type reader struct {
 func (r *reader) Read(p []byte) (int, error) {
 	n, err := r.body.Read(p)
 	if n > 0 {
-		r.m.carried.Add(int64(n))
+		r.carried.Add(int64(n))
 		r.feed(p[:n])
 	}
 	if err == io.EOF && !r.ended {
@@ -119,12 +127,7 @@ func (r *reader) Close() error { return r.body.Close() }
 
 func (r *reader) feed(b []byte) {
 	if !r.sse {
-		if !r.over {
-			r.data = append(r.data, b...)
-			if len(r.data) > maxEvent {
-				r.over, r.data = true, nil
-			}
-		}
+		r.data = r.keep(r.data, b)
 		return
 	}
 	for len(b) > 0 {
@@ -134,18 +137,76 @@ func (r *reader) feed(b []byte) {
 			return
 		}
 		r.appendLine(b[:i])
-		r.sseLine(bytes.TrimSuffix(r.line, []byte{'\r'}))
+		if r.longLine != 0 {
+			r.longLine = 0 // the long line went where it belonged as it came
+		} else {
+			r.sseLine(bytes.TrimSuffix(r.line, []byte{'\r'}))
+		}
 		r.line = r.line[:0]
 		b = b[i+1:]
 	}
 }
 
-func (r *reader) appendLine(b []byte) {
-	if len(r.line)+len(b) > maxEvent {
+// keep appends b to buf while it stays within maxEvent; past it, the
+// event is over and only its head and tail are held from then on.
+func (r *reader) keep(buf, b []byte) []byte {
+	if !r.over && len(buf)+len(b) <= maxEvent {
+		return append(buf, b...)
+	}
+	if !r.over {
 		r.over = true
+		r.head = append(r.head[:0], buf[:min(len(buf), headKeep)]...)
+		r.head = append(r.head, b[:min(len(b), headKeep-len(r.head))]...)
+		r.tail = r.tail[:0]
+		r.addTail(buf)
+		buf = buf[:0]
+	}
+	r.addTail(b)
+	return buf
+}
+
+// addTail keeps the last tailKeep bytes seen of an oversized event.
+func (r *reader) addTail(b []byte) {
+	if len(b) >= tailKeep {
+		r.tail = append(r.tail[:0], b[len(b)-tailKeep:]...)
 		return
 	}
-	r.line = append(r.line, b...)
+	if drop := len(r.tail) + len(b) - tailKeep; drop > 0 {
+		r.tail = append(r.tail[:0], r.tail[drop:]...)
+	}
+	r.tail = append(r.tail, b...)
+}
+
+// Kinds of line longer than maxEvent, read as they come, never held.
+const (
+	longData  = 1 // a data line: its bytes go to the event (its head and tail)
+	longOther = 2 // a comment or other field: skipped
+)
+
+func (r *reader) appendLine(b []byte) {
+	switch r.longLine {
+	case longData:
+		r.data = r.keep(r.data, b)
+		return
+	case longOther:
+		return
+	}
+	if len(r.line)+len(b) <= maxEvent {
+		r.line = append(r.line, b...)
+		return
+	}
+	start := append(r.line[:len(r.line):len(r.line)], b[:min(len(b), 5)]...)
+	if !bytes.HasPrefix(start, []byte("data:")) {
+		r.longLine = longOther
+		return
+	}
+	r.longLine = longData
+	d := bytes.TrimPrefix(bytes.TrimPrefix(append(r.line, b...), []byte("data:")), []byte(" "))
+	if r.dataLines > 0 {
+		r.data = r.keep(r.data, []byte{'\n'})
+	}
+	r.dataLines++
+	r.data = r.keep(r.data, d)
 }
 
 // sseLine reads one line of an event stream: data lines gather, a blank
@@ -153,24 +214,88 @@ func (r *reader) appendLine(b []byte) {
 func (r *reader) sseLine(l []byte) {
 	switch {
 	case len(l) == 0:
-		if !r.over && len(r.data) > 0 {
+		switch {
+		case r.over:
+			r.oversized()
+		case len(r.data) > 0:
 			r.event(r.data)
 		}
-		r.data, r.over = r.data[:0], false
+		r.data, r.over, r.head, r.tail, r.dataLines = r.data[:0], false, r.head[:0], r.tail[:0], 0
+		r.shrink()
 	case bytes.HasPrefix(l, []byte("data:")):
-		if r.over {
-			return
-		}
 		d := bytes.TrimPrefix(bytes.TrimPrefix(l, []byte("data:")), []byte(" "))
-		if len(r.data) > 0 {
-			r.data = append(r.data, '\n')
+		if r.dataLines > 0 {
+			r.data = r.keep(r.data, []byte{'\n'})
 		}
-		if len(r.data)+len(d) > maxEvent {
-			r.over = true
-			return
-		}
-		r.data = append(r.data, d...)
+		r.dataLines++
+		r.data = r.keep(r.data, d)
 	}
+}
+
+// shrink lets go of a buffer a large event grew, so that a stream holds
+// only what its current event needs.
+func (r *reader) shrink() {
+	if cap(r.data) > 64<<10 {
+		r.data = nil
+	}
+	if cap(r.line) > 64<<10 {
+		r.line = nil
+	}
+}
+
+// oversized reads the usage of an event (or JSON body) larger than
+// maxEvent from its ends: the type its head names, the usage its tail ends
+// with.
+func (r *reader) oversized() {
+	raw := lastObject(r.tail, `"usage"`)
+	if r.api == apiGemini {
+		raw = lastObject(r.tail, `"usageMetadata"`)
+	}
+	if raw == nil {
+		return
+	}
+	switch r.api {
+	case apiAnthropic:
+		var u anthropicUsage
+		if json.Unmarshal(raw, &u) == nil && (!r.sse || bytes.Contains(r.head, []byte("message_delta"))) {
+			r.rec(u.over(r.msg).entry(firstOf(r.msgModel, r.reqModel)))
+			r.recorded = true
+		}
+	case apiResponses:
+		var u responsesUsage
+		if json.Unmarshal(raw, &u) == nil && (!r.sse || bytes.Contains(r.head, []byte(`"response.completed"`)) ||
+			bytes.Contains(r.head, []byte(`"response.incomplete"`)) || bytes.Contains(r.head, []byte(`"response.failed"`))) {
+			r.rec(u.entry(r.reqModel))
+		}
+	case apiChat:
+		var u chatUsage
+		if json.Unmarshal(raw, &u) == nil {
+			r.rec(u.entry(r.reqModel))
+		}
+	case apiGemini:
+		var u geminiUsage
+		if json.Unmarshal(raw, &u) == nil && (!r.sse || bytes.Contains(r.tail, []byte(`"finishReason"`))) {
+			r.rec(u.entry(r.reqModel))
+		}
+	}
+}
+
+// lastObject is the JSON object that follows the last occurrence of key
+// (a quoted field name) in b, or nil.
+func lastObject(b []byte, key string) json.RawMessage {
+	i := bytes.LastIndex(b, []byte(key))
+	if i < 0 {
+		return nil
+	}
+	rest := bytes.TrimLeft(b[i+len(key):], " \t\r\n")
+	if !bytes.HasPrefix(rest, []byte(":")) {
+		return nil
+	}
+	var raw json.RawMessage
+	if json.NewDecoder(bytes.NewReader(rest[1:])).Decode(&raw) != nil || !bytes.HasPrefix(raw, []byte("{")) {
+		return nil
+	}
+	return raw
 }
 
 // end is the body's end: a JSON reply is read now. A stream's usage counts
@@ -184,10 +309,12 @@ func (r *reader) end() {
 		r.sseLine(nil)
 		return
 	}
-	if r.over || len(r.data) == 0 {
-		return
+	switch {
+	case r.over:
+		r.oversized()
+	case len(r.data) > 0:
+		r.json(r.data)
 	}
-	r.json(r.data)
 }
 
 // event reads one SSE event's data. Most events of a stream are content
@@ -222,7 +349,7 @@ func (r *reader) event(data []byte) {
 				return
 			}
 			u := ev.Usage.over(r.msg)
-			r.m.record(u.entry(firstOf(r.msgModel, r.reqModel)))
+			r.rec(u.entry(firstOf(r.msgModel, r.reqModel)))
 			r.recorded = true
 		}
 	case apiResponses:
@@ -235,12 +362,12 @@ func (r *reader) event(data []byte) {
 		}
 		switch ev.Type {
 		case "response.completed", "response.incomplete", "response.failed":
-			r.m.record(ev.Response.Usage.entry(firstOf(r.reqModel, ev.Response.Model)))
+			r.rec(ev.Response.Usage.entry(firstOf(r.reqModel, ev.Response.Model)))
 		}
 	case apiChat:
 		var ev chatBody
 		if json.Unmarshal(data, &ev) == nil && ev.Usage != nil {
-			r.m.record(ev.Usage.entry(firstOf(r.reqModel, ev.Model)))
+			r.rec(ev.Usage.entry(firstOf(r.reqModel, ev.Model)))
 		}
 	case apiGemini:
 		var ev geminiBody
@@ -250,7 +377,7 @@ func (r *reader) event(data []byte) {
 		// Every chunk carries the usage so far; the one that finishes the
 		// reply carries its whole.
 		if ev.finished() {
-			r.m.record(ev.Usage.entry(r.reqModel))
+			r.rec(ev.Usage.entry(r.reqModel))
 		}
 	}
 }
@@ -264,17 +391,17 @@ func (r *reader) json(body []byte) {
 			Usage *anthropicUsage `json:"usage"`
 		}
 		if json.Unmarshal(body, &v) == nil && v.Usage != nil {
-			r.m.record(v.Usage.entry(firstOf(v.Model, r.reqModel)))
+			r.rec(v.Usage.entry(firstOf(v.Model, r.reqModel)))
 		}
 	case apiResponses:
 		var v responsesBody
 		if json.Unmarshal(body, &v) == nil && v.Usage != nil {
-			r.m.record(v.Usage.entry(firstOf(r.reqModel, v.Model)))
+			r.rec(v.Usage.entry(firstOf(r.reqModel, v.Model)))
 		}
 	case apiChat:
 		var v chatBody
 		if json.Unmarshal(body, &v) == nil && v.Usage != nil {
-			r.m.record(v.Usage.entry(firstOf(r.reqModel, v.Model)))
+			r.rec(v.Usage.entry(firstOf(r.reqModel, v.Model)))
 		}
 	case apiGemini:
 		// streamGenerateContent without alt=sse is a JSON array of chunks.
@@ -292,7 +419,7 @@ func (r *reader) json(body []byte) {
 		}
 		for i := len(chunks) - 1; i >= 0; i-- {
 			if chunks[i].Usage != nil {
-				r.m.record(chunks[i].Usage.entry(r.reqModel))
+				r.rec(chunks[i].Usage.entry(r.reqModel))
 				return
 			}
 		}

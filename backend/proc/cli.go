@@ -69,7 +69,7 @@ func (o CLIOptions) Call(ctx context.Context, req purser.CallRequest, report pur
 	var wire *WireMeter
 	wireNote := ""
 	if c.Upstream != "" {
-		wire, wireNote = o.StartWireMeter(req.Hooks, c.Backend, c.Upstream)
+		wire, wireNote = o.StartWireMeter(ctx, req.Hooks, c.Backend, c.Upstream)
 	}
 	if c.GiveUp != nil {
 		var giveUp context.CancelCauseFunc

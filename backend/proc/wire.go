@@ -13,6 +13,7 @@ import (
 	"github.com/purser-dev/purser/backend/internal/usagedelta"
 	"github.com/purser-dev/purser/backend/meter"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/gateway"
 	"github.com/purser-dev/purser/redact"
 )
 
@@ -22,29 +23,45 @@ const journalAge = 30 * 24 * time.Hour
 
 var pruneOnce sync.Once
 
-// WireMeter is a call's metering proxy (backend/meter) as a backend uses it:
-// nil when the call is not metered, and every method is then a no-op.
+// WireMeter is a call's lane of Purser's door (package gateway) as a CLI
+// backend uses it: nil when the call is not metered, and every method is
+// then a no-op. The CLI keeps its own credentials (the lane holds no key);
+// the door meters and journals every reply, admits each request when the
+// engine asks it to (CallHooks.Admit), and cuts a reply in flight when the
+// call is stopped.
 type WireMeter struct {
-	m   *meter.Meter
-	env []string
+	lane *gateway.Lane
+	env  []string
 }
 
-// StartWireMeter starts the metering proxy of one call of backend to
-// upstream (the provider's base URL as the CLI would have used it) when the
-// options allow it, and records its journal with the call before the agent
-// starts (hooks.Wire). It returns the meter, or nil and why not.
-func (o CLIOptions) StartWireMeter(hooks purser.CallHooks, backend, upstream string) (*WireMeter, string) {
+// wireProtocol is the door's protocol of a CLI backend.
+func wireProtocol(backend string) string {
+	switch backend {
+	case "codex", "openai":
+		return gateway.OpenAIResponses
+	case "gemini":
+		return gateway.Gemini
+	}
+	return gateway.Anthropic
+}
+
+// StartWireMeter opens the call's lane of the door in front of upstream
+// (the provider's base URL as the CLI would have used it) when the options
+// allow it, and records its journal with the call before the agent starts
+// (hooks.Wire). It returns the meter, or nil and why not.
+func (o CLIOptions) StartWireMeter(ctx context.Context, hooks purser.CallHooks, backend, upstream string) (*WireMeter, string) {
 	if o.WireMeter != nil && !*o.WireMeter {
 		return nil, ""
 	}
 	dir := meter.Dir()
 	pruneOnce.Do(func() { meter.Prune(dir, journalAge) })
-	m, err := meter.Start(upstream, meter.NewJournal(dir, backend))
+	lane, err := gateway.Open(ctx, gateway.LaneConfig{Protocol: wireProtocol(backend), Upstream: upstream, Admit: hooks.Admit,
+		Journal: meter.NewJournal(dir, backend)})
 	if err != nil {
 		return nil, "not metered at the wire: " + err.Error()
 	}
-	hooks.Wire(m.Journal())
-	// A CLI told to use an HTTP proxy must reach the meter directly.
+	hooks.Wire(lane.Journal())
+	// A CLI told to use an HTTP proxy must reach the door directly.
 	var env []string
 	for _, k := range []string{"NO_PROXY", "no_proxy"} {
 		v := o.Getenv(k)
@@ -53,10 +70,10 @@ func (o CLIOptions) StartWireMeter(hooks purser.CallHooks, backend, upstream str
 		}
 		env = append(env, k+"="+v+"127.0.0.1")
 	}
-	return &WireMeter{m: m, env: env}, ""
+	return &WireMeter{lane: lane, env: env}, ""
 }
 
-// Env is what the CLI's environment needs for the meter to be reached (nil
+// Env is what the CLI's environment needs for the door to be reached (nil
 // for no meter): loopback exempt from any HTTP proxy it is told to use.
 func (w *WireMeter) Env() []string {
 	if w == nil {
@@ -65,7 +82,7 @@ func (w *WireMeter) Env() []string {
 	return w.env
 }
 
-// Progress adds the bytes the provider sent through the meter to another
+// Progress adds the bytes the provider sent through the door to another
 // measure of progress (a session file's size; nil for none), for the stall
 // detector: a reply streaming in is no stall, whatever the CLI prints.
 func (w *WireMeter) Progress(other func() int64) func() int64 {
@@ -73,7 +90,7 @@ func (w *WireMeter) Progress(other func() int64) func() int64 {
 		return other
 	}
 	return func() int64 {
-		n := w.m.Carried()
+		n := w.lane.Carried()
 		if other != nil {
 			n += other()
 		}
@@ -81,14 +98,14 @@ func (w *WireMeter) Progress(other func() int64) func() int64 {
 	}
 }
 
-// Fault is the call's failure as the meter saw it at the wire: when the last
-// request could not reach the provider, a refused connection (or a timeout)
-// whatever the CLI made of the 502 the meter answered it with; else nil.
+// Fault is the call's failure as the door saw it: when the last request
+// could not reach the provider, a refused connection (or a timeout)
+// whatever the CLI made of the 502 the door answered it with; else nil.
 func (w *WireMeter) Fault(backend string) error {
 	if w == nil {
 		return nil
 	}
-	err := w.m.LastError()
+	err := w.lane.LastError()
 	if err == nil {
 		return nil
 	}
@@ -99,8 +116,9 @@ func (w *WireMeter) Fault(backend string) error {
 	return &FaultError{Backend: backend, Fault: f, Detail: "the provider could not be reached: " + redact.String(err.Error())}
 }
 
-// Metering says in one line what StartWireMeter would do for a call to
-// upstream ("" when the backend cannot redirect its CLI, with why).
+// Metering says in one line what StartWireMeter would do for a call of
+// backend to upstream ("" when the backend cannot redirect its CLI, with
+// why).
 func (o CLIOptions) Metering(upstream, why string) string {
 	switch {
 	case o.WireMeter != nil && !*o.WireMeter:
@@ -108,7 +126,7 @@ func (o CLIOptions) Metering(upstream, why string) string {
 	case upstream == "":
 		return "not metered: " + why
 	}
-	return "wire meter on 127.0.0.1 in front of " + redact.String(upstream)
+	return "Purser's door (gateway) on 127.0.0.1 in front of " + redact.String(upstream) + "; the CLI keeps its own key"
 }
 
 // URL is the base URL to give the CLI ("" for no meter).
@@ -116,10 +134,10 @@ func (w *WireMeter) URL() string {
 	if w == nil {
 		return ""
 	}
-	return w.m.URL()
+	return w.lane.URL()
 }
 
-// End stops the proxy once the call is over. The journal is kept only when
+// End closes the lane once the call is over. The journal is kept only when
 // the call was stopped from outside (ctx done: the hard cap, a signal),
 // where the engine may reconcile the call from it; a call that ended by
 // itself was counted from the CLI's own report.
@@ -127,9 +145,9 @@ func (w *WireMeter) End(ctx context.Context) string {
 	if w == nil {
 		return ""
 	}
-	err := w.m.Close()
+	err := w.lane.Close()
 	if ctx.Err() == nil {
-		_ = os.Remove(w.m.Journal())
+		_ = os.Remove(w.lane.Journal())
 	}
 	if err != nil {
 		return err.Error()
@@ -175,9 +193,12 @@ func Recovered(q purser.SpendQuery, file, note string, inFile []budget.UsageEven
 	var wire []budget.UsageEvent
 	if q.Call.Wire != "" {
 		var err error
-		if wire, err = meter.Read(q.Call.Wire); err != nil {
+		var skipped int
+		if wire, skipped, err = meter.ReadCounted(q.Call.Wire); err != nil {
 			out.Note = purser.JoinNotes(out.Note, "wire journal unreadable: "+err.Error())
 			wire = nil
+		} else if skipped > 0 {
+			out.Note = purser.JoinNotes(out.Note, fmt.Sprintf("%d unreadable line(s) of the wire journal skipped", skipped))
 		}
 	}
 	known := map[string]bool{}

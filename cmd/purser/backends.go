@@ -7,6 +7,7 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend"
+	"github.com/purser-dev/purser/backend/agent"
 	"github.com/purser-dev/purser/backend/claude"
 	"github.com/purser-dev/purser/backend/codex"
 	agentexec "github.com/purser-dev/purser/backend/exec"
@@ -34,6 +35,8 @@ func backends() engine.BackendResolver {
 			return openai.New(spec)
 		case "gemini":
 			return gemini.New(spec)
+		case "agent":
+			return agent.New(spec)
 		}
 		return nil, fmt.Errorf("type %q is not available (known: %s)", spec.Type, strings.Join(backendTypes().Names(), ", "))
 	}
@@ -50,6 +53,7 @@ func backendTypes() backend.Types {
 		"exec":   agentexec.NewOptions,
 		"openai": openai.NewOptions,
 		"gemini": gemini.NewOptions,
+		"agent":  agent.NewOptions,
 	}
 }
 

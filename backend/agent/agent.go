@@ -1,0 +1,399 @@
+// Package agent budgets any agent CLI that takes its provider's base URL
+// and API key from its environment (`type: agent`): Purser opens a lane of
+// its door (package gateway) for each call, gives the agent the door's URL
+// and a scoped token in place of the real key, and books usage only from
+// what crosses the door. The agent's own extra requests (titles,
+// sub-agents, retries, compaction) are counted like the rest; with
+// `sandbox: on` the door is the box's only way out. See docs/gateway.md.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend"
+	"github.com/purser-dev/purser/backend/meter"
+	"github.com/purser-dev/purser/backend/proc"
+	"github.com/purser-dev/purser/gateway"
+	"github.com/purser-dev/purser/sandbox"
+)
+
+// StopGrace is how long the agent has after SIGTERM before SIGKILL.
+const StopGrace = 500 * time.Millisecond
+
+// boxPort is the port inside a box that reaches the door.
+const boxPort = 4141
+
+// journalAge is how long a wire journal is kept (see backend/proc).
+const journalAge = 30 * 24 * time.Hour
+
+var pruneOnce sync.Once
+
+// Options are the backend's settings (docs/gateway.md has the table).
+type Options struct {
+	Wire        string            `yaml:"wire"`
+	Command     []string          `yaml:"command"`
+	PromptStdin bool              `yaml:"promptStdin"`
+	Model       string            `yaml:"model"`
+	Upstream    string            `yaml:"upstream"`
+	Key         map[string]string `yaml:"key"`
+	BaseURLEnv  []string          `yaml:"baseURLEnv"`
+	KeyEnv      []string          `yaml:"keyEnv"`
+	Env         map[string]string `yaml:"env"`
+
+	box backend.SandboxConfig
+}
+
+// NewOptions returns the backend's options, for the config loader.
+func NewOptions() backend.Options { return &Options{} }
+
+var _ backend.Boxable = (*Options)(nil)
+
+// SetSandbox is given, by the loader, the sandbox: setting in force.
+func (o *Options) SetSandbox(c backend.SandboxConfig) { o.box = c }
+
+// Sandbox is the setting SetSandbox gave (off when never given).
+func (o *Options) Sandbox() backend.SandboxConfig { return o.box }
+
+// EnvNames are the names that enter the box besides the allow-list, for
+// purser check: env:'s, the base-URL and token variables.
+func (o *Options) EnvNames() []string {
+	names := slices.Collect(maps.Keys(o.Env))
+	base, keys := o.BaseURLEnv, o.KeyEnv
+	if len(base) == 0 {
+		base = defaultBaseURLEnv(o.Wire)
+	}
+	if len(keys) == 0 {
+		keys = []string{defaultKeyEnv(o.Wire)}
+	}
+	names = append(append(append(names, base...), keys...), "PURSER_MODEL")
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// Validate checks the values alone.
+func (o Options) Validate() error {
+	if !gateway.KnownProtocol(o.Wire) {
+		return &backend.OptionError{Option: "wire", Msg: fmt.Sprintf("want one of %s, got %q", strings.Join(gateway.Protocols, ", "), o.Wire)}
+	}
+	if len(o.Command) == 0 || strings.TrimSpace(o.Command[0]) == "" {
+		return &backend.OptionError{Option: "command", Msg: "is required: [program, args...]"}
+	}
+	if _, err := o.key(); err != nil {
+		return &backend.OptionError{Option: "key", Msg: err.Error()}
+	}
+	if o.Upstream != "" && !strings.HasPrefix(o.Upstream, "http://") && !strings.HasPrefix(o.Upstream, "https://") {
+		return &backend.OptionError{Option: "upstream", Msg: "want an http or https URL"}
+	}
+	return proc.CLIOptions{Command: o.Command[0], Env: o.Env}.Validate()
+}
+
+// Check finds the program and the key on this machine, by name only.
+func (o Options) Check(dir string) error {
+	if _, err := proc.FindCommand(o.argv(dir)[0]); err != nil {
+		return &backend.OptionError{Option: "command[0]", Msg: err.Error(), Err: err}
+	}
+	k, _ := o.key()
+	switch {
+	case k.Env != "" && os.Getenv(k.Env) == "":
+		return &backend.OptionError{Option: "key", Msg: "$" + k.Env + " is not set in Purser's environment"}
+	case k.File != "":
+		if _, err := os.Stat(k.File); err != nil {
+			return &backend.OptionError{Option: "key.file", Msg: err.Error(), Err: err}
+		}
+	}
+	if o.box.On() {
+		for _, name := range slices.Sorted(maps.Keys(o.Env)) {
+			if sandbox.Forbidden(name) {
+				return &backend.OptionError{Option: "env." + name, Msg: "never enters the agent's box (sandbox: on)"}
+			}
+		}
+	}
+	return nil
+}
+
+// key is where the real key is: the key: option, else the wire's default.
+func (o Options) key() (gateway.Key, error) {
+	if len(o.Key) == 0 {
+		return gateway.Key{Env: defaultKeyEnv(o.Wire)}, nil
+	}
+	env, file := o.Key["env"], o.Key["file"]
+	for k := range o.Key {
+		if k != "env" && k != "file" {
+			return gateway.Key{}, fmt.Errorf("want {env: NAME} or {file: /path}, not %s", k)
+		}
+	}
+	if (env == "") == (file == "") {
+		return gateway.Key{}, errors.New("want exactly one of {env: NAME} or {file: /path}")
+	}
+	return gateway.Key{Env: env, File: file}, nil
+}
+
+// argv is the command with its program's path resolved against dir.
+func (o Options) argv(dir string) []string {
+	argv := slices.Clone(o.Command)
+	if p := argv[0]; !filepath.IsAbs(p) && strings.Contains(p, "/") {
+		argv[0] = filepath.Join(dir, p)
+	}
+	return argv
+}
+
+func defaultKeyEnv(wire string) string {
+	switch wire {
+	case gateway.Anthropic:
+		return "ANTHROPIC_API_KEY"
+	case gateway.Gemini:
+		return "GEMINI_API_KEY"
+	}
+	return "OPENAI_API_KEY"
+}
+
+func defaultBaseURLEnv(wire string) []string {
+	switch wire {
+	case gateway.Anthropic:
+		return []string{"ANTHROPIC_BASE_URL"}
+	case gateway.Gemini:
+		return []string{"GOOGLE_GEMINI_BASE_URL", "GEMINI_BASE_URL"}
+	}
+	return []string{"OPENAI_BASE_URL"}
+}
+
+// Backend runs an agent behind the door.
+type Backend struct {
+	o    Options
+	argv []string
+	key  gateway.Key
+	dir  string
+}
+
+var (
+	_ purser.Backend = (*Backend)(nil)
+	_ purser.Metered = (*Backend)(nil)
+)
+
+// New reads a backend spec's options and finds the program.
+func New(spec purser.BackendSpec) (*Backend, error) {
+	var o Options
+	if err := backend.DecodeChecked(spec, &o); err != nil {
+		return nil, err
+	}
+	k, _ := o.key()
+	if k.File != "" && !filepath.IsAbs(k.File) {
+		k.File = filepath.Join(spec.Dir, k.File)
+	}
+	if len(o.BaseURLEnv) == 0 {
+		o.BaseURLEnv = defaultBaseURLEnv(o.Wire)
+	}
+	if len(o.KeyEnv) == 0 {
+		o.KeyEnv = []string{defaultKeyEnv(o.Wire)}
+	}
+	if o.Upstream == "" {
+		o.Upstream = gateway.DefaultUpstream(o.Wire)
+	}
+	return &Backend{o: o, argv: o.argv(spec.Dir), key: k, dir: spec.Dir}, nil
+}
+
+// Metering names the door, its protocol and upstream, and the key by name.
+func (b *Backend) Metering() string {
+	box := ""
+	if b.o.box.On() {
+		box = "; the box's only way out"
+	}
+	return fmt.Sprintf("Purser's door (gateway) on 127.0.0.1, %s, in front of %s; holds the key %s, the agent gets a scoped token in %s%s",
+		b.o.Wire, b.o.Upstream, b.key.Name(), strings.Join(b.o.KeyEnv, ", "), box)
+}
+
+// Call runs the agent once, behind a lane of the door.
+func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
+	model := req.Model
+	if model == "" {
+		model = b.o.Model
+	}
+	dir := meter.Dir()
+	pruneOnce.Do(func() { meter.Prune(dir, journalAge) })
+	journal := meter.NewJournal(dir, "agent")
+	lane, err := gateway.Open(ctx, gateway.LaneConfig{Task: req.TaskID, Protocol: b.o.Wire, Upstream: b.o.Upstream, Key: b.key,
+		Model: model, Report: report, Admit: req.Hooks.Admit, Journal: journal, MaxOutputTokens: req.MaxOutputTokens})
+	if err != nil {
+		return purser.CallResult{}, fmt.Errorf("agent: %w", err)
+	}
+	req.Hooks.Wire(journal)
+	closeLane := func() string {
+		err := lane.Close()
+		if ctx.Err() == nil {
+			_ = os.Remove(journal) // every reply was booked live; nothing to recover
+		}
+		if err != nil {
+			return err.Error()
+		}
+		return ""
+	}
+
+	path, args, env, stdin, cleanup, err := b.command(ctx, req, model, lane)
+	if err != nil {
+		closeLane()
+		return purser.CallResult{}, fmt.Errorf("agent: %w", err)
+	}
+	defer cleanup()
+	var output strings.Builder
+	out, err := proc.Run(ctx, proc.Command{Path: path, Started: req.Hooks.Started, Args: args, Dir: req.Workspace, Env: env,
+		Stdin: stdin, Interrupt: syscall.SIGTERM, Grace: StopGrace, Stall: req.StallTimeout, Progress: lane.Carried}, func(l []byte) {
+		if output.Len() < 64<<10 {
+			output.Write(l)
+			output.WriteByte('\n')
+		}
+	})
+	lastErr := lane.LastError()
+	st := lane.Stats()
+	note := closeLane()
+	if err != nil {
+		return purser.CallResult{}, fmt.Errorf("agent: %w", err)
+	}
+	res := purser.CallResult{Text: output.String(), Note: purser.JoinNotes(note, b.note(st))}
+	switch {
+	case out.Stopped:
+		return res, context.Cause(ctx)
+	case out.Stalled:
+		return res, out.Stall()
+	}
+	if out.WaitErr == nil {
+		return res, nil
+	}
+	if lastErr != nil {
+		f := proc.TextFault(lastErr.Error())
+		if f != proc.FaultTimeout {
+			f = proc.FaultRefused
+		}
+		return res, &proc.FaultError{Backend: "agent", Fault: f, Detail: "the provider could not be reached"}
+	}
+	var ee *osexec.ExitError
+	if f := proc.TextFault(out.Stderr); f.Transient() && errors.As(out.WaitErr, &ee) {
+		return res, &proc.FaultError{Backend: "agent", Fault: f, Detail: proc.LastLines(out.Stderr, 3)}
+	}
+	return res, fmt.Errorf("agent: %s: %v: %s", filepath.Base(b.argv[0]), out.WaitErr, proc.LastLines(out.Stderr, 5))
+}
+
+// note says what crossed the door.
+func (b *Backend) note(st gateway.Stats) string {
+	s := fmt.Sprintf("door (%s): %d request(s), %d reply(ies) booked", b.o.Wire, st.Requests, st.Booked)
+	if st.Refused > 0 {
+		s += fmt.Sprintf(", %d refused", st.Refused)
+	}
+	if st.Cut > 0 {
+		s += fmt.Sprintf(", %d cut mid-reply", st.Cut)
+	}
+	return s
+}
+
+// command is the program, arguments, environment and stdin that run the
+// agent: the door's URL in every baseURLEnv name, the token in every
+// keyEnv name, the real key's variable removed.
+func (b *Backend) command(ctx context.Context, req purser.CallRequest, model string, lane *gateway.Lane) (string, []string, []string, *strings.Reader, func(), error) {
+	argv := slices.Clone(b.argv)
+	usesPrompt := false
+	for i := 1; i < len(argv); i++ {
+		if strings.Contains(argv[i], "{prompt}") {
+			usesPrompt = true
+		}
+		argv[i] = strings.ReplaceAll(strings.ReplaceAll(argv[i], "{model}", model), "{prompt}", req.Prompt)
+	}
+	stdin := strings.NewReader("")
+	if b.o.PromptStdin || !usesPrompt {
+		stdin = strings.NewReader(req.Prompt)
+	}
+	url := lane.URL()
+	cleanup := func() {}
+	var box *sandbox.Box
+	if b.o.box.On() {
+		if b.o.box.Homes == "" || req.TaskID == "" {
+			return "", nil, nil, nil, nil, errors.New("sandbox is on but no HOME can be made for the box (a backend built without the config loader, or a call without a task)")
+		}
+		home := filepath.Join(b.o.box.Homes, "agent-"+req.TaskID)
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			return "", nil, nil, nil, nil, fmt.Errorf("making the box's HOME: %w", err)
+		}
+		sockDir, err := os.MkdirTemp("", "purser-door-")
+		if err != nil {
+			return "", nil, nil, nil, nil, err
+		}
+		cleanup = func() { _ = os.RemoveAll(sockDir) }
+		door := &sandbox.Door{Socket: filepath.Join(sockDir, "door.sock"), Port: boxPort}
+		if err := lane.ServeUnix(door.Socket); err != nil {
+			cleanup()
+			return "", nil, nil, nil, nil, err
+		}
+		url = door.URL()
+		box = &sandbox.Box{Workspace: req.Workspace, Home: home, ReadOnly: readOnly(argv[0], req.Workspace, b.o.box.ReadOnly),
+			Env: sandbox.EnvAllowList(os.Environ(), b.o.box.Env...), Door: door}
+	}
+	set := map[string]string{}
+	maps.Copy(set, b.o.Env)
+	base := url
+	if strings.HasPrefix(b.o.Wire, "openai") {
+		base += "/v1"
+	}
+	for _, k := range b.o.BaseURLEnv {
+		set[k] = base
+	}
+	for _, k := range b.o.KeyEnv {
+		set[k] = lane.Token()
+	}
+	set["PURSER_MODEL"] = model
+	drop := map[string]bool{}
+	if b.key.Env != "" && !slices.Contains(b.o.KeyEnv, b.key.Env) {
+		drop[b.key.Env] = true // the real key never reaches the agent
+	}
+	if box != nil {
+		for k := range drop {
+			delete(box.Env, k)
+		}
+		maps.Copy(box.Env, set)
+		cmd, err := box.Command(ctx, argv[0], argv[1:]...)
+		if err != nil {
+			cleanup()
+			return "", nil, nil, nil, nil, err
+		}
+		return cmd.Path, cmd.Args[1:], cmd.Env, stdin, cleanup, nil
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, over := set[k]; over || drop[k] || k == "NO_PROXY" || k == "no_proxy" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		env = append(env, k+"="+set[k])
+	}
+	// A CLI told to use an HTTP proxy must reach the door directly.
+	np := os.Getenv("NO_PROXY")
+	if np != "" {
+		np += ","
+	}
+	env = append(env, "NO_PROXY="+np+"127.0.0.1,localhost", "no_proxy="+np+"127.0.0.1,localhost")
+	return argv[0], argv[1:], env, stdin, cleanup, nil
+}
+
+// readOnly is the box's read-only paths: the setting's, and the agent's
+// program file when the box would not see it otherwise.
+func readOnly(program, workspace string, extra []string) []string {
+	out := slices.Clone(extra)
+	ws := filepath.Clean(workspace) + "/"
+	if filepath.IsAbs(program) && !strings.HasPrefix(program, "/usr/") && !strings.HasPrefix(program, "/bin/") &&
+		!strings.HasPrefix(program, ws) && !slices.Contains(out, program) {
+		out = append(out, filepath.Clean(program))
+	}
+	return out
+}
