@@ -60,6 +60,7 @@ func newStatusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			a.TaskForecasts(cmd.Context(), recs, tasks)
 			if asJSON {
 				return report.WriteStatusJSON(cmd.OutOrStdout(), app.ShownDatabase(where.Path), tasks, runs)
 			}

@@ -1,0 +1,109 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/advise"
+	"github.com/purser-dev/purser/engine"
+	"github.com/purser-dev/purser/pricing"
+	"github.com/purser-dev/purser/replay"
+	"github.com/purser-dev/purser/report"
+)
+
+// forecasters fits each task's spend forecast (engine.ForecastResolver):
+// from the corpus its budget names (forecastFrom.corpus), else from this
+// project's own database — the finished runs of the task's model. A model's
+// forecast is fitted once per engine and shared by its tasks.
+type forecasters struct {
+	store  Store
+	prices *pricing.Catalogue
+	dir    string // the project's directory: a corpus of a task with no file is relative to it
+
+	mu    sync.Mutex
+	cache map[[2]string]purser.SpendForecaster
+	runs  []replay.Run // the database's history, read once
+	read  bool
+	err   error
+}
+
+func newForecasters(s Store, prices *pricing.Catalogue, dir string) engine.ForecastResolver {
+	if prices == nil {
+		prices = pricing.New()
+	}
+	f := &forecasters{store: s, prices: prices, dir: dir, cache: map[[2]string]purser.SpendForecaster{}}
+	return f.resolve
+}
+
+func (f *forecasters) resolve(ctx context.Context, t purser.Task) purser.SpendForecaster {
+	model, _ := t.Backend.Model(t.ModelTier)
+	corpus := ""
+	if src := t.Budget.Forecast; src != nil {
+		corpus = src.Corpus
+		if !filepath.IsAbs(corpus) {
+			base := f.dir
+			if t.File != "" {
+				base = filepath.Dir(t.File)
+			}
+			corpus = filepath.Join(base, corpus)
+		}
+	}
+	key := [2]string{corpus, model}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fc, ok := f.cache[key]; ok {
+		return fc
+	}
+	var fc purser.SpendForecaster
+	if corpus != "" {
+		runs, err := replay.ParseFile(corpus)
+		if err != nil {
+			fc = advise.NoForecaster(fmt.Sprintf("the forecast's corpus could not be read: %v", err))
+		} else {
+			fc = advise.LiveForecaster(f.prices, runs, model, "corpus "+filepath.Base(corpus), true)
+		}
+	} else {
+		if !f.read {
+			f.runs, f.err, f.read = nil, nil, true
+			f.runs, f.err = replay.FromStore(ctx, f.store)
+		}
+		runs, err := f.runs, f.err
+		if err != nil {
+			fc = advise.NoForecaster(fmt.Sprintf("the project's history could not be read: %v", err))
+		} else {
+			fc = advise.LiveForecaster(f.prices, runs, model, "this project's database", false)
+		}
+	}
+	f.cache[key] = fc
+	return fc
+}
+
+// TaskForecasts sets the spend forecast of each task not DONE in tasks (as
+// `purser status` shows them, recs their records in the same order), read
+// the way the engine reads it: the task's model is that of its first call.
+func (a *App) TaskForecasts(ctx context.Context, recs []purser.TaskRecord, tasks []report.TaskStatus) {
+	f := &forecasters{store: a.Store, prices: a.Project.Prices, dir: a.Project.Dir, cache: map[[2]string]purser.SpendForecaster{}}
+	if f.prices == nil {
+		f.prices = pricing.New()
+	}
+	models := map[string]string{}
+	f.mu.Lock()
+	f.runs, f.err, f.read = nil, nil, true
+	f.runs, f.err = replay.FromStore(ctx, a.Store)
+	for _, r := range f.runs {
+		models[r.InstanceID] = r.Model
+	}
+	f.mu.Unlock()
+	for i, rec := range recs {
+		if i >= len(tasks) || rec.State == purser.StateDone {
+			continue
+		}
+		t := purser.Task{ID: rec.ID, File: rec.File, Budget: rec.Budget,
+			Backend: purser.BackendSpec{Models: map[string]string{"": models[rec.ID]}}}
+		fc := f.resolve(ctx, t).ForecastSpend(tasks[i].Budget.UsedUSD)
+		tasks[i].Forecast = &fc
+	}
+}
