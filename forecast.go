@@ -31,7 +31,9 @@ type SpendForecast struct {
 	// and were solved (Labelled 0: unknown).
 	PSolved  float64 `json:"pSolved"`
 	Labelled int     `json:"labelled"`
-	// Reached is how many past runs got this far, of Runs.
+	// Reached is how many past runs got this far, of the Runs the
+	// forecast reads (about half the history: the other half calibrated
+	// its interval).
 	Reached int `json:"reached"`
 	Runs    int `json:"runs"`
 	// Source says which history it was read from.

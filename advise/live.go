@@ -25,6 +25,14 @@ func (f Forecaster) ForecastSpend(spent budget.USD) purser.SpendForecast {
 		return purser.SpendForecast{Spent: spent, Why: f.Source, Source: f.Source}
 	}
 	g := f.Model.Forecast(spent)
+	// To the cent, outward: the interval is an estimate, and nano-dollars
+	// would claim a precision it does not have.
+	const cent = budget.NanosPerDollar / 100
+	if g.OK {
+		g.Median = (g.Median + cent/2) / cent * cent
+		g.Low = max(g.Low/cent*cent, min(spent, g.Low))
+		g.High = (g.High + cent - 1) / cent * cent
+	}
 	return purser.SpendForecast{OK: g.OK, Why: g.Why, Spent: spent, Median: g.Median, Low: g.Low, High: g.High,
 		Coverage: g.Coverage, Calibrated: g.Calibrated, PSolved: g.PSolved, Labelled: g.Labelled,
 		Reached: g.Reached, Runs: f.Model.Runs(), Source: f.Source}

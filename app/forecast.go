@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/purser-dev/purser"
@@ -24,7 +25,7 @@ type forecasters struct {
 	dir    string // the project's directory: a corpus of a task with no file is relative to it
 
 	mu    sync.Mutex
-	cache map[[2]string]purser.SpendForecaster
+	cache map[[3]string]purser.SpendForecaster
 	runs  []replay.Run // the database's history, read once
 	read  bool
 	err   error
@@ -34,11 +35,17 @@ func newForecasters(s Store, prices *pricing.Catalogue, dir string) engine.Forec
 	if prices == nil {
 		prices = pricing.New()
 	}
-	f := &forecasters{store: s, prices: prices, dir: dir, cache: map[[2]string]purser.SpendForecaster{}}
+	f := &forecasters{store: s, prices: prices, dir: dir, cache: map[[3]string]purser.SpendForecaster{}}
 	return f.resolve
 }
 
 func (f *forecasters) resolve(ctx context.Context, t purser.Task) purser.SpendForecaster {
+	return f.resolveWithout(ctx, t, "")
+}
+
+// resolveWithout is resolve with the task named exclude left out of the
+// database's history: a stopped task's forecast is not read from itself.
+func (f *forecasters) resolveWithout(ctx context.Context, t purser.Task, exclude string) purser.SpendForecaster {
 	model, _ := t.Backend.Model(t.ModelTier)
 	corpus := ""
 	if src := t.Budget.Forecast; src != nil {
@@ -51,7 +58,7 @@ func (f *forecasters) resolve(ctx context.Context, t purser.Task) purser.SpendFo
 			corpus = filepath.Join(base, corpus)
 		}
 	}
-	key := [2]string{corpus, model}
+	key := [3]string{corpus, model, exclude}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if fc, ok := f.cache[key]; ok {
@@ -71,6 +78,9 @@ func (f *forecasters) resolve(ctx context.Context, t purser.Task) purser.SpendFo
 			f.runs, f.err = replay.FromStore(ctx, f.store)
 		}
 		runs, err := f.runs, f.err
+		if exclude != "" {
+			runs = slices.DeleteFunc(slices.Clone(runs), func(r replay.Run) bool { return r.InstanceID == exclude })
+		}
 		if err != nil {
 			fc = advise.NoForecaster(fmt.Sprintf("the project's history could not be read: %v", err))
 		} else {
@@ -85,7 +95,7 @@ func (f *forecasters) resolve(ctx context.Context, t purser.Task) purser.SpendFo
 // `purser status` shows them, recs their records in the same order), read
 // the way the engine reads it: the task's model is that of its first call.
 func (a *App) TaskForecasts(ctx context.Context, recs []purser.TaskRecord, tasks []report.TaskStatus) {
-	f := &forecasters{store: a.Store, prices: a.Project.Prices, dir: a.Project.Dir, cache: map[[2]string]purser.SpendForecaster{}}
+	f := &forecasters{store: a.Store, prices: a.Project.Prices, dir: a.Project.Dir, cache: map[[3]string]purser.SpendForecaster{}}
 	if f.prices == nil {
 		f.prices = pricing.New()
 	}
@@ -103,7 +113,7 @@ func (a *App) TaskForecasts(ctx context.Context, recs []purser.TaskRecord, tasks
 		}
 		t := purser.Task{ID: rec.ID, File: rec.File, Budget: rec.Budget,
 			Backend: purser.BackendSpec{Models: map[string]string{"": models[rec.ID]}}}
-		fc := f.resolve(ctx, t).ForecastSpend(tasks[i].Budget.UsedUSD)
+		fc := f.resolveWithout(ctx, t, rec.ID).ForecastSpend(tasks[i].Budget.UsedUSD)
 		tasks[i].Forecast = &fc
 	}
 }

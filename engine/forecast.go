@@ -70,7 +70,7 @@ func (t *taskRun) checkForecastTrigger(_ context.Context, f purser.SpendForecast
 		return
 	}
 	if st := t.budget.Status(); st.Tier < budget.Warning {
-		t.e.emit(t, purser.Event{Type: purser.EventTier, Message: fmt.Sprintf("task budget: %s → %s by %s (%s)", st.Tier, budget.Warning, why, f)})
+		t.e.emit(t, purser.Event{Type: purser.EventTier, Message: fmt.Sprintf("task budget: %s → %s by %s", st.Tier, budget.Warning, why)})
 	}
 	t.log.Warn("forecast trigger: WARNING before the spend gets there", "why", why)
 }
