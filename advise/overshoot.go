@@ -75,5 +75,5 @@ func (o Overshoot) String() string {
 	if o.Model == "" {
 		of = "of every model (none of the task's)"
 	}
-	return fmt.Sprintf("one call spent %s (median), %s (p90), %s (most) in %d calls %s", o.Median, o.P90, o.Max, o.Calls, of)
+	return fmt.Sprintf("one call spent %s (median), %s (p90), %s (most) in %d calls %s", cents(o.Median), cents(o.P90), cents(o.Max), o.Calls, of)
 }

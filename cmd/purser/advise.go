@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/advise"
+	"github.com/purser-dev/purser/app"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/forecast"
 	"github.com/purser-dev/purser/pricing"
@@ -54,11 +57,20 @@ final spend, and the median's error, per system and model.`,
 			if err != nil {
 				return err
 			}
+			stuckLine := "this corpus records no validator results per iteration, so a stuck run cannot be told from it"
+			if fromDB {
+				if stuckLine, err = stuckInDB(cmd, db); err != nil {
+					return err
+				}
+			}
 			for _, g := range groups {
 				if asJSON {
 					continue
 				}
 				if err := advise.WriteText(cmd.OutOrStdout(), g); err != nil {
+					return err
+				}
+				if err := writeTrigger(cmd, prices, runs, g, stuckLine); err != nil {
 					return err
 				}
 			}
@@ -238,4 +250,51 @@ func calibrationJSON(cs []advise.Calibration) any {
 	out.Pooled.Raw = toScore(advise.Pooled(cs, func(c advise.Calibration) forecast.Score { return c.Raw }))
 	out.Pooled.Calibrated = toScore(advise.Pooled(cs, func(c advise.Calibration) forecast.Score { return c.Calibrated }))
 	return out
+}
+
+// writeTrigger writes, after a group's advice, the forecast trigger beside
+// the plain warning line at the proposed hard money cap, the overshoot of
+// onHard: finish-call, and what is known of stuck runs.
+func writeTrigger(cmd *cobra.Command, prices *pricing.Catalogue, runs []replay.Run, g advise.Group, stuck string) error {
+	if g.TooFew {
+		return nil
+	}
+	var money *advise.Proposal
+	for i := range g.Proposals {
+		if g.Proposals[i].Metric == budget.Money {
+			money = &g.Proposals[i]
+		}
+	}
+	if money == nil {
+		_, err := fmt.Fprintln(cmd.OutOrStdout(), "  forecast trigger and finish-call: no money figures in this group")
+		return err
+	}
+	var mine []replay.Run
+	for _, r := range runs {
+		if r.System == g.System && r.Model == g.Model {
+			mine = append(mine, r)
+		}
+	}
+	tc := advise.CompareTrigger(prices, mine, budget.USD(money.Hard), budget.USD(money.Optimal))
+	return advise.WriteTrigger(cmd.OutOrStdout(), tc, advise.FinishCallOvershoot(prices, mine, g.Model), stuck)
+}
+
+// stuckInDB counts the tasks of the database that ended stuck (stuckAfter).
+func stuckInDB(cmd *cobra.Command, db string) (string, error) {
+	a, err := app.Open(cmd.Context(), app.Options{DB: db})
+	if err != nil {
+		return "", err
+	}
+	defer a.Close()
+	tasks, err := a.Store.Tasks(cmd.Context())
+	if err != nil {
+		return "", err
+	}
+	n := 0
+	for _, t := range tasks {
+		if t.State == purser.StateBlocked && strings.HasPrefix(t.Reason, "stuck:") {
+			n++
+		}
+	}
+	return fmt.Sprintf("%d of the database's %d tasks ended stuck", n, len(tasks)), nil
 }
