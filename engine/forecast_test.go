@@ -209,3 +209,21 @@ func TestStuckRunIsBlockedEarly(t *testing.T) {
 		t.Fatalf("without stuckAfter: %v after %d calls", err, len(h.calls()))
 	}
 }
+
+// The event announcing WARNING carries the forecast at that moment: the
+// WARNING alert is made from it.
+func TestWarningEventCarriesTheForecast(t *testing.T) {
+	t.Parallel()
+	f, _ := forecastFixture(t, thirtyThenFix, budget.Config{Optimal: budget.Limits{USD: usd("0.25")}, Hard: budget.HardLimits{USD: usd("10"), MaxIterations: ptr(5)}})
+	must(t, f.run())
+	var warn []string
+	for _, ev := range f.events {
+		if ev.Type == purser.EventTier && strings.Contains(ev.Message, "→ warning") {
+			warn = append(warn, ev.Message)
+		}
+	}
+	if len(warn) != 1 || !strings.Contains(warn[0], "task budget: optimal → warning by money; forecast to finish $") ||
+		!strings.Contains(warn[0], "% were solved") {
+		t.Fatalf("WARNING events %q: want one, with the forecast", warn)
+	}
+}
