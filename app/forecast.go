@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/advise"
+	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/pricing"
 	"github.com/purser-dev/purser/replay"
@@ -95,25 +97,69 @@ func (f *forecasters) resolveWithout(ctx context.Context, t purser.Task, exclude
 // `purser status` shows them, recs their records in the same order), read
 // the way the engine reads it: the task's model is that of its first call.
 func (a *App) TaskForecasts(ctx context.Context, recs []purser.TaskRecord, tasks []report.TaskStatus) {
-	f := &forecasters{store: a.Store, prices: a.Project.Prices, dir: a.Project.Dir, cache: map[[3]string]purser.SpendForecaster{}}
-	if f.prices == nil {
-		f.prices = pricing.New()
-	}
-	models := map[string]string{}
-	f.mu.Lock()
-	f.runs, f.err, f.read = nil, nil, true
-	f.runs, f.err = replay.FromStore(ctx, a.Store)
-	for _, r := range f.runs {
-		models[r.InstanceID] = r.Model
-	}
-	f.mu.Unlock()
+	sf := a.StoredForecasts(0)
 	for i, rec := range recs {
-		if i >= len(tasks) || rec.State == purser.StateDone {
-			continue
+		if i < len(tasks) {
+			tasks[i].Forecast = sf.forecast(ctx, rec, tasks[i].Budget.UsedUSD)
 		}
-		t := purser.Task{ID: rec.ID, File: rec.File, Budget: rec.Budget,
-			Backend: purser.BackendSpec{Models: map[string]string{"": models[rec.ID]}}}
-		fc := f.resolveWithout(ctx, t, rec.ID).ForecastSpend(tasks[i].Budget.UsedUSD)
-		tasks[i].Forecast = &fc
 	}
+}
+
+// StoredForecasts forecasts the tasks of the database as they stand, for
+// readers that are not the engine (status, the dashboard): the history is
+// read again when it is older than refresh (0: never).
+func (a *App) StoredForecasts(refresh time.Duration) *StoredForecasts {
+	return &StoredForecasts{a: a, refresh: refresh}
+}
+
+// StoredForecasts is what StoredForecasts returns. It is safe for
+// concurrent use.
+type StoredForecasts struct {
+	a       *App
+	refresh time.Duration
+
+	mu     sync.Mutex
+	f      *forecasters
+	models map[string]string // task → the model of its first call
+	at     time.Time
+}
+
+// Forecast is the spend forecast of the task id, nil when it is DONE or
+// unknown: the dashboard's dashboard.Forecaster.
+func (s *StoredForecasts) Forecast(ctx context.Context, id string) *purser.SpendForecast {
+	rec, err := s.a.Store.Task(ctx, id)
+	if err != nil {
+		return nil
+	}
+	totals, err := s.a.Store.UsageTotals(ctx, id)
+	if err != nil {
+		return nil
+	}
+	return s.forecast(ctx, rec, totals.USD)
+}
+
+func (s *StoredForecasts) forecast(ctx context.Context, rec purser.TaskRecord, spent budget.USD) *purser.SpendForecast {
+	if rec.State == purser.StateDone {
+		return nil
+	}
+	s.mu.Lock()
+	if s.f == nil || (s.refresh > 0 && time.Since(s.at) > s.refresh) {
+		proj := s.a.Project
+		f := &forecasters{store: s.a.Store, prices: proj.Prices, dir: proj.Dir, cache: map[[3]string]purser.SpendForecaster{}}
+		if f.prices == nil {
+			f.prices = pricing.New()
+		}
+		f.runs, f.err = replay.FromStore(ctx, s.a.Store)
+		f.read = true
+		s.models = map[string]string{}
+		for _, r := range f.runs {
+			s.models[r.InstanceID] = r.Model
+		}
+		s.f, s.at = f, time.Now()
+	}
+	f, model := s.f, s.models[rec.ID]
+	s.mu.Unlock()
+	t := purser.Task{ID: rec.ID, File: rec.File, Budget: rec.Budget, Backend: purser.BackendSpec{Models: map[string]string{"": model}}}
+	fc := f.resolveWithout(ctx, t, rec.ID).ForecastSpend(spent)
+	return &fc
 }
