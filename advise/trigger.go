@@ -141,9 +141,9 @@ func medianUSD(v []budget.USD) budget.USD {
 	return v[(len(v)-1)/2]
 }
 
-// WriteTrigger writes the comparison, the overshoot of onHard:
-// finish-call, and what the history says of stuck runs, for one group.
-func WriteTrigger(w io.Writer, tc TriggerComparison, o Overshoot, stuck string) error {
+// WriteTrigger writes the comparison and the overshoot of onHard:
+// finish-call for one group.
+func WriteTrigger(w io.Writer, tc TriggerComparison, o Overshoot) error {
 	fmt.Fprintf(w, "\n  WARNING before the cap, at hard %s, scored on %d runs (the forecast fitted on the others):\n", tc.Cap, tc.Runs)
 	if tc.Why != "" {
 		fmt.Fprintf(w, "    no figure: %s\n", tc.Why)
@@ -152,8 +152,7 @@ func WriteTrigger(w io.Writer, tc TriggerComparison, o Overshoot, stuck string) 
 		writeScore(w, fmt.Sprintf("plain warning line at %s (the proposed optimal)", tc.Line), tc.Plain)
 		fmt.Fprintf(w, "    (what degrading then saves is not replayable: a degraded run is another run)\n")
 	}
-	fmt.Fprintf(w, "  onHard: finish-call would overshoot the cap by up to one call: %s\n", o)
-	_, err := fmt.Fprintf(w, "  stuck runs (stuckAfter): %s\n", stuck)
+	_, err := fmt.Fprintf(w, "  onHard: finish-call would overshoot the cap by up to one call: %s\n", o)
 	return err
 }
 

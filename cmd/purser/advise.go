@@ -57,12 +57,6 @@ final spend, and the median's error, per system and model.`,
 			if err != nil {
 				return err
 			}
-			stuckLine := "this corpus records no validator results per iteration, so a stuck run cannot be told from it"
-			if fromDB {
-				if stuckLine, err = stuckInDB(cmd, db); err != nil {
-					return err
-				}
-			}
 			for _, g := range groups {
 				if asJSON {
 					continue
@@ -70,9 +64,20 @@ final spend, and the median's error, per system and model.`,
 				if err := advise.WriteText(cmd.OutOrStdout(), g); err != nil {
 					return err
 				}
-				if err := writeTrigger(cmd, prices, runs, g, stuckLine); err != nil {
+				if err := writeTrigger(cmd, prices, runs, g); err != nil {
 					return err
 				}
+			}
+			if !asJSON {
+				// Stuck runs (stuckAfter) are told apart by validator
+				// results, which only Purser's own history records.
+				stuck := "this corpus records no validator results per iteration, so a stuck run cannot be told from it"
+				if fromDB {
+					if stuck, err = stuckInDB(cmd, db); err != nil {
+						return err
+					}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "\nstuck runs (stuckAfter): %s\n", stuck)
 			}
 			if plot != "" {
 				f, err := os.Create(plot)
@@ -253,9 +258,9 @@ func calibrationJSON(cs []advise.Calibration) any {
 }
 
 // writeTrigger writes, after a group's advice, the forecast trigger beside
-// the plain warning line at the proposed hard money cap, the overshoot of
-// onHard: finish-call, and what is known of stuck runs.
-func writeTrigger(cmd *cobra.Command, prices *pricing.Catalogue, runs []replay.Run, g advise.Group, stuck string) error {
+// the plain warning line at the proposed hard money cap, and the overshoot
+// of onHard: finish-call.
+func writeTrigger(cmd *cobra.Command, prices *pricing.Catalogue, runs []replay.Run, g advise.Group) error {
 	if g.TooFew {
 		return nil
 	}
@@ -276,7 +281,7 @@ func writeTrigger(cmd *cobra.Command, prices *pricing.Catalogue, runs []replay.R
 		}
 	}
 	tc := advise.CompareTrigger(prices, mine, budget.USD(money.Hard), budget.USD(money.Optimal))
-	return advise.WriteTrigger(cmd.OutOrStdout(), tc, advise.FinishCallOvershoot(prices, mine, g.Model), stuck)
+	return advise.WriteTrigger(cmd.OutOrStdout(), tc, advise.FinishCallOvershoot(prices, mine, g.Model))
 }
 
 // stuckInDB counts the tasks of the database that ended stuck (stuckAfter).

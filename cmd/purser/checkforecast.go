@@ -7,15 +7,28 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/advise"
+	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/pricing"
 	"github.com/purser-dev/purser/replay"
 )
 
-// describeOnHard says, for a task whose budget lets the call in flight end
-// at the hard cap (onHard: finish-call), what that costs past the cap: one
+// describeOnHard says what a task's budget asks beyond its tiers: the
+// forecast trigger and where it is fitted from, stuckAfter, and, for a
+// budget that lets the call in flight end at the hard cap (onHard:
+// finish-call), what that costs past the cap: one
 // call's spend in the corpus its budget names, so that the choice is made
 // knowing its price. check opens no database: without a corpus it says so.
 func describeOnHard(w io.Writer, t purser.Task, prices *pricing.Catalogue) {
+	from := "this project's database (finished tasks of the same model)"
+	if src := t.Budget.Forecast; src != nil {
+		from = "corpus " + src.Corpus
+	}
+	if t.Budget.Warning.Forecast == budget.ForecastHard {
+		fmt.Fprintf(w, "  forecast    WARNING once the forecast's upper bound passes hard.usd; fitted on %s\n", from)
+	}
+	if n := t.Budget.StuckAfter; n != nil {
+		fmt.Fprintf(w, "  stuck       BLOCKED after %d iterations in a row failing the same validators with no change to the workspace\n", *n)
+	}
 	if !t.Budget.FinishCall() {
 		return
 	}
