@@ -15,13 +15,15 @@ import (
 type Overshoot struct {
 	// Model is the model whose calls were read ("" when the history has
 	// none of the task's model and every call was read).
-	Model string
+	Model string `json:"model"`
 	// Calls is how many calls had a known spend.
-	Calls int
+	Calls int `json:"calls"`
 	// Median, P90 and Max are the spend of one call.
-	Median, P90, Max budget.USD
+	Median budget.USD `json:"medianUsd"`
+	P90    budget.USD `json:"p90Usd"`
+	Max    budget.USD `json:"maxUsd"`
 	// Why says why there is no figure (no call recorded one by one).
-	Why string
+	Why string `json:"why,omitempty"`
 }
 
 // FinishCallOvershoot reads the spend of one call from runs: the calls of

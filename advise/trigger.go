@@ -20,23 +20,30 @@ type WarningScore struct {
 	// Reached is how many runs spent the cap (the plain cap stops them);
 	// Warned how many of those were warned before the call that reached
 	// it; Left the median money left under the cap when they were.
-	Reached, Warned int
-	Left            budget.USD
+	Reached int        `json:"reached"`
+	Warned  int        `json:"warned"`
+	Left    budget.USD `json:"leftUsd"`
 	// Under is how many runs ended under the cap; FalseAlarms how many of
 	// them were warned all the same (their calls degraded for nothing),
 	// SolvedAlarms how many of those were solved.
-	Under, FalseAlarms, SolvedAlarms int
+	Under        int `json:"under"`
+	FalseAlarms  int `json:"falseAlarms"`
+	SolvedAlarms int `json:"solvedAlarms"`
 }
 
 // TriggerComparison sets the forecast trigger (warning.forecast: hard)
 // beside the plain WARNING line (the proposed optimal) on the same runs
 // and the same hard cap.
 type TriggerComparison struct {
-	Cap, Line         budget.USD
-	Runs              int // runs scored: every other run, the forecast fitted on the rest
-	Forecast, Plain   WarningScore
-	Why               string // why there is no comparison ("" when there is)
-	FitRuns, HeldRuns int
+	Cap  budget.USD `json:"capUsd"`
+	Line budget.USD `json:"lineUsd"`
+	// Runs is how many runs were scored: every other run, the forecast
+	// fitted on the rest (FitRuns of them read, the others calibrating).
+	Runs     int          `json:"runs"`
+	FitRuns  int          `json:"fitRuns"`
+	Forecast WarningScore `json:"forecast"`
+	Plain    WarningScore `json:"plain"`
+	Why      string       `json:"why,omitempty"` // why there is no comparison ("" when there is)
 }
 
 // CompareTrigger scores the forecast trigger and the plain warning line on

@@ -98,7 +98,9 @@ final spend, and the median's error, per system and model.`,
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
-				return enc.Encode(adviceJSON(groups))
+				return enc.Encode(adviceJSON(groups, func(g advise.Group) (*advise.TriggerComparison, *advise.Overshoot) {
+					return triggerOf(prices, runs, g)
+				}))
 			}
 			return nil
 		},
@@ -128,6 +130,10 @@ type adviceGroupJSON struct {
 	Budget                 *budget.Config        `json:"budget"` // null when TooFew
 	MaxIterationsIsDefault bool                  `json:"maxIterationsIsDefault"`
 	TradeOff               []adviceCandidateJSON `json:"tradeOff"`
+	// ForecastTrigger and FinishCallOvershoot are null when the group has
+	// no money figures (or too few runs).
+	ForecastTrigger     *advise.TriggerComparison `json:"forecastTrigger"`
+	FinishCallOvershoot *advise.Overshoot         `json:"finishCallOvershoot"`
 }
 
 // adviceCandidateJSON is one hard cap of the trade-off, in its metric's
@@ -142,7 +148,7 @@ type adviceCandidateJSON struct {
 	SpentUSD  budget.USD  `json:"spentUsd"`
 }
 
-func adviceJSON(groups []advise.Group) any {
+func adviceJSON(groups []advise.Group, trigger func(advise.Group) (*advise.TriggerComparison, *advise.Overshoot)) any {
 	out := []adviceGroupJSON{}
 	for _, g := range groups {
 		j := adviceGroupJSON{System: g.System, Model: g.Model, Runs: g.Runs, Solved: g.Solved, TooFew: g.TooFew, TotalsOnly: g.TotalsOnly, Basis: g.Basis, TradeOff: []adviceCandidateJSON{}}
@@ -161,6 +167,7 @@ func adviceJSON(groups []advise.Group) any {
 			}
 			j.TradeOff = append(j.TradeOff, adviceCandidateJSON{Basis: c.Basis, Metric: metric.String(), Cap: capValue, Stopped: c.Stopped, SolvedCut: c.SolvedCut, SavedUSD: c.SavedUSD, SpentUSD: c.SpentUSD})
 		}
+		j.ForecastTrigger, j.FinishCallOvershoot = trigger(g)
 		out = append(out, j)
 	}
 	return struct {
@@ -264,15 +271,26 @@ func writeTrigger(cmd *cobra.Command, prices *pricing.Catalogue, runs []replay.R
 	if g.TooFew {
 		return nil
 	}
+	tc, o := triggerOf(prices, runs, g)
+	if tc == nil {
+		_, err := fmt.Fprintln(cmd.OutOrStdout(), "  forecast trigger and finish-call: no money figures in this group")
+		return err
+	}
+	return advise.WriteTrigger(cmd.OutOrStdout(), *tc, *o)
+}
+
+// triggerOf scores the forecast trigger at the group's proposed hard money
+// cap and reads finish-call's overshoot from its runs; nil, nil when the
+// group has no money proposal.
+func triggerOf(prices *pricing.Catalogue, runs []replay.Run, g advise.Group) (*advise.TriggerComparison, *advise.Overshoot) {
 	var money *advise.Proposal
 	for i := range g.Proposals {
 		if g.Proposals[i].Metric == budget.Money {
 			money = &g.Proposals[i]
 		}
 	}
-	if money == nil {
-		_, err := fmt.Fprintln(cmd.OutOrStdout(), "  forecast trigger and finish-call: no money figures in this group")
-		return err
+	if g.TooFew || money == nil {
+		return nil, nil
 	}
 	var mine []replay.Run
 	for _, r := range runs {
@@ -281,7 +299,8 @@ func writeTrigger(cmd *cobra.Command, prices *pricing.Catalogue, runs []replay.R
 		}
 	}
 	tc := advise.CompareTrigger(prices, mine, budget.USD(money.Hard), budget.USD(money.Optimal))
-	return advise.WriteTrigger(cmd.OutOrStdout(), tc, advise.FinishCallOvershoot(prices, mine, g.Model))
+	o := advise.FinishCallOvershoot(prices, mine, g.Model)
+	return &tc, &o
 }
 
 // stuckInDB counts the tasks of the database that ended stuck (stuckAfter).
