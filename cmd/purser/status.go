@@ -60,8 +60,8 @@ func newStatusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			a.TaskForecasts(cmd.Context(), recs, tasks)
 			if asJSON {
+				a.TaskForecasts(cmd.Context(), recs, tasks) // reads the history: only where it is shown
 				return report.WriteStatusJSON(cmd.OutOrStdout(), app.ShownDatabase(where.Path), tasks, runs)
 			}
 			return report.WriteStatusText(cmd.OutOrStdout(), where.String(), tasks, runs, tui.Summary)
