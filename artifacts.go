@@ -25,6 +25,9 @@ type TaskStop struct {
 	// case (its validators passed once more after a hard cap stopped the
 	// call that fixed it).
 	DoneNote string
+	// Forecast is the task's last spend forecast; nil when it had no
+	// forecaster (STATUS.md then says nothing of one).
+	Forecast *SpendForecast
 }
 
 // ArtifactRenderer renders the two files the engine writes at a task's

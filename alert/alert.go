@@ -156,6 +156,11 @@ func (a Alert) Text() string {
 		fmt.Fprintf(&b, "Purser: task %s is BLOCKED by its budget", a.TaskID)
 	}
 	fmt.Fprintf(&b, ": %s", usedSummary(a.Status))
+	// The engine's WARNING event carries the spend forecast, when the task
+	// has one (docs/forecast.md): where the money is heading.
+	if i := strings.Index(a.Message, "forecast to finish "); a.Kind == Warning && i >= 0 {
+		fmt.Fprintf(&b, "; %s", a.Message[i:])
+	}
 	if a.Kind == Blocked && a.Message != "" {
 		fmt.Fprintf(&b, ". %s", a.Message)
 	}

@@ -226,6 +226,7 @@ func (a *App) NewEngine(o EngineOptions) (*engine.Engine, error) {
 		Shared:     a.Store,
 		Named:      a.Store,
 		Logger:     o.Logger,
+		Forecasts:  newForecasters(a.Store, o.Prices, a.Project.Dir),
 	})
 }
 

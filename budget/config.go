@@ -66,7 +66,34 @@ type Limits struct {
 	USD         *USD     `json:"usd,omitempty" yaml:"usd,omitempty"`
 	Tokens      *int64   `json:"tokens,omitempty" yaml:"tokens,omitempty"`
 	TimeMinutes *Minutes `json:"timeMinutes,omitempty" yaml:"timeMinutes,omitempty"`
+	// Forecast, on the warning tier only, is a trigger read from the
+	// spend forecast rather than from spend: "hard" enters WARNING (and
+	// its degrade policy) once the forecast's upper bound passes the hard
+	// money cap, before the spend gets there. Empty: off.
+	Forecast ForecastTrigger `json:"forecast,omitempty" yaml:"forecast,omitempty"`
 }
+
+// ForecastTrigger is what the forecast of a task's final spend is compared
+// with to enter WARNING early (warning.forecast).
+type ForecastTrigger string
+
+// ForecastHard: WARNING once the forecast's upper bound passes hard.usd.
+const ForecastHard ForecastTrigger = "hard"
+
+// OnHard is what happens to the call in flight when a hard cap is crossed.
+type OnHard string
+
+const (
+	// OnHardCut cancels the call in flight at once: the spec's "stop
+	// immediately", and the default (also the empty value).
+	OnHardCut OnHard = "cut"
+	// OnHardFinishCall lets the call in flight end and books all it
+	// spent, then stops: the task is BLOCKED all the same, nothing is
+	// retried, and the next iteration is refused with
+	// BudgetExhaustedError. It trades an overshoot of up to one call's
+	// spend for that call's work.
+	OnHardFinishCall OnHard = "finish-call"
+)
 
 // HardLimits are the hard cap: the Limits plus the iteration cap, which is
 // always present so that a hard stop by iteration is always available.
@@ -91,7 +118,29 @@ type Config struct {
 	Optimal Limits     `json:"optimal" yaml:"optimal"`
 	Warning Limits     `json:"warning" yaml:"warning"`
 	Hard    HardLimits `json:"hard" yaml:"hard"`
+	// OnHard is what crossing a hard cap does to the call in flight
+	// (OnHardCut when empty).
+	OnHard OnHard `json:"onHard,omitempty" yaml:"onHard,omitempty"`
+	// StuckAfter, when set, ends the task (BLOCKED, reason "stuck") once
+	// the same validators have failed this many iterations in a row with
+	// no change to the workspace: iterations that change nothing are
+	// money spent for nothing. Nil: off.
+	StuckAfter *int `json:"stuckAfter,omitempty" yaml:"stuckAfter,omitempty"`
+	// Forecast says where the history the spend forecast is read from
+	// comes from; nil: the project's own database.
+	Forecast *ForecastSource `json:"forecastFrom,omitempty" yaml:"forecastFrom,omitempty"`
 }
+
+// ForecastSource is the history a task's spend forecast is fitted on.
+type ForecastSource struct {
+	// Corpus is a replay corpus (JSON lines, as `purser advise` reads);
+	// the runs of the task's backend type and model are used when it has
+	// any, else all its runs. A relative path is the task file's.
+	Corpus string `json:"corpus,omitempty" yaml:"corpus,omitempty"`
+}
+
+// FinishCall reports whether the call in flight is let end at the hard cap.
+func (c Config) FinishCall() bool { return c.OnHard == OnHardFinishCall }
 
 // ValidationError names the field of a budget that is wrong and why.
 type ValidationError struct {
@@ -122,6 +171,29 @@ func (c Config) Validate() error {
 		add(fieldName(Hard, Iterations), "is required: an integer of at least 1")
 	case *c.Hard.MaxIterations < 1:
 		add(fieldName(Hard, Iterations), "must be an integer of at least 1, got %d", *c.Hard.MaxIterations)
+	}
+	switch c.Warning.Forecast {
+	case "":
+	case ForecastHard:
+		if c.Hard.USD == nil {
+			add("warning.forecast", "needs hard.usd: the forecast's upper bound is compared with it")
+		}
+	default:
+		add("warning.forecast", "must be %q, got %q", ForecastHard, c.Warning.Forecast)
+	}
+	if c.Optimal.Forecast != "" {
+		add("optimal.forecast", "is not a field of the optimal tier: the forecast trigger is warning.forecast")
+	}
+	switch c.OnHard {
+	case "", OnHardCut, OnHardFinishCall:
+	default:
+		add("onHard", "must be %q or %q, got %q", OnHardCut, OnHardFinishCall, c.OnHard)
+	}
+	if c.StuckAfter != nil && *c.StuckAfter < 1 {
+		add("stuckAfter", "must be an integer of at least 1, got %d", *c.StuckAfter)
+	}
+	if c.Forecast != nil && c.Forecast.Corpus == "" {
+		add("forecastFrom.corpus", "is required in forecastFrom: the path of a replay corpus")
 	}
 	for _, m := range thresholdMetrics {
 		l := c.limits(m)
@@ -162,7 +234,7 @@ func Fields() []Field {
 			out = append(out, Field{Path: fieldName(t, m), Whole: m == Tokens})
 		}
 	}
-	return append(out, Field{Path: fieldName(Hard, Iterations), Whole: true})
+	return append(out, Field{Path: fieldName(Hard, Iterations), Whole: true}, Field{Path: "stuckAfter", Whole: true})
 }
 
 // value returns the threshold of metric m as an int64 in the metric's unit

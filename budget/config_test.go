@@ -147,16 +147,27 @@ func TestBudgetExhaustedErrorMessage(t *testing.T) {
 // struct.
 func TestFieldsMatchTheConfigStruct(t *testing.T) {
 	want := map[string]bool{} // path → whole
-	ct := reflect.TypeOf(budget.Config{})
-	for i := range ct.NumField() {
-		tier := ct.Field(i)
-		for j := range tier.Type.NumField() {
-			f := tier.Type.Field(j)
-			kind := f.Type.Elem().Kind()
-			want[strings.Split(tier.Tag.Get("json"), ",")[0]+"."+strings.Split(f.Tag.Get("json"), ",")[0]] =
-				(kind == reflect.Int || kind == reflect.Int64) && f.Type.Elem().PkgPath() == ""
+	// Every numeric field, at any depth: a tier's thresholds, and
+	// top-level ones (stuckAfter). Strings and structs of strings
+	// (onHard, warning.forecast, forecastFrom) are not numbers.
+	var walk func(prefix string, st reflect.Type)
+	walk = func(prefix string, st reflect.Type) {
+		for i := range st.NumField() {
+			f := st.Field(i)
+			path := prefix + strings.Split(f.Tag.Get("json"), ",")[0]
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			switch kind := ft.Kind(); kind {
+			case reflect.Struct:
+				walk(path+".", ft)
+			case reflect.Int, reflect.Int64:
+				want[path] = ft.PkgPath() == ""
+			}
 		}
 	}
+	walk("", reflect.TypeOf(budget.Config{}))
 	got := map[string]bool{}
 	for _, f := range budget.Fields() {
 		got[f.Path] = f.Whole

@@ -63,6 +63,9 @@ type Options struct {
 	PollInterval time.Duration
 	// Logger receives errors reading the store; nil discards them.
 	Logger *slog.Logger
+	// Forecast, when set, gives each task not DONE its spend forecast
+	// (forecast.go); nil: the page shows none.
+	Forecast Forecaster
 }
 
 // CheckBind refuses to listen on a non-loopback address without a token:
@@ -171,6 +174,7 @@ func (h *handler) load(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	addForecasts(ctx, &snap, h.o.Forecast)
 	return json.Marshal(snap)
 }
 

@@ -87,6 +87,10 @@ type TaskView struct {
 	Models []SpendShare   `json:"models"`
 	Agents []SpendShare   `json:"agents"`
 	Docs   []ArtifactView `json:"docs"`
+	// Forecast is the spend forecast of a task not DONE, when the server
+	// has a forecaster; ForecastText says it in one line.
+	Forecast     *purser.SpendForecast `json:"forecast,omitempty"`
+	ForecastText string                `json:"forecastText,omitempty"`
 }
 
 // SpendShare is the part of a task's spend one model or agent accounts for.

@@ -99,7 +99,7 @@ func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int
 // prompt and record.
 func (t *taskRun) prepare(ctx context.Context, kind purser.CallKind, attempt int) (*preparedCall, error) {
 	e := t.e
-	d := decideDegrade(t.task.Degrade, t.budget)
+	d := t.degrade()
 	tier := t.task.ModelTier
 	if d.on(purser.SwitchTierCheap) && tier != purser.CheapTier {
 		if _, ok := t.task.Backend.Model(purser.CheapTier); ok {
@@ -212,6 +212,7 @@ func (t *taskRun) makeCall(ctx context.Context, pc *preparedCall, res *budget.Re
 		stopErr = err
 	}
 	e.emit(t, purser.Event{Type: purser.EventCallEnd, Call: pc.kind, Message: fmt.Sprintf("%s call %s", pc.kind, pc.rec.Outcome)})
+	t.updateForecast(ctx) // after every call, on what it spent
 	if stopErr != nil {
 		return "", stopErr
 	}

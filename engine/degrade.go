@@ -11,6 +11,7 @@ type degradeState struct {
 	tier   budget.Tier   // the tier that triggered them
 	metric budget.Metric // the metric that put that budget in its tier
 	scope  budget.Scope  // whose budget: the task's or the run's
+	why    string        // a reason besides the tier (the forecast trigger's)
 }
 
 func (d degradeState) on(a purser.DegradeAction) bool { return d.active[a] }

@@ -99,6 +99,10 @@ type Config struct {
 	// A store that is a purser.RunUsageWatcher is also read on each change
 	// it tells of.
 	RunRefresh time.Duration
+	// Forecasts, when set, gives each task its spend forecaster: the
+	// forecast is updated after every call, shown (EventForecast,
+	// STATUS.md) and read by warning.forecast (engine/forecast.go).
+	Forecasts ForecastResolver
 }
 
 // WithDefaults returns a copy of c with every unset optional field set to its

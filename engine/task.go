@@ -36,6 +36,9 @@ type taskRun struct {
 
 	backendErr error // why the task's backend could not be made, if it could not
 
+	fc    *forecastState // the spend forecast (forecast.go)
+	stuck stuckState     // iterations failing the same way, unchanged (stuck.go)
+
 	// draws are the named budgets the call in flight was admitted against,
 	// and namedRoom the money they had left for it (its own hold included;
 	// budget.UnlimitedUSD when none caps money): its reported dollars are
@@ -71,10 +74,20 @@ func (e *Engine) RunTask(ctx context.Context, task purser.Task, run *budget.Mana
 	}
 	var err error
 
-	// The moment any recording crosses HARD, the call in flight is cancelled.
+	// The moment any recording crosses HARD, the call in flight is
+	// cancelled — unless that budget says onHard: finish-call, when the
+	// call ends by itself and the stop comes after it (outcome).
 	onHard := func(c budget.Change) {
-		e.emit(t, purser.Event{Type: purser.EventTier, Message: fmt.Sprintf("%s budget: %s → %s by %s", c.Scope, c.From, c.To, c.Status.Cause)})
+		msg := fmt.Sprintf("%s budget: %s → %s by %s", c.Scope, c.From, c.To, c.Status.Cause)
+		if c.To == budget.Warning && c.Scope == budget.ScopeTask {
+			msg += t.forecastNote(c.Status.UsedUSD) // the WARNING alert carries it
+		}
+		e.emit(t, purser.Event{Type: purser.EventTier, Message: msg})
 		if c.To == budget.Hard {
+			if t.finishesCall(c.Scope) {
+				t.log.Warn("hard cap crossed: the call in flight is let end (onHard: finish-call)", "scope", c.Scope, "metric", c.Status.Cause)
+				return
+			}
 			t.cancelInFlight(fmt.Errorf("%s hard cap crossed by %s", c.Scope, c.Status.Cause))
 		}
 	}
@@ -83,6 +96,7 @@ func (e *Engine) RunTask(ctx context.Context, task purser.Task, run *budget.Mana
 		defer run.OnChange(onHard)()
 	}
 
+	t.startForecast(ctx)
 	t.budget.StartClock()
 	stopHeartbeat := t.heartbeat(ctx)
 	err = t.loop(ctx)
@@ -91,7 +105,7 @@ func (e *Engine) RunTask(ctx context.Context, task purser.Task, run *budget.Mana
 	switch {
 	case err == nil:
 		return t.finish(ctx, purser.StateDone, nil)
-	case IsBudgetStop(err):
+	case IsBudgetStop(err), errors.Is(err, purser.ErrStuck):
 		return t.finish(ctx, purser.StateBlocked, err)
 	case errors.Is(err, ErrInterrupted):
 		return t.finish(ctx, purser.StatePending, err)
@@ -247,12 +261,17 @@ func (t *taskRun) runIteration(ctx context.Context) (done bool, err error) {
 		}
 		return false, t.stopIteration(ctx, it, results, err)
 	}
+	after := workspace.Fingerprint(t.task.Workspace)
 	results := t.runValidators(ctx)
 	if ctx.Err() != nil {
 		// Cut mid-way: a partial run is no verdict on this iteration.
 		return false, t.stopIteration(ctx, it, nil, interrupted(ctx))
 	}
-	return t.endIteration(ctx, it, results)
+	done, err = t.endIteration(ctx, it, results)
+	if err == nil && !done {
+		err = t.checkStuck(before, after, results)
+	}
+	return done, err
 }
 
 // calls makes the iteration's calls: the optional planning call, the main
@@ -260,7 +279,7 @@ func (t *taskRun) runIteration(ctx context.Context) (done bool, err error) {
 // moment. It ends at the hard cap, before the validators.
 func (t *taskRun) calls(ctx context.Context) error {
 	if t.task.Planning {
-		if d := decideDegrade(t.task.Degrade, t.budget); d.on(purser.DisableSelfReview) {
+		if d := t.degrade(); d.on(purser.DisableSelfReview) {
 			t.noteDegrade(ctx, d, purser.CallPlanning, purser.DisableSelfReview, "planning call skipped")
 		} else {
 			text, err := t.call(ctx, purser.CallPlanning)
@@ -274,7 +293,7 @@ func (t *taskRun) calls(ctx context.Context) error {
 		return err
 	}
 	if t.task.SelfReview {
-		if d := decideDegrade(t.task.Degrade, t.budget); d.on(purser.DisableSelfReview) {
+		if d := t.degrade(); d.on(purser.DisableSelfReview) {
 			t.noteDegrade(ctx, d, purser.CallSelfReview, purser.DisableSelfReview, "self-review call skipped")
 		} else if _, err := t.call(ctx, purser.CallSelfReview); err != nil {
 			return err
@@ -399,6 +418,9 @@ func passText(r purser.ValidatorResult) string {
 func (t *taskRun) noteDegrade(ctx context.Context, d degradeState, call purser.CallKind, a purser.DegradeAction, detail string) {
 	first := !t.degradeSeen[a]
 	t.degradeSeen[a] = true
+	if d.why != "" {
+		detail += "; " + d.why
+	}
 	msg := fmt.Sprintf("degrade %s (%s): %s budget in %s by %s", a, detail, d.scope, d.tier, d.metric)
 	if first {
 		t.log.Warn("degrade", "action", a, "detail", detail, "tier", d.tier, "metric", d.metric, "scope", d.scope, "iteration", t.iteration)
@@ -472,7 +494,7 @@ func (t *taskRun) finish(ctx context.Context, state purser.TaskState, cause erro
 func (t *taskRun) writeArtifacts(ctx context.Context, state purser.TaskState, cause error) error {
 	e := t.e
 	stop := purser.TaskStop{Task: t.task, State: state, Cause: cause, Status: t.budget.Status(),
-		InGitRepo: workspace.InGitRepo(t.task.Workspace), DoneNote: t.doneNote}
+		InGitRepo: workspace.InGitRepo(t.task.Workspace), DoneNote: t.doneNote, Forecast: t.lastForecast()}
 	if p := t.budget.Parent(); p != nil {
 		st := p.Status()
 		stop.RunStatus = &st

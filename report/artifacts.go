@@ -32,6 +32,7 @@ func (a Artifacts) RenderArtifacts(ctx context.Context, s purser.StoreReader, st
 	r.RunBudget = stop.RunBudget
 	r.InGitRepo = stop.InGitRepo
 	r.DoneNote = stop.DoneNote
+	r.Forecast = stop.Forecast
 	r.BudgetFile = workspace.ArtifactsOf(stop.Task.Workspace, stop.Task.ID).Budget
 	if a.Sandbox != nil {
 		r.Sandbox = a.Sandbox(stop.Task)

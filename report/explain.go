@@ -253,7 +253,9 @@ func (e Explanation) nextSteps() []string {
 		}
 	case rec.State == purser.StateBlocked:
 		steps := []string{fmt.Sprintf("Look at what the agent left, as it left it: %s has the manual steps (and the validators' state); %s beside it, the spend call by call.", statusMD, own.Budget)}
-		if st.Tier == budget.Hard {
+		if strings.HasPrefix(rec.Reason, purser.ErrStuck.Error()+":") {
+			steps = append(steps, fmt.Sprintf("It was stuck, not out of money: the same validators kept failing and its calls changed nothing (stuckAfter). More budget would buy more of the same: change the goal, the issue text or the workspace, then: purser resume %s.", rec.ID))
+		} else if st.Tier == budget.Hard {
 			hard, _ := rec.Budget.Threshold(budget.Hard, st.Cause)
 			steps = append(steps, fmt.Sprintf("To let it go on, raise budget.hard.%s (now %s) in a budget file outside the workspace, then: purser resume %s --budget FILE.", configKey(st.Cause), st.Cause.Format(hard), rec.ID))
 			if st.Cause == budget.Money || st.Cause == budget.Tokens {

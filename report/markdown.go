@@ -37,6 +37,8 @@ type Report struct {
 	// case (its validators passed once more after a hard cap stopped the
 	// call that fixed it).
 	DoneNote string
+	// Forecast is the task's last spend forecast, nil when it had none.
+	Forecast *purser.SpendForecast
 	// Sandbox is the one line saying whether the agent and the validators
 	// ran in a box ("": sandbox: off, as for every task before boxes).
 	Sandbox string
@@ -355,6 +357,8 @@ func StatusMD(r Report) []byte {
 		fmt.Fprintf(&b, ": the named budget **%s** its run draws from has too little %s left for the next call.\n", ie.Name, ie.Metric)
 	case errors.As(r.Cause, &ie):
 		fmt.Fprintf(&b, ": the %s budget has too little %s left for the next call.\n", ie.Scope, ie.Metric)
+	case errors.Is(r.Cause, purser.ErrStuck):
+		b.WriteString(": stuck — the same validators kept failing with no change to the workspace.\n")
 	case r.State == purser.StatePending:
 		b.WriteString(": interrupted; resumable.\n")
 	default:
@@ -370,6 +374,10 @@ func StatusMD(r Report) []byte {
 	fmt.Fprintf(&b, "\nGoal: %s\n\nBudget: tier %s; money %s; %d tokens; %s; %d iteration(s). Details in %s.\n",
 		strings.TrimSpace(r.Task.Goal), strings.ToUpper(r.Status.Tier.String()), money, r.Status.UsedTokens,
 		r.Status.UsedTime.Round(time.Millisecond), r.Status.UsedIterations, r.budgetFile())
+	if r.Forecast != nil {
+		line := r.Forecast.String() // "forecast to finish …" or "no forecast: …"
+		fmt.Fprintf(&b, "\n%s%s.\n", strings.ToUpper(line[:1]), line[1:])
+	}
 	fmt.Fprintf(&b, "\n%s.\n", r.sandboxLine())
 
 	b.WriteString("\n## Validators\n\n")

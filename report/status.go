@@ -29,6 +29,9 @@ type TaskStatus struct {
 	// (or why a model had none), per source; empty when every figure was
 	// reported.
 	Prices []PriceSource `json:"prices"`
+	// Forecast is the spend forecast of a task not DONE (purser status
+	// sets it); it says when there is too little history for one.
+	Forecast *purser.SpendForecast `json:"forecast,omitempty"`
 }
 
 // PriceSource is one price table and its rates, and what it priced.

@@ -4,31 +4,47 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/advise"
+	"github.com/purser-dev/purser/app"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/forecast"
+	"github.com/purser-dev/purser/pricing"
+	"github.com/purser-dev/purser/replay"
 )
 
 func newAdviseCmd() *cobra.Command {
 	var pricingPath, db, plot string
 	var asJSON bool
 	var fromDB bool
+	var calibrate, test, split string
 	cmd := &cobra.Command{
-		Use:   "advise (CORPUS.jsonl | --from-db) [--plot FILE.svg]",
+		Use:   "advise (CORPUS.jsonl | --from-db) [--plot FILE.svg] | --calibrate TRAIN.jsonl [--test TEST.jsonl | --split time|alternate]",
 		Short: "Propose budgets from recorded runs, with the trade-off of candidate hard caps",
 		Long: `Proposes optimal / warning / hard per metric for each system and model in the
 history: optimal near the median of solved runs, warning near their 75th
 percentile, hard near their 95th. For a handful of candidate hard caps it shows,
 replayed with admission, the money saved against the solved runs cut; then a
 chart of the distribution, and the proposal as a budget. --plot writes the
-distribution of solved and unsolved runs with the proposed lines as SVG.`,
+distribution of solved and unsolved runs with the proposed lines as SVG.
+
+--calibrate checks the spend forecast instead: fitted on the runs of TRAIN
+(or of the database, with --from-db), corrected on held-out runs, and scored
+on TEST — or, without --test, on TRAIN split by --split (time: each system's
+later half is the test) — it prints how often the 80 % interval held the
+final spend, and the median's error, per system and model.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			prices, err := loadPrices(pricingPath)
 			if err != nil {
 				return badInput(err)
+			}
+			if calibrate != "" || test != "" {
+				return runCalibrate(cmd, prices, calibrate, test, split, fromDB, db, asJSON, args)
 			}
 			runs, err := loadCorpus(cmd.Context(), args, fromDB, db)
 			if err != nil {
@@ -48,6 +64,20 @@ distribution of solved and unsolved runs with the proposed lines as SVG.`,
 				if err := advise.WriteText(cmd.OutOrStdout(), g); err != nil {
 					return err
 				}
+				if err := writeTrigger(cmd, prices, runs, g); err != nil {
+					return err
+				}
+			}
+			if !asJSON {
+				// Stuck runs (stuckAfter) are told apart by validator
+				// results, which only Purser's own history records.
+				stuck := "this corpus records no validator results per iteration, so a stuck run cannot be told from it"
+				if fromDB {
+					if stuck, err = stuckInDB(cmd, db); err != nil {
+						return err
+					}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "\nstuck runs (stuckAfter): %s\n", stuck)
 			}
 			if plot != "" {
 				f, err := os.Create(plot)
@@ -68,7 +98,9 @@ distribution of solved and unsolved runs with the proposed lines as SVG.`,
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
-				return enc.Encode(adviceJSON(groups))
+				return enc.Encode(adviceJSON(groups, func(g advise.Group) (*advise.TriggerComparison, *advise.Overshoot) {
+					return triggerOf(prices, runs, g)
+				}))
 			}
 			return nil
 		},
@@ -77,6 +109,9 @@ distribution of solved and unsolved runs with the proposed lines as SVG.`,
 	cmd.Flags().BoolVar(&fromDB, "from-db", false, "advise from Purser's own history instead of a corpus")
 	cmd.Flags().StringVar(&db, "db", "", "database path, with --from-db")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print {groups: [{system, model, runs, solved, budget, maxIterationsIsDefault, tradeOff}]} as JSON")
+	cmd.Flags().StringVar(&calibrate, "calibrate", "", "check the spend forecast: fit it on this corpus (JSON Lines; \"db\" for --from-db)")
+	cmd.Flags().StringVar(&test, "test", "", "with --calibrate: score the forecast on this corpus")
+	cmd.Flags().StringVar(&split, "split", string(advise.SplitTime), "with --calibrate and no --test: how to split the corpus (time or alternate)")
 	cmd.Flags().StringVar(&plot, "plot", "", "write the distribution with the proposed lines to this SVG file")
 	return cmd
 }
@@ -95,6 +130,10 @@ type adviceGroupJSON struct {
 	Budget                 *budget.Config        `json:"budget"` // null when TooFew
 	MaxIterationsIsDefault bool                  `json:"maxIterationsIsDefault"`
 	TradeOff               []adviceCandidateJSON `json:"tradeOff"`
+	// ForecastTrigger and FinishCallOvershoot are null when the group has
+	// no money figures (or too few runs).
+	ForecastTrigger     *advise.TriggerComparison `json:"forecastTrigger"`
+	FinishCallOvershoot *advise.Overshoot         `json:"finishCallOvershoot"`
 }
 
 // adviceCandidateJSON is one hard cap of the trade-off, in its metric's
@@ -109,7 +148,7 @@ type adviceCandidateJSON struct {
 	SpentUSD  budget.USD  `json:"spentUsd"`
 }
 
-func adviceJSON(groups []advise.Group) any {
+func adviceJSON(groups []advise.Group, trigger func(advise.Group) (*advise.TriggerComparison, *advise.Overshoot)) any {
 	out := []adviceGroupJSON{}
 	for _, g := range groups {
 		j := adviceGroupJSON{System: g.System, Model: g.Model, Runs: g.Runs, Solved: g.Solved, TooFew: g.TooFew, TotalsOnly: g.TotalsOnly, Basis: g.Basis, TradeOff: []adviceCandidateJSON{}}
@@ -128,9 +167,158 @@ func adviceJSON(groups []advise.Group) any {
 			}
 			j.TradeOff = append(j.TradeOff, adviceCandidateJSON{Basis: c.Basis, Metric: metric.String(), Cap: capValue, Stopped: c.Stopped, SolvedCut: c.SolvedCut, SavedUSD: c.SavedUSD, SpentUSD: c.SpentUSD})
 		}
+		j.ForecastTrigger, j.FinishCallOvershoot = trigger(g)
 		out = append(out, j)
 	}
 	return struct {
 		Groups []adviceGroupJSON `json:"groups"`
 	}{out}
+}
+
+// runCalibrate is advise --calibrate: the forecast fitted on one corpus and
+// scored on another (or on a split of the first).
+func runCalibrate(cmd *cobra.Command, prices *pricing.Catalogue, trainPath, testPath, split string, fromDB bool, db string, asJSON bool, args []string) error {
+	if len(args) > 0 {
+		return badInput(fmt.Errorf("with --calibrate, give the corpora as --calibrate and --test, not as an argument"))
+	}
+	if trainPath == "" {
+		return badInput(fmt.Errorf("--test needs --calibrate TRAIN.jsonl (the runs the forecast is fitted on)"))
+	}
+	var train []replay.Run
+	var err error
+	if trainPath == "db" && fromDB {
+		train, err = loadCorpus(cmd.Context(), nil, true, db)
+	} else {
+		train, err = loadCorpus(cmd.Context(), []string{trainPath}, false, "")
+	}
+	if err != nil {
+		return err
+	}
+	var test []replay.Run
+	if testPath != "" {
+		if test, err = loadCorpus(cmd.Context(), []string{testPath}, false, ""); err != nil {
+			return err
+		}
+	} else if train, test, err = advise.SplitRuns(train, advise.Split(split)); err != nil {
+		return badInput(fmt.Errorf("--split: %w", err))
+	}
+	if len(train) == 0 || len(test) == 0 {
+		return badInput(fmt.Errorf("--calibrate needs runs to fit on and runs to test on (got %d and %d)", len(train), len(test)))
+	}
+	opts := forecast.Options{Coverage: forecast.DefaultCoverage, MinReached: forecast.DefaultMinReached}
+	cs := advise.Calibrate(prices, train, test, opts)
+	if asJSON {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		return enc.Encode(calibrationJSON(cs))
+	}
+	how := advise.Split(split)
+	if testPath != "" {
+		how = ""
+	}
+	return advise.WriteCalibration(cmd.OutOrStdout(), cs, opts.Coverage, how)
+}
+
+// calibrationJSON is advise --calibrate --json: per group and pooled.
+func calibrationJSON(cs []advise.Calibration) any {
+	type score struct {
+		Forecasts      int        `json:"forecasts"`
+		Skipped        int        `json:"skipped"`
+		Coverage       float64    `json:"coverage"`
+		MedianRelError float64    `json:"medianRelError"`
+		MedianAbsError budget.USD `json:"medianAbsErrorUsd"`
+		Brier          *float64   `json:"brierSolved"`
+	}
+	toScore := func(s forecast.Score) score {
+		out := score{Forecasts: s.Checkpoints, Skipped: s.Skipped, Coverage: s.Coverage, MedianRelError: s.MedianRelError, MedianAbsError: s.MedianAbsError}
+		if s.BrierN > 0 {
+			b := s.Brier
+			out.Brier = &b
+		}
+		return out
+	}
+	type group struct {
+		System     string `json:"system"`
+		Model      string `json:"model"`
+		Fit        int    `json:"fitRuns"`
+		Held       int    `json:"heldRuns"`
+		Test       int    `json:"testRuns"`
+		Unpriced   int    `json:"unpricedRuns"`
+		Raw        score  `json:"raw"`
+		Calibrated score  `json:"calibrated"`
+		Why        string `json:"why,omitempty"`
+		Timed      bool   `json:"timed"`
+	}
+	out := struct {
+		Groups []group `json:"groups"`
+		Pooled struct {
+			Raw        score `json:"raw"`
+			Calibrated score `json:"calibrated"`
+		} `json:"pooled"`
+	}{Groups: []group{}}
+	for _, c := range cs {
+		out.Groups = append(out.Groups, group{c.System, c.Model, c.Fit, c.Held, c.Test, c.Unpriced, toScore(c.Raw), toScore(c.Calibrated), c.Why, c.Timed})
+	}
+	out.Pooled.Raw = toScore(advise.Pooled(cs, func(c advise.Calibration) forecast.Score { return c.Raw }))
+	out.Pooled.Calibrated = toScore(advise.Pooled(cs, func(c advise.Calibration) forecast.Score { return c.Calibrated }))
+	return out
+}
+
+// writeTrigger writes, after a group's advice, the forecast trigger beside
+// the plain warning line at the proposed hard money cap, and the overshoot
+// of onHard: finish-call.
+func writeTrigger(cmd *cobra.Command, prices *pricing.Catalogue, runs []replay.Run, g advise.Group) error {
+	if g.TooFew {
+		return nil
+	}
+	tc, o := triggerOf(prices, runs, g)
+	if tc == nil {
+		_, err := fmt.Fprintln(cmd.OutOrStdout(), "  forecast trigger and finish-call: no money figures in this group")
+		return err
+	}
+	return advise.WriteTrigger(cmd.OutOrStdout(), *tc, *o)
+}
+
+// triggerOf scores the forecast trigger at the group's proposed hard money
+// cap and reads finish-call's overshoot from its runs; nil, nil when the
+// group has no money proposal.
+func triggerOf(prices *pricing.Catalogue, runs []replay.Run, g advise.Group) (*advise.TriggerComparison, *advise.Overshoot) {
+	var money *advise.Proposal
+	for i := range g.Proposals {
+		if g.Proposals[i].Metric == budget.Money {
+			money = &g.Proposals[i]
+		}
+	}
+	if g.TooFew || money == nil {
+		return nil, nil
+	}
+	var mine []replay.Run
+	for _, r := range runs {
+		if r.System == g.System && r.Model == g.Model {
+			mine = append(mine, r)
+		}
+	}
+	tc := advise.CompareTrigger(prices, mine, budget.USD(money.Hard), budget.USD(money.Optimal))
+	o := advise.FinishCallOvershoot(prices, mine, g.Model)
+	return &tc, &o
+}
+
+// stuckInDB counts the tasks of the database that ended stuck (stuckAfter).
+func stuckInDB(cmd *cobra.Command, db string) (string, error) {
+	a, err := app.Open(cmd.Context(), app.Options{DB: db})
+	if err != nil {
+		return "", err
+	}
+	defer a.Close()
+	tasks, err := a.Store.Tasks(cmd.Context())
+	if err != nil {
+		return "", err
+	}
+	n := 0
+	for _, t := range tasks {
+		if t.State == purser.StateBlocked && strings.HasPrefix(t.Reason, "stuck:") {
+			n++
+		}
+	}
+	return fmt.Sprintf("%d of the database's %d tasks ended stuck", n, len(tasks)), nil
 }

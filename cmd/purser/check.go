@@ -57,6 +57,7 @@ with its file, line and field).`,
 						fmt.Fprintf(out, "  metering    %s\n", m.Metering())
 					}
 				}
+				describeOnHard(out, t, proj.Prices)
 				describeSandbox(cmd.OutOrStdout(), t, proj)
 				if err := app.RefuseUnboxed(proj, []purser.Task{t}); err != nil {
 					errs = append(errs, fmt.Errorf("%s: %w", path, err))

@@ -56,6 +56,8 @@ func TestScripts(t *testing.T) {
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("EXAMPLES", mustAbs("../../examples"))
+			// The shared corpus of recorded runs, beside the repository.
+			env.Setenv("REPLAY_CORPUS", mustAbs("../../../shared/replay/replay.jsonl"))
 			// Default databases land in the script's own state directory.
 			env.Setenv("XDG_STATE_HOME", env.WorkDir+"/.state")
 			return nil

@@ -49,8 +49,10 @@ func newServeCmd() *cobra.Command {
 				return badInput(fmt.Errorf("listen on %s: %w", addr, err))
 			}
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			// Each task's spend forecast, its history read again each minute.
+			opts := dashboard.Options{Token: token, Logger: logger, Addr: ln.Addr().String(), Forecast: a.StoredForecasts(time.Minute).Forecast}
 			srv := &http.Server{
-				Handler:           dashboard.NewHandler(store, dashboard.Options{Token: token, Logger: logger, Addr: ln.Addr().String()}),
+				Handler:           dashboard.NewHandler(store, opts),
 				ReadHeaderTimeout: 10 * time.Second,
 				// Live streams end when the command is stopped, rather
 				// than holding Shutdown until its deadline.

@@ -61,6 +61,7 @@ func newStatusCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
+				a.TaskForecasts(cmd.Context(), recs, tasks) // reads the history: only where it is shown
 				return report.WriteStatusJSON(cmd.OutOrStdout(), app.ShownDatabase(where.Path), tasks, runs)
 			}
 			return report.WriteStatusText(cmd.OutOrStdout(), where.String(), tasks, runs, tui.Summary)

@@ -124,6 +124,7 @@ function task(t) {
     el("span", { class: "note" }, "state " + t.state + " · budget " + t.budget.summary + " · money " + t.budget.money)));
   if (t.goal) art.append(el("p", { class: "goal" }, t.goal));
   if (t.reason) art.append(el("p", { class: "reason" }, "Why: " + t.reason));
+  if (t.forecastText) art.append(el("p", { class: "forecast", "data-forecast": t.forecast && t.forecast.ok ? "1" : "0" }, t.forecastText));
   art.append(gauges(t.budget, "task " + t.id));
   art.append(details(t.id + "/spend", "Spend over time", spendChart(t.spend)));
   art.append(details(t.id + "/degrades", "Degrade actions (" + t.degrades.length + ")", degradeTimeline(t.degrades)));

@@ -1,0 +1,67 @@
+package advise
+
+import (
+	"fmt"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/forecast"
+	"github.com/purser-dev/purser/pricing"
+	"github.com/purser-dev/purser/replay"
+)
+
+// Forecaster is a fitted spend forecast as the engine asks it: a
+// purser.SpendForecaster saying where its history came from.
+type Forecaster struct {
+	Model  *forecast.Model
+	Source string // e.g. "this project's database: 42 finished runs of claude-sonnet-4-5"
+}
+
+var _ purser.SpendForecaster = Forecaster{}
+
+// ForecastSpend forecasts the final spend of a task that has spent spent.
+func (f Forecaster) ForecastSpend(spent budget.USD) purser.SpendForecast {
+	if f.Model == nil {
+		return purser.SpendForecast{Spent: spent, Why: f.Source, Source: f.Source}
+	}
+	g := f.Model.Forecast(spent)
+	// To the cent, outward: the interval is an estimate, and nano-dollars
+	// would claim a precision it does not have.
+	const cent = budget.NanosPerDollar / 100
+	if g.OK {
+		g.Median = (g.Median + cent/2) / cent * cent
+		g.Low = max(g.Low/cent*cent, min(spent, g.Low))
+		g.High = (g.High + cent - 1) / cent * cent
+	}
+	return purser.SpendForecast{OK: g.OK, Why: g.Why, Spent: spent, Median: g.Median, Low: g.Low, High: g.High,
+		Coverage: g.Coverage, Calibrated: g.Calibrated, PSolved: g.PSolved, Labelled: g.Labelled,
+		Reached: g.Reached, Runs: f.Model.Runs(), Source: f.Source}
+}
+
+// NoForecaster is a forecaster that forecasts nothing and says why (a
+// corpus that could not be read): a task runs without a forecast rather
+// than not at all.
+func NoForecaster(why string) Forecaster { return Forecaster{Source: why} }
+
+// LiveForecaster fits the forecast a running task uses from history: the
+// finished runs (labelled solved or not) of model, or, when the history has
+// none of that model and allOtherwise is set, all its finished runs (the
+// source then says so: runs of other systems forecast this one poorly).
+// from names the history for the source line.
+func LiveForecaster(prices *pricing.Catalogue, runs []replay.Run, model, from string, allOtherwise bool) Forecaster {
+	var same, finished []replay.Run
+	for _, r := range runs {
+		if r.Resolved == nil {
+			continue // still running, or interrupted: its final spend is not known
+		}
+		finished = append(finished, r)
+		if r.Model == model {
+			same = append(same, r)
+		}
+	}
+	use, what := same, fmt.Sprintf("%s: %d finished runs of %s", from, len(same), model)
+	if len(same) == 0 && allOtherwise {
+		use, what = finished, fmt.Sprintf("%s: %d finished runs, none of %s (all models pooled)", from, len(finished), model)
+	}
+	return Forecaster{Model: FitForecast(prices, use, forecast.Options{}), Source: what}
+}

@@ -1,0 +1,331 @@
+// Package forecast says what a task will likely have spent when it ends,
+// from what it has spent so far and the history of runs like it: the
+// median and an interval of the final spend, and how often past runs that
+// got this far were solved.
+//
+// The forecast is the distribution of the final spend of the history's
+// runs that spent at least as much as the task has now: runs that got this
+// far. Spend only grows, so a run recorded with its totals alone still says
+// which amounts it passed. Runs of the same task vary up to 30× and agents'
+// own guesses are poor, so the interval is not trusted as read: it is
+// calibrated (split conformal prediction, on a log scale) against held-out
+// runs, and its coverage is what Evaluate measures on runs it never saw.
+//
+// The package is pure: no I/O, no clock.
+package forecast
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/purser-dev/purser/budget"
+)
+
+// DefaultCoverage is the share of runs the interval is meant to hold.
+const DefaultCoverage = 0.80
+
+// DefaultMinReached is how many history runs must have got as far as the
+// task for a forecast to be made: with fewer, the tail of the history is a
+// handful of runs, and an interval read from them is noise.
+const DefaultMinReached = 20
+
+// logFloor is added to amounts before their logarithm is taken, so that a
+// run that spent nothing has a finite score: a tenth of a cent.
+const logFloor = 1_000_000 // nano-dollars
+
+// Sample is one finished run of the history.
+type Sample struct {
+	// Final is what the run had spent when it ended.
+	Final budget.USD
+	// Solved is whether it was solved; nil when the history does not say.
+	Solved *bool
+}
+
+// Options shape a Model; zero fields take the defaults.
+type Options struct {
+	// Coverage is the share of runs the interval is meant to hold
+	// (DefaultCoverage).
+	Coverage float64
+	// MinReached is the fewest history runs that got as far as the task
+	// for a forecast to be made (DefaultMinReached).
+	MinReached int
+}
+
+func (o Options) withDefaults() Options {
+	if o.Coverage <= 0 || o.Coverage >= 1 {
+		o.Coverage = DefaultCoverage
+	}
+	if o.MinReached <= 0 {
+		o.MinReached = DefaultMinReached
+	}
+	return o
+}
+
+// Model forecasts from one history. It is immutable once made and safe for
+// concurrent use.
+type Model struct {
+	opts   Options
+	finals []budget.USD // ascending
+	// labelled[i] and solved[i] count the runs from i on (finals[i:])
+	// that carry a label, and that were solved.
+	labelled, solved []int
+	// widen is the conformal correction on the log scale: the interval's
+	// ends are moved out by it (in, when negative). Zero until
+	// Conformalize.
+	widen      float64
+	calibrated int // (run, checkpoint) pairs the correction was read from
+}
+
+// Fit makes a model from a history of finished runs.
+func Fit(history []Sample, opts Options) *Model {
+	m := &Model{opts: opts.withDefaults()}
+	sorted := append([]Sample(nil), history...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Final < sorted[j].Final })
+	n := len(sorted)
+	m.finals = make([]budget.USD, n)
+	m.labelled = make([]int, n+1)
+	m.solved = make([]int, n+1)
+	for i := n - 1; i >= 0; i-- {
+		s := sorted[i]
+		m.finals[i] = s.Final
+		m.labelled[i], m.solved[i] = m.labelled[i+1], m.solved[i+1]
+		if s.Solved != nil {
+			m.labelled[i]++
+			if *s.Solved {
+				m.solved[i]++
+			}
+		}
+	}
+	return m
+}
+
+// Runs is how many runs the model was fitted on.
+func (m *Model) Runs() int { return len(m.finals) }
+
+// Forecast is what a task will likely have spent when it ends.
+type Forecast struct {
+	// Spent is what the task has spent so far: the forecast's condition.
+	Spent budget.USD
+	// Reached is how many history runs spent at least Spent.
+	Reached int
+	// OK is false when there is too little history to forecast; Why then
+	// says so, and the figures are zero and mean nothing.
+	OK  bool
+	Why string
+	// Median, Low and High are the median and the interval of the final
+	// spend (Coverage of runs are meant to end inside [Low, High]).
+	Median, Low, High budget.USD
+	// Coverage is the share the interval is meant to hold.
+	Coverage float64
+	// Calibrated is false when the interval is read from the history
+	// alone, with no conformal correction.
+	Calibrated bool
+	// PSolved is the share of the labelled runs that got this far and were
+	// solved; Labelled how many labelled runs that is (0: PSolved means
+	// nothing).
+	PSolved  float64
+	Labelled int
+}
+
+// Forecast forecasts the final spend of a task that has spent spent.
+func (m *Model) Forecast(spent budget.USD) Forecast {
+	f := Forecast{Spent: spent, Coverage: m.opts.Coverage, Calibrated: m.calibrated > 0}
+	lo, mid, hi, reached := m.raw(spent)
+	f.Reached = reached
+	if reached < m.opts.MinReached {
+		f.Why = fmt.Sprintf("not enough history: %d of %d past runs reached %s (at least %d needed)", reached, len(m.finals), spent, m.opts.MinReached)
+		return f
+	}
+	f.OK = true
+	f.Median = mid
+	f.Low, f.High = m.widened(spent, lo, hi)
+	i := len(m.finals) - reached
+	if f.Labelled = m.labelled[i]; f.Labelled > 0 {
+		f.PSolved = float64(m.solved[i]) / float64(f.Labelled)
+	}
+	return f
+}
+
+// raw reads the median and the central interval of the final spend of the
+// runs that got to spent, uncorrected.
+func (m *Model) raw(spent budget.USD) (lo, mid, hi budget.USD, reached int) {
+	i := sort.Search(len(m.finals), func(i int) bool { return m.finals[i] >= spent })
+	tail := m.finals[i:]
+	if len(tail) == 0 {
+		return 0, 0, 0, 0
+	}
+	tailShare := (1 - m.opts.Coverage) / 2
+	return quantile(tail, tailShare), quantile(tail, 0.5), quantile(tail, 1-tailShare), len(tail)
+}
+
+// widened applies the conformal correction to a raw interval; the low end
+// never goes under what is spent already.
+func (m *Model) widened(spent, lo, hi budget.USD) (budget.USD, budget.USD) {
+	if m.widen != 0 {
+		lo = scale(lo, -m.widen)
+		hi = scale(hi, m.widen)
+	}
+	return max(lo, spent), max(hi, spent)
+}
+
+// scale multiplies an amount by e^k on the shifted log scale scores use.
+func scale(a budget.USD, k float64) budget.USD {
+	v := (float64(a)+logFloor)*math.Exp(k) - logFloor
+	if v < 0 {
+		return 0
+	}
+	if v > math.MaxInt64/2 {
+		return budget.USD(math.MaxInt64 / 2)
+	}
+	return budget.USD(math.Round(v))
+}
+
+func logOf(a budget.USD) float64 { return math.Log(float64(a) + logFloor) }
+
+// quantile is the nearest-rank quantile p of sorted values.
+func quantile(sorted []budget.USD, p float64) budget.USD {
+	// The epsilon keeps 0.9 × 100 (90.00000000000001 in floating point)
+	// at rank 90.
+	k := int(math.Ceil(p*float64(len(sorted))-1e-9)) - 1
+	return sorted[min(max(k, 0), len(sorted)-1)]
+}
+
+// Checkpoints are the amounts at which a run that ended at final is
+// forecast when a model is calibrated or evaluated: nothing spent yet, then
+// every amount of a doubling grid from a cent that the run passed. The grid
+// does not depend on where the run ended except through what it passed,
+// which is what a live forecast sees too.
+func Checkpoints(final budget.USD) []budget.USD {
+	out := []budget.USD{0}
+	for g := budget.USD(budget.NanosPerDollar / 100); g < final && g > 0; g *= 2 {
+		out = append(out, g)
+	}
+	return out
+}
+
+// score is how far outside the raw interval a final spend fell, on the log
+// scale (negative inside).
+func (m *Model) score(spent, final budget.USD) (float64, bool) {
+	lo, _, hi, reached := m.raw(spent)
+	if reached < m.opts.MinReached {
+		return 0, false
+	}
+	lo, hi = max(lo, spent), max(hi, spent)
+	return math.Max(logOf(lo)-logOf(final), logOf(final)-logOf(hi)), true
+}
+
+// Conformalize corrects the model's intervals on held-out runs the model
+// was not fitted on (split conformal prediction): the score of each
+// (run, checkpoint) is how far outside the raw interval the run ended, and
+// the interval is moved out (or in) by the finite-sample quantile of those
+// scores at the model's coverage. It reports how many pairs were scored.
+func (m *Model) Conformalize(held []Sample) int {
+	var scores []float64
+	for _, s := range held {
+		for _, c := range Checkpoints(s.Final) {
+			if e, ok := m.score(c, s.Final); ok {
+				scores = append(scores, e)
+			}
+		}
+	}
+	if len(scores) == 0 {
+		return 0
+	}
+	sort.Float64s(scores)
+	n := len(scores)
+	k := int(math.Ceil(float64(n+1)*m.opts.Coverage)) - 1
+	m.widen = scores[min(max(k, 0), n-1)]
+	m.calibrated = n
+	return n
+}
+
+// Score is how a model's forecasts fared on runs it never saw, at every
+// checkpoint of each run.
+type Score struct {
+	// Runs is how many runs were scored; Checkpoints how many forecasts
+	// were made; Skipped how many checkpoints had too little history.
+	Runs, Checkpoints, Skipped int
+	// Covered is how many finals fell inside the interval; Coverage the
+	// share.
+	Covered  int
+	Coverage float64
+	// MedianRelError is the median of |median − final| / final over the
+	// forecasts (finals of zero left out); MedianAbsError the median of
+	// |median − final|.
+	MedianRelError float64
+	MedianAbsError budget.USD
+	// Brier is the mean squared error of P(solved) against the outcome
+	// over the labelled checkpoints (0 is perfect; always answering 0.5
+	// scores 0.25); BrierN how many there were.
+	Brier  float64
+	BrierN int
+}
+
+// Evaluate scores a model's forecasts on test runs.
+func (m *Model) Evaluate(test []Sample) Score {
+	var sc Score
+	var rel []float64
+	var abs []budget.USD
+	var brier float64
+	for _, s := range test {
+		sc.Runs++
+		for _, c := range Checkpoints(s.Final) {
+			f := m.Forecast(c)
+			if !f.OK {
+				sc.Skipped++
+				continue
+			}
+			sc.Checkpoints++
+			if f.Low <= s.Final && s.Final <= f.High {
+				sc.Covered++
+			}
+			d := f.Median - s.Final
+			if d < 0 {
+				d = -d
+			}
+			abs = append(abs, d)
+			if s.Final > 0 {
+				rel = append(rel, float64(d)/float64(s.Final))
+			}
+			if s.Solved != nil && f.Labelled > 0 {
+				y := 0.0
+				if *s.Solved {
+					y = 1
+				}
+				brier += (f.PSolved - y) * (f.PSolved - y)
+				sc.BrierN++
+			}
+		}
+	}
+	if sc.Checkpoints > 0 {
+		sc.Coverage = float64(sc.Covered) / float64(sc.Checkpoints)
+		sort.Float64s(rel)
+		if len(rel) > 0 {
+			sc.MedianRelError = rel[(len(rel)-1)/2]
+		}
+		sort.Slice(abs, func(i, j int) bool { return abs[i] < abs[j] })
+		sc.MedianAbsError = abs[(len(abs)-1)/2]
+	}
+	if sc.BrierN > 0 {
+		sc.Brier = brier / float64(sc.BrierN)
+	}
+	return sc
+}
+
+// String says the forecast in one line, the way STATUS.md and alerts say
+// it: "forecast to finish $1.40 (80 %: $0.90–$2.60); of past runs that
+// reached $0.80, 31 % were solved", or why there is none.
+func (f Forecast) String() string {
+	if !f.OK {
+		return "no forecast: " + f.Why
+	}
+	s := fmt.Sprintf("forecast to finish %s (%.0f %%: %s–%s)", f.Median, f.Coverage*100, f.Low, f.High)
+	if !f.Calibrated {
+		s += ", uncalibrated"
+	}
+	if f.Labelled > 0 {
+		s += fmt.Sprintf("; of past runs that reached %s, %.0f %% were solved", f.Spent, f.PSolved*100)
+	}
+	return s
+}
