@@ -267,6 +267,12 @@ func (p *Parser) observe(id, model string, u anthropicUsage) []budget.UsageEvent
 			prev = dropped
 			p.emitted[p.open] = budget.UsageEvent{Model: dropped.Model}
 			p.open = ""
+			// The retry is now the message being delivered: Claude Code
+			// follows a non-streaming retry with a message_delta of its
+			// own, naming no message, which is the retry's usage — read
+			// against the dropped message it would book the dropped
+			// stream's usage a second time (issue 22, item 10).
+			p.current, p.model = id, model
 		}
 	}
 	delta, next := usagedelta.Grow(prev, u.event(model))

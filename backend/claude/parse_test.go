@@ -46,6 +46,12 @@ func TestParserGoldenFixtures(t *testing.T) {
 		// tokens streamed); Claude Code retried without streaming (5,905). The
 		// result counts the retry only, and so must the ledger.
 		{"err.drop-once.stream-json.stdout.jsonl", 5905, "0.0057", 5905, "success", 0},
+		// Issue 22, item 10: with --include-partial-messages (as Purser runs it),
+		// Claude Code 2.1.197 follows its non-streaming retry with a
+		// message_delta and message_stop of its own, naming no message: they
+		// are the retry's, not the dropped stream's (whose 5,501 tokens were
+		// booked a second time, 16,966 for the 11,465 delivered).
+		{"err.drop-once-tool.stream-json-partial.stdout.jsonl", 11465, "0.012525", 11465, "success", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.fixture, func(t *testing.T) {
