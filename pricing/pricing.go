@@ -110,8 +110,11 @@ func (a Applied) Describe() string {
 }
 
 // Rate chooses the rates for an event: the service tier it was billed under,
-// then the highest long-context tier its input passes.
+// then the highest long-context tier its request's input passes (the
+// event's own input, or RequestInputTokens when the event is a piece of a
+// larger request: its output is billed at the request's tier).
 func (p Price) Rate(ev budget.UsageEvent) Applied {
+	input := max(ev.InputTokens, ev.RequestInputTokens)
 	service := strings.ToLower(strings.TrimSpace(ev.ServiceTier))
 	if service == "" || service == "default" || service == "auto" {
 		service = ServiceStandard
@@ -133,14 +136,14 @@ func (p Price) Rate(ev budget.UsageEvent) Applied {
 	}
 	a.Rates = chosen.Base()
 	for _, t := range chosen.Tiers {
-		if ev.InputTokens > t.AboveInput {
+		if input > t.AboveInput {
 			a.Rates, a.Above = t.Rates, t.AboveInput
 		}
 	}
 	if chosen != &p && len(chosen.Tiers) == 0 {
 		var passed *Tier
 		for i, t := range p.Tiers {
-			if ev.InputTokens > t.AboveInput {
+			if input > t.AboveInput {
 				passed = &p.Tiers[i]
 			}
 		}

@@ -275,10 +275,23 @@ func (p *Parser) observe(id, model string, u anthropicUsage) []budget.UsageEvent
 			p.current, p.model = id, model
 		}
 	}
-	delta, next := usagedelta.Grow(prev, u.event(model))
+	want := u.event(model)
+	if want.ServiceTier == "" {
+		// message_delta's usage names no tier: the request's is the one
+		// its message_start gave.
+		want.ServiceTier = prev.ServiceTier
+	}
+	delta, next := usagedelta.Grow(prev, want)
+	next.ServiceTier = want.ServiceTier
 	p.emitted[id] = next
 	if delta.Tokens() == 0 {
 		return nil
+	}
+	if next.InputTokens > delta.InputTokens {
+		// A piece of a request whose input was reported before (the output
+		// of message_delta): priced at the whole request's long-context
+		// tier, as it is billed (issue 22, item 9).
+		delta.RequestInputTokens = next.InputTokens
 	}
 	delta.Agent = p.agentOf[id]
 	p.events = append(p.events, delta)
