@@ -801,6 +801,11 @@ var ErrNoPrices = errors.New("no model with an input_cost_per_token and output_c
 // (input_cost_per_token_above_200k_tokens_priority).
 var priceKey = regexp.MustCompile(`^(input_cost_per_token_cache_hit|input_cost_per_token|output_cost_per_reasoning_token|output_cost_per_token|cache_read_input_token_cost|cache_creation_input_token_cost_above_1hr|cache_creation_input_token_cost)(?:_above_(\d+)k_tokens)?(?:_(priority|flex|batches))?$`)
 
+// ModelledKey reports whether a LiteLLM key is one of the per-token prices
+// Purser prices calls with: the keys the built-in table is made of
+// (pricing/builtingen copies exactly these from the reference).
+func ModelledKey(key string) bool { return priceKey.MatchString(key) }
+
 // looksLikePrice is a key that seems to change a bill: reported by name
 // when Purser does not model it.
 func looksLikePrice(key string) bool {

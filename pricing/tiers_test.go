@@ -174,7 +174,7 @@ func TestEveryBuiltinNameFormResolves(t *testing.T) {
 			t.Errorf("Lookup(%q) = %q, want %q", pair[0], e.Model, pair[1])
 		}
 	}
-	for _, unknown := range []string{"gpt-5-mini-2", "gpt-5.3", "claude-sonnet-4-7", "gemini-3-flash", "o3-pro", "gpt-5.1-codex-ultra"} {
+	for _, unknown := range []string{"gpt-5-mini-2", "gpt-5.3", "claude-sonnet-4-7", "gemini-3-flash", "o4-pro", "gpt-5.1-codex-ultra"} {
 		if e, ok := c.Lookup(unknown); ok {
 			t.Errorf("Lookup(%q) guessed %q", unknown, e.Model)
 		}
