@@ -95,7 +95,7 @@ func noRetrySettings(dir, current string) (string, error) {
 
 // errSettingsSkipped is why Gemini CLI would skip the settings Purser
 // writes for it.
-var errSettingsSkipped = errors.New("gemini: Gemini CLI reads system settings only from a file root owns, in directories only root can write")
+var errSettingsSkipped = errors.New("system settings are read by Gemini CLI only from a file root owns, in directories only root can write")
 
 // readBySystemSettings tells whether Gemini CLI would read path as its
 // system settings file: the file and every directory above it (as named,
