@@ -41,11 +41,9 @@ func TestResultBoundedByWhatTheWireDelivered(t *testing.T) {
 		t.Fatalf("metered: %d tokens booked, %d not; want 11085 and the dropped prompt's 5200", n, un)
 	}
 	for name, d := range map[string]func() ([]budget.UsageEvent, bool){
-		"not metered":        nil,
-		"nothing through it": func() ([]budget.UsageEvent, bool) { return nil, false },
-		"another model's name": func() ([]budget.UsageEvent, bool) {
-			return []budget.UsageEvent{{Model: "models/gemini-2.5-pro", InputTokens: 1}}, true
-		},
+		"not metered":          nil,
+		"nothing through it":   func() ([]budget.UsageEvent, bool) { return nil, false },
+		"another model's name": func() ([]budget.UsageEvent, bool) { return []budget.UsageEvent{{Model: "models/gemini-2.5-pro", InputTokens: 1}}, true },
 	} {
 		if n, _ := booked(d); n != 16285 {
 			t.Errorf("%s: %d tokens booked, want the result's 16285", name, n)
