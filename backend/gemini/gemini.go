@@ -83,68 +83,6 @@ type Parser struct {
 	// final holds each model's totals from the result, which is the
 	// authority: a chat message written after it adds nothing beyond them.
 	final map[string]budget.UsageEvent
-	// delivered is the wire meter's account of the replies the provider
-	// finished sending (nil: not metered); undelivered counts the tokens
-	// the result claimed beyond it, not booked (see capToWire).
-	delivered   func() ([]budget.UsageEvent, bool)
-	undelivered int64
-}
-
-// MeteredBy bounds what the parser books from Gemini CLI's result by what
-// the wire meter saw delivered (WireMeter.Delivered).
-func (p *Parser) MeteredBy(delivered func() ([]budget.UsageEvent, bool)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.delivered = delivered
-}
-
-// Undelivered is how many tokens Gemini CLI's result counted that the
-// provider never finished sending, and that were not booked.
-func (p *Parser) Undelivered() int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.undelivered
-}
-
-// capToWire bounds a result's per-model totals by the replies the wire
-// meter saw the provider finish (issue 22, item 10). Gemini CLI counts a
-// stream's prompt as soon as its first chunk names it, so a stream that
-// then drops is counted in its result — on top of the request's retry,
-// its own or Purser's — though the provider never reported that reply's
-// usage whole. A reply counts once its provider's final usage arrives, on
-// every backend (the meter journals it then). Nothing is bounded when the
-// call was not metered, when no reply passed through the meter (the CLI
-// reached its model another way), or when the meter names a model the
-// result does not (no per-model comparison then); never below what the
-// chat file already gave.
-func (p *Parser) capToWire(stats map[string]Tokens) func(m string, total budget.UsageEvent) budget.UsageEvent {
-	none := func(_ string, total budget.UsageEvent) budget.UsageEvent { return total }
-	if p.delivered == nil {
-		return none
-	}
-	evs, through := p.delivered()
-	if !through {
-		return none
-	}
-	wire := map[string]budget.UsageEvent{}
-	for _, ev := range evs {
-		if _, ok := stats[ev.Model]; !ok {
-			return none
-		}
-		sum := usagedelta.Add(wire[ev.Model], ev)
-		sum.Model = ev.Model
-		wire[ev.Model] = sum
-	}
-	return func(m string, total budget.UsageEvent) budget.UsageEvent {
-		bound := wire[m]
-		bound.Model = m
-		if most := usagedelta.Most([]budget.UsageEvent{bound}, []budget.UsageEvent{p.byModel[m]}); len(most) == 1 {
-			bound = most[0]
-		}
-		capped := usagedelta.Min(total, bound)
-		p.undelivered += total.Tokens() - capped.Tokens()
-		return capped
-	}
 }
 
 // NewParser returns a parser.
@@ -200,9 +138,8 @@ func (p *Parser) Feed(b []byte) ([]budget.UsageEvent, error) {
 		}
 		sort.Strings(models)
 		var evs []budget.UsageEvent
-		bound := p.capToWire(l.Stats.Models)
 		for _, m := range models {
-			total := bound(m, l.Stats.Models[m].event(m))
+			total := l.Stats.Models[m].event(m)
 			p.final[m] = total
 			delta, next := usagedelta.Grow(p.byModel[m], total)
 			p.byModel[m] = next
@@ -315,9 +252,6 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		Backend:  "gemini",
 		Upstream: upstream,
 		Command: func(wire *proc.WireMeter) (proc.Command, string) {
-			if wire != nil {
-				p.MeteredBy(wire.Delivered)
-			}
 			return b.command(req, wire)
 		},
 		Feed:   p.Feed,
@@ -327,9 +261,6 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			res.Text = text
 			if !done && recovered > 0 {
 				res.Note = strings.TrimPrefix(res.Note+"; no result line; usage recovered from the chat file", "; ")
-			}
-			if n := p.Undelivered(); n > 0 {
-				res.Note = purser.JoinNotes(res.Note, fmt.Sprintf("Gemini CLI counted %d tokens of replies the provider never finished sending (a dropped stream's prompt): not booked", n))
 			}
 			for range innerRetries(out.Stderr) {
 				req.Hooks.InnerRetry() // one Gemini CLI made by itself: counted

@@ -129,21 +129,6 @@ func (o CLIOptions) Metering(upstream, why string) string {
 	return "Purser's door (gateway) on 127.0.0.1 in front of " + redact.String(upstream) + "; the CLI keeps its own key"
 }
 
-// Delivered is what the meter has seen the provider finish sending so far:
-// each whole reply's usage, as journalled, and whether any reply passed
-// through it at all (a CLI that reaches its model by another way sends
-// nothing through it). Nil and false for no meter or an unreadable journal.
-func (w *WireMeter) Delivered() ([]budget.UsageEvent, bool) {
-	if w == nil {
-		return nil, false
-	}
-	evs, err := meter.Read(w.m.Journal())
-	if err != nil {
-		return nil, false
-	}
-	return evs, w.m.Carried() > 0
-}
-
 // URL is the base URL to give the CLI ("" for no meter).
 func (w *WireMeter) URL() string {
 	if w == nil {
