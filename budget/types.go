@@ -216,6 +216,12 @@ type UsageEvent struct {
 	// ServiceTier is the provider's service tier for the request ("standard",
 	// "priority", "flex", "batch"); empty is standard.
 	ServiceTier string
+	// RequestInputTokens is, on an event that is one piece of a request
+	// whose usage arrives in pieces (Claude's output comes in its own
+	// stream event, after the input), the whole request's input, cached
+	// tokens included: a long-context price tier is chosen on it, not on
+	// the piece's own InputTokens. 0 when the event is a whole request.
+	RequestInputTokens int64
 
 	USD        USD // meaningful when CostSource is reported or estimated
 	CostSource CostSource

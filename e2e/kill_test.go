@@ -33,6 +33,11 @@ type killCLI struct {
 	// tokens are what the mock delivers per reply kind (the README's fixed
 	// usage numbers, as the CLI counts them).
 	tokens map[string]int64
+	// started is what the CLI books of a reply from its start alone, per
+	// reply kind: the input its provider reports before the reply is
+	// whole (Claude's message_start; issue 22 item 10), billed even when
+	// the reply is cut.
+	started map[string]int64
 	// backend builds the CLI's backend as the trial configured it, to read
 	// what its session files hold.
 	backend func(dir, home string) (purser.SpendRecoverer, error)
@@ -41,7 +46,7 @@ type killCLI struct {
 var killCLIs = []killCLI{
 	{name: "claude", backend: func(dir, home string) (purser.SpendRecoverer, error) {
 		return claude.New(cliSpec("claude", dir, "HOME", home))
-	}, tokens: map[string]int64{"tool": 5560, "final": 5905, "side": 53},
+	}, tokens: map[string]int64{"tool": 5560, "final": 5905, "side": 53}, started: map[string]int64{"tool": 5501, "final": 5901},
 		setup: claudeAgainstMock},
 	{name: "codex", backend: func(dir, home string) (purser.SpendRecoverer, error) {
 		return codex.New(cliSpec("codex", dir, "CODEX_HOME", home))
@@ -208,7 +213,10 @@ func killTrial(t *testing.T, c killCLI, cliDir, url string, trial int, afterRepl
 	// PURSER_KILL_STRICT=1 (the 30-trial measurement of docs/reliability.md)
 	// counts that as a failure too, to say how often it happens.
 	onFile := cliRecorded(t, c, cliDir, home, ws, db, id)
-	if got.Status != "DONE" || got.Budget.UsedTokens > delivered || got.Budget.UsedTokens < onFile ||
+	// A reply the mock began to a client then gone was billed for what its
+	// start reported, and may be booked for it (issue 22, item 10).
+	cut := mockCutStarts(t, url, c.started)
+	if got.Status != "DONE" || got.Budget.UsedTokens > delivered+cut || got.Budget.UsedTokens < onFile ||
 		(os.Getenv("PURSER_KILL_STRICT") == "1" && got.Budget.UsedTokens != delivered) {
 		// Not fatal: the remaining trials still run, so a failing run says
 		// how often, not only that.
@@ -259,6 +267,23 @@ func mockDelivered(t *testing.T, url string, tokens map[string]int64) (int64, st
 		replies = append(replies, f[1])
 	}
 	return sum, strings.Join(replies, ", ")
+}
+
+// mockCutStarts sums, over the replies the mock began to a client that was
+// gone before it finished, what each one's start reported (started, by
+// reply kind): the most a CLI may have booked of them.
+func mockCutStarts(t *testing.T, url string, started map[string]int64) int64 {
+	t.Helper()
+	var sum int64
+	for _, r := range mockLog[struct {
+		Did        string `json:"did"`
+		ClientGone string `json:"client_gone"`
+	}](t, url) {
+		if f := strings.Split(r.Did, "_"); len(f) == 3 && r.ClientGone != "" {
+			sum += started[f[1]]
+		}
+	}
+	return sum
 }
 
 // agentProcesses lists the processes of one trial's agent: those working in

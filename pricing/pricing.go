@@ -110,8 +110,11 @@ func (a Applied) Describe() string {
 }
 
 // Rate chooses the rates for an event: the service tier it was billed under,
-// then the highest long-context tier its input passes.
+// then the highest long-context tier its request's input passes (the
+// event's own input, or RequestInputTokens when the event is a piece of a
+// larger request: its output is billed at the request's tier).
 func (p Price) Rate(ev budget.UsageEvent) Applied {
+	input := max(ev.InputTokens, ev.RequestInputTokens)
 	service := strings.ToLower(strings.TrimSpace(ev.ServiceTier))
 	if service == "" || service == "default" || service == "auto" {
 		service = ServiceStandard
@@ -133,14 +136,14 @@ func (p Price) Rate(ev budget.UsageEvent) Applied {
 	}
 	a.Rates = chosen.Base()
 	for _, t := range chosen.Tiers {
-		if ev.InputTokens > t.AboveInput {
+		if input > t.AboveInput {
 			a.Rates, a.Above = t.Rates, t.AboveInput
 		}
 	}
 	if chosen != &p && len(chosen.Tiers) == 0 {
 		var passed *Tier
 		for i, t := range p.Tiers {
-			if ev.InputTokens > t.AboveInput {
+			if input > t.AboveInput {
 				passed = &p.Tiers[i]
 			}
 		}
@@ -797,6 +800,11 @@ var ErrNoPrices = errors.New("no model with an input_cost_per_token and output_c
 // (_priority, _flex, _batches) — in that order, as LiteLLM writes them
 // (input_cost_per_token_above_200k_tokens_priority).
 var priceKey = regexp.MustCompile(`^(input_cost_per_token_cache_hit|input_cost_per_token|output_cost_per_reasoning_token|output_cost_per_token|cache_read_input_token_cost|cache_creation_input_token_cost_above_1hr|cache_creation_input_token_cost)(?:_above_(\d+)k_tokens)?(?:_(priority|flex|batches))?$`)
+
+// ModelledKey reports whether a LiteLLM key is one of the per-token prices
+// Purser prices calls with: the keys the built-in table is made of
+// (pricing/builtingen copies exactly these from the reference).
+func ModelledKey(key string) bool { return priceKey.MatchString(key) }
 
 // looksLikePrice is a key that seems to change a bill: reported by name
 // when Purser does not model it.

@@ -39,6 +39,9 @@ func TestPricesAsBilled(t *testing.T) {
 		{"sonnet 4.5 at 200k input: base rates", budget.UsageEvent{Model: "claude-sonnet-4-5", InputTokens: 200_000, OutputTokens: 1000}, "0.615"},
 		{"sonnet 4.5 one token past 200k: 2× input, 1.5× output", budget.UsageEvent{Model: "claude-sonnet-4-5", InputTokens: 200_001, OutputTokens: 1000}, "1.222506"},
 		{"sonnet 4.5, the issue's 300k call", budget.UsageEvent{Model: "claude-sonnet-4-5", InputTokens: 300_000, OutputTokens: 10_000}, "2.025"},
+		// Issue 22, item 9: the output of a 250k request, reported apart from its input: 1.5× output.
+		{"sonnet 4.5 output of a request past 200k", budget.UsageEvent{Model: "claude-sonnet-4-5", RequestInputTokens: 250_000, OutputTokens: 10_000}, "0.225"},
+		{"sonnet 4.5 output of a request at 200k", budget.UsageEvent{Model: "claude-sonnet-4-5", RequestInputTokens: 200_000, OutputTokens: 10_000}, "0.15"},
 		{"sonnet 4.5 cache past 200k: long-context cache prices", budget.UsageEvent{Model: "claude-sonnet-4-5", InputTokens: 250_000, CacheReadTokens: 100_000, CacheWriteTokens: 50_000}, "1.035"},
 		{"sonnet 4.5 1-hour cache write: 2× input", budget.UsageEvent{Model: "claude-sonnet-4-5", InputTokens: 10_000, CacheReadTokens: 2000, CacheWriteTokens: 4000, CacheWrite1hTokens: 3000, OutputTokens: 500}, "0.04185"},
 		{"sonnet 4.5 1-hour cache write past 200k", budget.UsageEvent{Model: "claude-sonnet-4-5", InputTokens: 250_000, CacheWriteTokens: 100_000, CacheWrite1hTokens: 100_000}, "2.1"},
@@ -171,7 +174,7 @@ func TestEveryBuiltinNameFormResolves(t *testing.T) {
 			t.Errorf("Lookup(%q) = %q, want %q", pair[0], e.Model, pair[1])
 		}
 	}
-	for _, unknown := range []string{"gpt-5-mini-2", "gpt-5.3", "claude-sonnet-4-7", "gemini-3-flash", "o3-pro", "gpt-5.1-codex-ultra"} {
+	for _, unknown := range []string{"gpt-5-mini-2", "gpt-5.3", "claude-sonnet-4-7", "gemini-3-flash", "o4-pro", "gpt-5.1-codex-ultra"} {
 		if e, ok := c.Lookup(unknown); ok {
 			t.Errorf("Lookup(%q) guessed %q", unknown, e.Model)
 		}

@@ -123,9 +123,9 @@ type Parser struct {
 	model      string
 	// open is the streamed message whose end (message_delta, message_stop)
 	// has not come yet: if another message starts instead, its stream was
-	// dropped and the new one is Claude Code's retry of the same request.
+	// dropped and the new one is Claude Code's retry of the request.
 	open string
-	// replaced says which dropped messages a retry replaced, for the note.
+	// replaced says which dropped messages were retried, for the note.
 	replaced []string
 
 	session string
@@ -252,27 +252,48 @@ func (p *Parser) attribute(id, parentToolUseID string) {
 // A new message while a streamed one is still open means that stream was
 // dropped (a connection lost after message_start) and Claude Code retried
 // the request — streaming again, or falling back to a request without
-// streaming. Its result counts only the retry: the retry is the authority
-// for that request, so it takes over what the dropped stream emitted and
-// emits only what it adds to it, and the dropped message counts for nothing
-// more. Otherwise the dropped stream's partial usage would stay in the
-// ledger beside the retry's, counted twice in part.
+// streaming. The dropped stream's usage stays booked, once: its provider
+// reported it (message_start names the request's input), and a provider
+// bills a request's input once it has started it — as Purser's door books a
+// reply it cuts (gateway.Lane.bookCut) and as Gemini CLI counts a dropped
+// stream's prompt. Only a dropped stream whose provider reported nothing (the
+// Responses API's, cut before response.completed) books nothing. The retry
+// is a request of its own, booked whole (issue 22, item 10; issue 11 item 5
+// had the retry take the dropped stream's usage over, which booked it not at
+// all when the retry brought no message_delta, and a second time when it
+// did).
 func (p *Parser) observe(id, model string, u anthropicUsage) []budget.UsageEvent {
 	prev, seen := p.emitted[id]
 	if !seen {
 		p.order = append(p.order, id)
 		if p.open != "" && p.open != id {
 			dropped := p.emitted[p.open]
-			p.replaced = append(p.replaced, fmt.Sprintf("the dropped stream of message %s (%d tokens) by its retry %s", p.open, dropped.Tokens(), id))
-			prev = dropped
-			p.emitted[p.open] = budget.UsageEvent{Model: dropped.Model}
+			p.replaced = append(p.replaced, fmt.Sprintf("the dropped stream of message %s kept (%d tokens its provider reported at its start) beside its retry %s", p.open, dropped.Tokens(), id))
 			p.open = ""
+			// The retry is now the message being delivered: Claude Code
+			// follows a non-streaming retry with a message_delta of its
+			// own, naming no message, which is the retry's usage, not the
+			// dropped message's.
+			p.current, p.model = id, model
 		}
 	}
-	delta, next := usagedelta.Grow(prev, u.event(model))
+	want := u.event(model)
+	if want.ServiceTier == "" {
+		// message_delta's usage names no tier: the request's is the one
+		// its message_start gave.
+		want.ServiceTier = prev.ServiceTier
+	}
+	delta, next := usagedelta.Grow(prev, want)
+	next.ServiceTier = want.ServiceTier
 	p.emitted[id] = next
 	if delta.Tokens() == 0 {
 		return nil
+	}
+	if next.InputTokens > delta.InputTokens {
+		// A piece of a request whose input was reported before (the output
+		// of message_delta): priced at the whole request's long-context
+		// tier, as it is billed (issue 22, item 9).
+		delta.RequestInputTokens = next.InputTokens
 	}
 	delta.Agent = p.agentOf[id]
 	p.events = append(p.events, delta)
@@ -359,7 +380,7 @@ func (p *Parser) Reconcile(price func(budget.UsageEvent) budget.UsageEvent) (eve
 		diff = 0
 	}
 	if len(p.replaced) > 0 {
-		note = strings.TrimPrefix(note+"; replaced "+strings.Join(p.replaced, ", "), "; ")
+		note = strings.TrimPrefix(note+"; "+strings.Join(p.replaced, ", "), "; ")
 	}
 	// The report is the call's full cost: it settles every streamed event
 	// that had no price, so a model the catalogue lacks ends reported, not
@@ -442,7 +463,7 @@ func (p *Parser) reconcileGuess(adj budget.UsageEvent, model string, total budge
 		note += fmt.Sprintf("; Purser's estimate %s is kept", streamed.USD)
 	}
 	if len(p.replaced) > 0 {
-		note += "; replaced " + strings.Join(p.replaced, ", ")
+		note += "; " + strings.Join(p.replaced, ", ")
 	}
 	return events, note
 }

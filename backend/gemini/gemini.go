@@ -305,6 +305,9 @@ func (b *Backend) command(req purser.CallRequest, wire *proc.WireMeter) (proc.Co
 		note = purser.JoinNotes(note, "Gemini CLI's own retries stay on: "+err.Error())
 	} else {
 		env = append(env, systemSettingsEnv+"="+settings)
+		if err := readBySystemSettings(settings); err != nil {
+			note = purser.JoinNotes(note, err.Error())
+		}
 	}
 	return proc.Command{Args: args, Env: env, Interrupt: syscall.SIGTERM, Grace: StopGrace}, note
 }
@@ -321,6 +324,19 @@ func (b *Backend) noRetries() (string, error) {
 		current = os.Getenv(systemSettingsEnv)
 	}
 	return noRetrySettings(dir, current)
+}
+
+// OwnRetries says in one line whether Gemini CLI's own retries are off for
+// this backend's calls, or why they stay on (purser check prints it).
+func (b *Backend) OwnRetries() string {
+	settings, err := b.noRetries()
+	if err == nil {
+		err = readBySystemSettings(settings)
+	}
+	if err != nil {
+		return "Gemini CLI's own on: " + err.Error() + "; each retry it announces is counted"
+	}
+	return "Gemini CLI's own off (general.maxAttempts 1 in " + settings + ")"
 }
 
 // chatPoll is how often the chat file is read while Gemini CLI runs.

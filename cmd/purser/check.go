@@ -56,6 +56,10 @@ with its file, line and field).`,
 					if m, ok := b.(purser.Metered); ok {
 						fmt.Fprintf(out, "  metering    %s\n", m.Metering())
 					}
+					// A CLI's own retries, where Purser cannot always switch them off (Gemini CLI).
+					if r, ok := b.(interface{ OwnRetries() string }); ok {
+						fmt.Fprintf(out, "  retries     %s\n", r.OwnRetries())
+					}
 				}
 				describeOnHard(out, t, proj.Prices)
 				describeSandbox(cmd.OutOrStdout(), t, proj)
