@@ -164,6 +164,9 @@ func runAgent(t *testing.T, bin string, setup agentSetup, sc agentScenario) {
 				kept = append(kept, l)
 			}
 		}
+		if kept[len(kept)-1] == "  env:" { // HOME was its only entry
+			kept = kept[:len(kept)-1]
+		}
 		backendYAML = strings.Join(kept, "\n") + fmt.Sprintf("\n  sandbox: {mode: on, readOnly: [%s, %s]}", filepath.Dir(bin), home)
 	}
 	task := fmt.Sprintf("id: %s\ngoal: %q\nworkspace: ./ws\nbackend:\n%s\nvalidators:\n  - name: check\n    run: %q\nbudget:\n%s\n",
