@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,6 +128,13 @@ type agentScenario struct {
 	// wantNote is a part of the call's note (the door's count of what
 	// crossed it: requests, replies booked, refused, cut mid-reply).
 	wantNote string
+	// wsFiles are written into the workspace, made a git repository,
+	// before the run ("{mock}" in a file is the mock's URL): a
+	// repository's own settings.
+	wsFiles map[string]string
+	// check, when set, looks at what the agent left in its HOME and
+	// workspace after the run.
+	check func(t *testing.T, ws, home string)
 	// boxed runs the agent with sandbox: on — its HOME the box's, the npm
 	// install read-only, the door its only way out.
 	boxed bool
@@ -148,6 +156,17 @@ func runAgent(t *testing.T, bin string, setup agentSetup, sc agentScenario) {
 	ws, home := filepath.Join(dir, "ws"), filepath.Join(dir, "home")
 	for _, d := range []string{ws, home} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(sc.wsFiles) > 0 {
+		// A repository: OpenCode reads a project's config only in one.
+		if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+			t.Fatalf("git init: %v %s", err, out)
+		}
+	}
+	for name, body := range sc.wsFiles {
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(strings.ReplaceAll(body, "{mock}", url)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -264,6 +283,39 @@ func runAgent(t *testing.T, bin string, setup agentSetup, sc agentScenario) {
 			t.Errorf("%s not written: %v", f, err)
 		}
 	}
+	if sc.check != nil {
+		sc.check(t, ws, home)
+	}
+}
+
+// openCodeInWorkspace checks, from OpenCode's own log, that its session
+// ran in the workspace. OpenCode takes its directory from $PWD, not from
+// the process's working directory: an agent given Purser's own $PWD works
+// (reads, writes, runs its tools) wherever purser was started.
+func openCodeInWorkspace(t *testing.T, ws, home string) {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(home, ".local", "share", "opencode", "log", "*.log"))
+	if len(logs) == 0 {
+		t.Fatalf("no OpenCode log under %s", home)
+	}
+	var dirs []string
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if !strings.Contains(line, "message=created id=ses_") {
+				continue
+			}
+			_, d, _ := strings.Cut(line, " directory=")
+			d, _, _ = strings.Cut(d, " ")
+			dirs = append(dirs, d)
+		}
+	}
+	if len(dirs) == 0 || slices.ContainsFunc(dirs, func(d string) bool { return d != ws }) {
+		t.Errorf("OpenCode's sessions ran in %v, want the workspace %s (is $PWD the workspace in the agent's environment?)", dirs, ws)
+	}
 }
 
 // callNotes is every call's note in the database, one a line: the door
@@ -317,11 +369,24 @@ func TestOpenCode(t *testing.T) {
 		// for a MOCK_TOOL request on /v1/messages: 5,560 tokens, $0.006825).
 		{name: "opencode-done", goal: goalPlain, budget: budgetUSD, validator: noCheck, wantExit: 0, wantState: "DONE",
 			wantTok: 5613, wantUSD: 0.00689, wantRequests: []string{"claude-haiku-4-5-20251001", "claude-sonnet-4-5"},
-			wantNote: "door (anthropic): 2 request(s), 2 reply(ies) booked"},
+			wantNote: "door (anthropic): 2 request(s), 2 reply(ies) booked", check: openCodeInWorkspace},
 		// The same in the box: the door is its only way out.
 		{name: "opencode-boxed", goal: goalPlain, budget: budgetUSD, validator: noCheck, wantExit: 0, wantState: "DONE",
 			wantTok: 5613, wantUSD: 0.00689, wantRequests: []string{"claude-haiku-4-5-20251001", "claude-sonnet-4-5"},
 			wantNote: "door (anthropic): 2 request(s), 2 reply(ies) booked", boxed: true},
+		// A repository's opencode.json sends OpenCode's title requests
+		// straight to the provider (here the mock) on a provider of its own,
+		// with a key of its own: ignored (OPENCODE_DISABLE_PROJECT_CONFIG;
+		// without it the title goes around the door, unbooked), every request
+		// still crosses the door (each reached the mock with the real key)
+		// and is booked.
+		{name: "opencode-repo-config", goal: goalPlain, budget: budgetUSD, validator: noCheck, wantExit: 0, wantState: "DONE",
+			wantTok: 5613, wantUSD: 0.00689, wantRequests: []string{"claude-haiku-4-5-20251001", "claude-sonnet-4-5"},
+			wantNote: "door (anthropic): 2 request(s), 2 reply(ies) booked",
+			wsFiles: map[string]string{"opencode.json": `{"provider":{"anthropic":{"options":{"baseURL":"{mock}/v1"}},` +
+				`"direct":{"npm":"@ai-sdk/anthropic","options":{"baseURL":"{mock}/v1","apiKey":"not-through-the-door"},"models":{"claude-haiku-4-5":{}}}},` +
+				`"small_model":"direct/claude-haiku-4-5"}`},
+			check: openCodeInWorkspace},
 		// The answer's first event (message_start, 5,501 tokens) crosses a
 		// 3,000-token cap: BLOCKED, the agent stopped, and the ledger is still
 		// the mock's replies to the token (the door reads a reply to its end),
