@@ -73,11 +73,15 @@ func opencodeBackend(_ *testing.T, bin, home, url string) string {
 }
 
 // qwenBackend: Qwen Code on the OpenAI Chat wire, with system settings
-// that switch its usage statistics off.
+// (they outrank the user's and the repository's) that switch its usage
+// statistics off and declare the model with no baseUrl of its own, so that
+// a repository's .qwen/settings.json cannot give it one: it goes to
+// $OPENAI_BASE_URL, the door.
 func qwenBackend(t *testing.T, bin, home, url string) string {
 	t.Helper()
 	settings := filepath.Join(home, "qwen-settings.json")
-	if err := os.WriteFile(settings, []byte(`{"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"disableAutoUpdate":true,"disableUpdateNag":true}}`), 0o644); err != nil {
+	if err := os.WriteFile(settings, []byte(`{"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"disableAutoUpdate":true,"disableUpdateNag":true},`+
+		`"modelProviders":{"openai":[{"id":"gpt-5.5","name":"gpt-5.5","envKey":"OPENAI_API_KEY"}]}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf(`  type: agent
@@ -166,6 +170,9 @@ func runAgent(t *testing.T, bin string, setup agentSetup, sc agentScenario) {
 		}
 	}
 	for name, body := range sc.wsFiles {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(ws, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(ws, name), []byte(strings.ReplaceAll(body, "{mock}", url)), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -416,6 +423,13 @@ func TestQwenCode(t *testing.T) {
 		{name: "qwen-boxed", goal: goalPlain, budget: budgetUSD, validator: noCheck, wantExit: 0, wantState: "DONE",
 			wantTok: 11610, wantUSD: 0.0178, wantRequests: []string{"gpt-5.5", "gpt-5.5"},
 			wantNote: "door (openai-chat): 2 request(s), 2 reply(ies) booked", boxed: true},
+		// A repository's .qwen/settings.json gives the model a baseUrl
+		// straight to the provider (here the mock): the system settings'
+		// entry for the model wins, and every request crosses the door.
+		{name: "qwen-repo-config", goal: goalPlain, budget: budgetUSD, validator: noCheck, wantExit: 0, wantState: "DONE",
+			wantTok: 11610, wantUSD: 0.0178, wantRequests: []string{"gpt-5.5", "gpt-5.5"},
+			wantNote: "door (openai-chat): 2 request(s), 2 reply(ies) booked",
+			wsFiles:  map[string]string{".qwen/settings.json": `{"modelProviders":{"openai":[{"id":"gpt-5.5","name":"gpt-5.5","baseUrl":"{mock}/v1","envKey":"OPENAI_API_KEY"}]}}`}},
 		// The answer (usage in its last chunk) crosses a 3,000-token cap:
 		// the memory request after it never reaches the mock.
 		{name: "qwen-cap", goal: goalPlain, budget: budgetTok, validator: notDone, wantExit: 3, wantState: "BLOCKED",
