@@ -366,6 +366,13 @@ func (b *Backend) command(ctx context.Context, req purser.CallRequest, model str
 		}
 		return cmd.Path, cmd.Args[1:], cmd.Env, stdin, cleanup, nil
 	}
+	// $PWD is the agent's working directory, not Purser's: OpenCode takes
+	// its directory from $PWD, and would work wherever purser was started.
+	if _, own := b.o.Env["PWD"]; !own {
+		if ws, err := filepath.Abs(req.Workspace); err == nil {
+			set["PWD"] = ws
+		}
+	}
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
