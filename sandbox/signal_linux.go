@@ -49,18 +49,30 @@ func initOf(bwrap int) (int, bool) {
 	return 0, false
 }
 
-// childrenOf lists pid's children: from /proc/PID/task/PID/children where
-// the kernel has it, else by the parent pid of every process.
+// childrenOf lists pid's children: from /proc/PID/task/*/children where
+// the kernel has it (each thread's own: a Go parent, such as Purser's
+// supervisor, forks from any of its threads), else by the parent pid of
+// every process.
 func childrenOf(pid int) []int {
 	p := strconv.Itoa(pid)
 	var kids []int
-	if b, err := os.ReadFile("/proc/" + p + "/task/" + p + "/children"); err == nil {
-		for _, f := range strings.Fields(string(b)) {
-			if k, err := strconv.Atoi(f); err == nil {
-				kids = append(kids, k)
+	if tasks, err := os.ReadDir("/proc/" + p + "/task"); err == nil {
+		found := false
+		for _, task := range tasks {
+			b, err := os.ReadFile("/proc/" + p + "/task/" + task.Name() + "/children")
+			if err != nil {
+				continue
+			}
+			found = true
+			for _, f := range strings.Fields(string(b)) {
+				if k, err := strconv.Atoi(f); err == nil {
+					kids = append(kids, k)
+				}
 			}
 		}
-		return kids
+		if found {
+			return kids
+		}
 	}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {

@@ -91,7 +91,8 @@ func (o CLIOptions) boxFor(req purser.CallRequest, wire *WireMeter, seed map[str
 	if err != nil {
 		return nil, err
 	}
-	b := &boxCall{box: sandbox.Box{Workspace: req.Workspace, Home: home, ReadOnly: append(slices.Clone(o.box.ReadOnly), ro...)}, env: o.box.Env, exe: exe}
+	b := &boxCall{box: sandbox.Box{Workspace: req.Workspace, Home: home, ReadOnly: append(slices.Clone(o.box.ReadOnly), ro...),
+		Limits: o.box.Limits()}, env: o.box.Env, exe: exe}
 	if wire != nil {
 		port, err := urlPort(wire.URL())
 		if err != nil {
