@@ -131,6 +131,10 @@ func (b *Backend) env(extra ...string) []string {
 // API. Everything else stays outside (sandbox.EnvAllowList).
 var Needs = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_MODEL", "ANTHROPIC_SMALL_FAST_MODEL"}
 
+// EnvNames are the names that enter the CLI's box: the options' env: and
+// the credentials it needs (purser check lists them).
+func (o *Options) EnvNames() []string { return append(o.CLIOptions.EnvNames(), Needs...) }
+
 // DefaultBaseURL is where Claude Code sends its requests unless
 // ANTHROPIC_BASE_URL says otherwise.
 const DefaultBaseURL = "https://api.anthropic.com"

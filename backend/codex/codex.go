@@ -317,6 +317,12 @@ func (b *Backend) needs() []string {
 	return needs
 }
 
+// EnvNames are the names that enter Codex's box: the options' env: and the
+// credentials it needs (purser check lists them).
+func (o *Options) EnvNames() []string {
+	return append(o.CLIOptions.EnvNames(), (&Backend{cli: o.CLIOptions, opts: *o}).needs()...)
+}
+
 // boxNote says, for a call in Purser's box, that Codex's own sandbox is
 // off, and why.
 const boxNote = "Codex's own sandbox is off (--sandbox danger-full-access) inside Purser's box: it is bubblewrap too, and the box allows no namespace inside it; the box is the boundary"

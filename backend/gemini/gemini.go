@@ -400,6 +400,10 @@ func (b *Backend) RecoverSpend(_ context.Context, q purser.SpendQuery) (purser.R
 // its API keys. Everything else stays outside (sandbox.EnvAllowList).
 var Needs = []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}
 
+// EnvNames are the names that enter the CLI's box: the options' env: and
+// the credentials it needs (purser check lists them).
+func (o *Options) EnvNames() []string { return append(o.CLIOptions.EnvNames(), Needs...) }
+
 // DefaultBaseURL is where Gemini CLI sends its requests (with an API key)
 // unless GOOGLE_GEMINI_BASE_URL says otherwise.
 const DefaultBaseURL = "https://generativelanguage.googleapis.com"

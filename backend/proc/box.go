@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -383,15 +382,23 @@ func (d *doorRelay) close() {
 	os.RemoveAll(d.dir)
 }
 
-// BoxLine says in one line what the box lets the CLI have, for purser
-// check: "" when unboxed.
-func (o CLIOptions) BoxLine(needs []string) string {
-	if !o.box.On() {
-		return ""
+// EnvNames are the names the options' env: sets (HOME aside: a box's is
+// its own), for purser check to list among what enters the box.
+func (o CLIOptions) EnvNames() []string {
+	var names []string
+	for k := range o.Env {
+		if k != "HOME" {
+			names = append(names, k)
+		}
 	}
-	env := slices.Sorted(maps.Keys(o.Env))
-	env = append(env, needs...)
-	env = append(env, o.box.Env...)
-	return fmt.Sprintf("box: workspace rw, HOME %s rw, the CLI's install ro, private /tmp; env: the allow-list + %s; network: only the door to the wire meter",
-		filepath.Join(o.box.Homes, "agent-<task>"), strings.Join(env, ", "))
+	slices.Sort(names)
+	return names
+}
+
+// BoxNetwork says what network the CLI has in a box, for purser check.
+func (o CLIOptions) BoxNetwork() string {
+	if o.WireMeter != nil && !*o.WireMeter {
+		return "none (wireMeter: false): in the box the CLI reaches no provider; the door is the wire meter"
+	}
+	return "only Purser's door, 127.0.0.1:PORT inside relayed to the call's wire meter, which forwards to the provider; no DNS, no other route (a base URL set elsewhere, e.g. a repository's .claude/settings.json, reaches nothing)"
 }
