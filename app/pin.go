@@ -53,6 +53,7 @@ type PinChange struct {
 	Key, From, To string
 }
 
+// String is the change as the refusal lists it: "key: from → to".
 func (c PinChange) String() string {
 	show := func(v string) string {
 		if v == "" {
@@ -72,6 +73,8 @@ type ConfigChangedError struct {
 	Changes   []PinChange
 }
 
+// Error names the task, the files inside its workspace, every change, and
+// how the user accepts them.
 func (e *ConfigChangedError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "task %s: what governs it changed since its first start, and %s inside its workspace %s, where the agent can write; refused:",
