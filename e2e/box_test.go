@@ -117,21 +117,33 @@ func TestBoxKeepsClaudeOnTheDoor(t *testing.T) {
 	}
 }
 
-// kill -9 of purser while a boxed Claude Code waits on its second request:
-// nothing of the box outlives it (2 s), and after resume the task is DONE
-// with the ledger exactly what the mock delivered.
+// kill -9 of purser while a boxed CLI waits on its second request (held 3 s
+// by the mock): nothing of the box outlives it (2 s), and after resume the
+// task is DONE with the ledger exactly what the mock delivered.
 func TestBoxKill9AndResume(t *testing.T) {
 	dir := clis(t)
 	requireBox(t)
 	url := backendtest.StartMock(t)
+	for _, c := range killCLIs {
+		t.Run(c.name, func(t *testing.T) { boxKillTrial(t, c, dir, url) })
+	}
+}
+
+func boxKillTrial(t *testing.T, c killCLI, dir, url string) {
+	if resp, err := http.Post(url+"/_mock/reset", "application/json", nil); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
 	base := t.TempDir()
 	ws := filepath.Join(base, "ws")
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	backend, env := claudeAgainstMock(t, dir, t.TempDir(), url)
-	task := fmt.Sprintf("id: boxkill\ngoal: %q\nworkspace: ./ws\nbackend:\n%s\n  sandbox: on\nvalidators:\n  - name: file\n    run: test -f mock_out.txt\nbudget:\n  hard: {usd: 1.0, maxIterations: 3}\n",
-		"Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_3", backend)
+	backend, env := c.setup(t, dir, t.TempDir(), url)
+	id := "boxkill-" + c.name
+	task := fmt.Sprintf("id: %s\ngoal: %q\nworkspace: ./ws\nbackend:\n%s\n  sandbox: on\nvalidators:\n  - name: file\n    run: test -f mock_out.txt\nbudget:\n  hard: {usd: 1.0, maxIterations: 3}\n",
+		id, "Create mock_out.txt. MOCK_TOOL MOCK_SLOWAFTER_3", backend)
 	if err := os.WriteFile(filepath.Join(base, "task.yaml"), []byte(task), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -144,10 +156,9 @@ func TestBoxKill9AndResume(t *testing.T) {
 	if err := run.Start(); err != nil {
 		t.Fatal(err)
 	}
-	tokens := map[string]int64{"tool": 5560, "final": 5905, "side": 53}
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		if n, _ := mockDelivered(t, url, tokens); n > 0 {
+		if n, _ := mockDelivered(t, url, c.tokens); n > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -169,16 +180,17 @@ func TestBoxKill9AndResume(t *testing.T) {
 	for len(processesIn(ws)) > 0 && time.Since(killed) < 2*time.Second {
 		time.Sleep(10 * time.Millisecond)
 	}
+	gone := time.Since(killed)
 	if left := processesIn(ws); len(left) > 0 {
 		t.Fatalf("processes of the box alive 2 s after purser's SIGKILL:\n%s", strings.Join(left, "\n"))
 	}
-	res := exec.Command(buildPurser(t), "resume", "boxkill")
+	res := exec.Command(buildPurser(t), "resume", id)
 	res.Dir, res.Env = base, env
 	resOut, err := res.CombinedOutput()
 	if err != nil {
 		t.Fatalf("resume: %v\n%s", err, resOut)
 	}
-	st, err := exec.Command(buildPurser(t), "status", "boxkill", "--json", "--db", db).Output()
+	st, err := exec.Command(buildPurser(t), "status", id, "--json", "--db", db).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,10 +198,10 @@ func TestBoxKill9AndResume(t *testing.T) {
 	if err := json.Unmarshal(st, &status); err != nil || len(status.Tasks) != 1 {
 		t.Fatalf("status: %v %s", err, st)
 	}
-	delivered, replies := mockDelivered(t, url, tokens)
+	delivered, replies := mockDelivered(t, url, c.tokens)
 	got := status.Tasks[0]
 	if got.Status != "DONE" || got.Budget.UsedTokens != delivered {
-		t.Fatalf("after resume: %s with %d tokens; the mock delivered %d (%s)\n%s\ncalls:\n%s", got.Status, got.Budget.UsedTokens, delivered, replies, resOut, callsOf(t, db, "boxkill"))
+		t.Fatalf("after resume: %s with %d tokens; the mock delivered %d (%s)\n%s\ncalls:\n%s", got.Status, got.Budget.UsedTokens, delivered, replies, resOut, callsOf(t, db, id))
 	}
-	t.Logf("kill -9 1 s after the first reply; box gone within %s; after resume DONE, ledger %d = delivered (%s)", time.Since(killed).Round(time.Millisecond), got.Budget.UsedTokens, replies)
+	t.Logf("kill -9 1 s after the first reply; the box gone within %s; after resume DONE, ledger %d = delivered (%s)", gone.Round(time.Millisecond), got.Budget.UsedTokens, replies)
 }
