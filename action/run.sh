@@ -16,6 +16,18 @@ if [ -z "${INPUT_TASKS:-}" ]; then
   echo "::error title=Purser::the action's tasks input is empty: name at least one task file"
   exit 2
 fi
+# A write token where the agent works is one the agent can take: actions/
+# checkout leaves the job's GITHUB_TOKEN in .git/config unless told
+# persist-credentials: false. Refuse to start the agent beside one (issue 20
+# item 7): push from a later step or job, outside the box.
+if git rev-parse --git-dir >/dev/null 2>&1; then
+  if git config --local --get-regexp '^http\..*extraheader$' >/dev/null 2>&1 ||
+    git config --local --get-regexp '^remote\..*\.url$' 2>/dev/null | grep -q '://[^/@]*:[^/@]*@'; then
+    echo "::error title=Purser::the repository's .git/config holds a credential (an http extraheader or a URL with a password), where the agent would work and could take it; check out with persist-credentials: false and push from a step after the agent"
+    exit 2
+  fi
+fi
+
 # One task file per word (spaces or newlines).
 read -r -d '' -a tasks <<<"$INPUT_TASKS" || true
 

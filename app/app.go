@@ -94,7 +94,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	if err := refuseKeywordDSN(a.DB); err != nil {
 		return nil, err
 	}
-	run, err := o.Preflight.beforeOpen(stderr, proj, a.DB, o.Backends)
+	run, pin, err := o.Preflight.beforeOpen(stderr, proj, a.DB, o.Backends)
 	if err != nil {
 		return nil, err
 	}
@@ -121,6 +121,10 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	}
 	a.Store = s
 	if err := o.Preflight.afterOpen(ctx, s, a.DB); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := pin(); err != nil {
 		s.Close()
 		return nil, err
 	}

@@ -40,35 +40,49 @@ type Preflight struct {
 	// Draws: the tasks' drawFrom: must name budgets the database knows
 	// (checked once it is open).
 	Draws bool
+	// Project is the tasks' project, whose purser.yaml governs them with
+	// their task files (CheckPins); nil: the App's.
+	Project *config.Project
+	// AcceptConfig accepts a change to what governs the tasks found in a
+	// file inside their workspace (--accept-config): the user's act.
+	AcceptConfig bool
 }
 
 // beforeOpen makes the checks that need no database, in the order the
 // commands have always made them, and returns the run budget loaded.
-func (p Preflight) beforeOpen(stderr io.Writer, proj *config.Project, db Database, backends engine.BackendResolver) (*budget.Config, error) {
+func (p Preflight) beforeOpen(stderr io.Writer, proj *config.Project, db Database, backends engine.BackendResolver) (*budget.Config, func() error, error) {
 	if err := RefuseUnboxed(proj, p.Tasks); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	pinProj := p.Project
+	if pinProj == nil {
+		pinProj = proj
+	}
+	pin, err := CheckPins(stderr, pinProj, p.Tasks, p.AcceptConfig)
+	if err != nil {
+		return nil, nil, err
 	}
 	if p.Alerts && proj != nil {
 		// A webhook whose URL variable is unset is bad input, found
 		// before the database is opened or anything runs.
 		if _, err := proj.Alerts.Config(); err != nil {
-			return nil, BadInput(err)
+			return nil, nil, BadInput(err)
 		}
 	}
 	var run *budget.Config
 	if p.RunBudgetFile != "" {
 		cfg, err := config.LoadBudget(p.RunBudgetFile)
 		if err != nil {
-			return nil, BadInput(err)
+			return nil, nil, BadInput(err)
 		}
 		run = &cfg
 	}
 	if p.Unpriced {
 		if err := CheckUnpriced(stderr, backends, p.Tasks, run, proj.Prices); err != nil {
-			return nil, BadInput(err)
+			return nil, nil, BadInput(err)
 		}
 	}
-	return run, RefuseDatabaseInWorkspace(db, p.Tasks)
+	return run, pin, RefuseDatabaseInWorkspace(db, p.Tasks)
 }
 
 // afterOpen makes the checks that read the database.
@@ -83,10 +97,14 @@ func (p Preflight) afterOpen(ctx context.Context, s Store, db Database) error {
 // Preflight makes the checks before spending on an open App: those of Open
 // and those that read the database.
 func (a *App) Preflight(ctx context.Context, p Preflight) error {
-	if _, err := p.beforeOpen(a.stderr, a.Project, a.DB, a.Backends); err != nil {
+	_, pin, err := p.beforeOpen(a.stderr, a.Project, a.DB, a.Backends)
+	if err != nil {
 		return err
 	}
-	return p.afterOpen(ctx, a.Store, a.DB)
+	if err := p.afterOpen(ctx, a.Store, a.DB); err != nil {
+		return err
+	}
+	return pin()
 }
 
 // RefuseDatabaseInWorkspace refuses tasks whose workspace holds the

@@ -20,11 +20,11 @@ func Validators(proj *config.Project) validate.Runner {
 		return validate.Runner{}
 	}
 	return validate.Runner{Sandbox: &validate.Sandbox{Homes: config.BoxHomes(proj.Dir),
-		ReadOnly: proj.Sandbox.ReadOnly, Env: proj.Sandbox.Env}}
+		ReadOnly: proj.Sandbox.ReadOnly, Env: proj.Sandbox.Env, Limits: proj.Sandbox.Limits()}}
 }
 
 // BackendSandbox is the sandbox: setting in force for a backend, and
-// whether its type can be boxed at all (the exec backend, this version).
+// whether its type can be boxed at all (the exec backend and the agent CLIs).
 // A backend that cannot be boxed is off: the loader refuses on for it.
 func BackendSandbox(spec purser.BackendSpec) (backend.SandboxConfig, bool) {
 	if b, ok := spec.Options.(backend.Boxable); ok {

@@ -80,7 +80,7 @@ backends:
 func TestSandboxSettingRefusedLocated(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{"sandbox: maybe\n", "purser.yaml:1:10: sandbox: want off, on or"},
-		{"sandbox: {mode: on, network: x}\n", "sandbox.network: unknown key (known: env, mode, readOnly)"},
+		{"sandbox: {mode: on, network: x}\n", "sandbox.network: unknown key (known: env, memoryMiB, mode, processes, readOnly)"},
 		{"sandbox: {readOnly: [/x]}\n", "sandbox.mode: is required"},
 		{"sandbox: {mode: on, env: [PGPASSWORD]}\n", "sandbox.env[0]: PGPASSWORD never enters a box"},
 		{"sandbox: {mode: on, env: [SLACK_WEBHOOK_URL]}\n", "SLACK_WEBHOOK_URL never enters a box"},

@@ -31,6 +31,16 @@ type Setting struct {
 	// Env are more environment variable names passed into the box, beside
 	// the allow-list (EnvAllowList); a Forbidden name is refused.
 	Env []string
+	// Processes and MemoryMiB bound the box (processes: and memoryMiB:;
+	// 0: DefaultLimits): its processes and threads at once, and each
+	// process's memory (see Limits).
+	Processes int
+	MemoryMiB int64
+}
+
+// Limits are the bounds the setting asks for, as a Box takes them.
+func (s Setting) Limits() Limits {
+	return Limits{Processes: s.Processes, MemoryBytes: s.MemoryMiB << 20}
 }
 
 // On reports whether the setting asks for a box.
@@ -55,7 +65,7 @@ type SettingProblem struct {
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // settingKeys are the keys of the mapping form.
-var settingKeys = []string{"env", "mode", "readOnly"}
+var settingKeys = []string{"env", "memoryMiB", "mode", "processes", "readOnly"}
 
 // ParseSetting reads a sandbox: value as a YAML library decodes it into an
 // any (a string, a bool, or a map[string]any), strictly: an unknown key is
@@ -110,6 +120,18 @@ func ParseSetting(v any, dir string) (Setting, []SettingProblem) {
 						s.Env = append(s.Env, n)
 					}
 				}
+			case "processes":
+				n, ok := wholeNumber(x[k])
+				if !ok || n < minProcesses || n > 1<<22 {
+					probs = append(probs, SettingProblem{k, fmt.Sprintf("want a whole number of processes from %d (the box's init counts its own threads) to %d, got %v", minProcesses, 1<<22, x[k])})
+				}
+				s.Processes = int(n)
+			case "memoryMiB":
+				n, ok := wholeNumber(x[k])
+				if !ok || n < 64 || n > 1<<30 {
+					probs = append(probs, SettingProblem{k, fmt.Sprintf("want a whole number of MiB from 64 to %d, got %v", 1<<30, x[k])})
+				}
+				s.MemoryMiB = n
 			default:
 				probs = append(probs, SettingProblem{k, fmt.Sprintf("unknown key (known: %s)", strings.Join(settingKeys, ", "))})
 			}
@@ -139,6 +161,28 @@ func parseMode(v any) (Mode, bool) {
 		return ModeOff, true
 	}
 	return "", false
+}
+
+// wholeNumber reads a YAML integer, as a YAML library decodes it into an
+// any.
+func wholeNumber(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int:
+		return int64(x), true
+	case int64:
+		return x, true
+	case uint64:
+		if x > 1<<62 {
+			return 0, false
+		}
+		return int64(x), true
+	case float64:
+		if x != float64(int64(x)) {
+			return 0, false
+		}
+		return int64(x), true
+	}
+	return 0, false
 }
 
 // stringList reads a YAML list of strings.

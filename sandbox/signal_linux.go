@@ -49,18 +49,30 @@ func initOf(bwrap int) (int, bool) {
 	return 0, false
 }
 
-// childrenOf lists pid's children: from /proc/PID/task/PID/children where
-// the kernel has it, else by the parent pid of every process.
+// childrenOf lists pid's children: from /proc/PID/task/*/children where
+// the kernel has it (each thread's own: a Go parent, such as Purser's
+// supervisor, forks from any of its threads), else by the parent pid of
+// every process.
 func childrenOf(pid int) []int {
 	p := strconv.Itoa(pid)
 	var kids []int
-	if b, err := os.ReadFile("/proc/" + p + "/task/" + p + "/children"); err == nil {
-		for _, f := range strings.Fields(string(b)) {
-			if k, err := strconv.Atoi(f); err == nil {
-				kids = append(kids, k)
+	if tasks, err := os.ReadDir("/proc/" + p + "/task"); err == nil {
+		found := false
+		for _, task := range tasks {
+			b, err := os.ReadFile("/proc/" + p + "/task/" + task.Name() + "/children")
+			if err != nil {
+				continue
+			}
+			found = true
+			for _, f := range strings.Fields(string(b)) {
+				if k, err := strconv.Atoi(f); err == nil {
+					kids = append(kids, k)
+				}
 			}
 		}
-		return kids
+		if found {
+			return kids
+		}
 	}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -79,4 +91,40 @@ func childrenOf(pid int) []int {
 		}
 	}
 	return kids
+}
+
+// SignalUnder sends sig to the command of a box started below root (bwrap
+// itself, or a supervisor that started bwrap: internal/procgroup's), through
+// the box's init, as Signal does. It looks a few generations down, and
+// returns an error when no box's init runs there (the caller then stops
+// the box hard).
+func SignalUnder(root int, sig syscall.Signal) error {
+	for end := time.Now().Add(time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if pid, ok := initBelow(root, 3); ok {
+			if err := syscall.Kill(pid, sig); err != nil {
+				return fmt.Errorf("sandbox: signalling the box's init (pid %d): %w", pid, err)
+			}
+			return nil
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("sandbox: no box's init runs below pid %d", root)
+		}
+	}
+}
+
+// initBelow finds a box's init among pid's descendants, depth generations
+// down at most.
+func initBelow(pid, depth int) (int, bool) {
+	if p, ok := initOf(pid); ok {
+		return p, true
+	}
+	if depth <= 1 {
+		return 0, false
+	}
+	for _, kid := range childrenOf(pid) {
+		if p, ok := initBelow(kid, depth-1); ok {
+			return p, true
+		}
+	}
+	return 0, false
 }

@@ -25,6 +25,8 @@ type Sandbox struct {
 	ReadOnly []string
 	// Env are more variable names passed in beside the allow-list.
 	Env []string
+	// Limits bound each validator's box (zero fields: the defaults).
+	Limits sandbox.Limits
 }
 
 // command is sh -c run, directly or in the box.
@@ -37,7 +39,7 @@ func (r Runner) command(workspace, run string) (*exec.Cmd, error) {
 		return nil, err
 	}
 	box := sandbox.Box{Workspace: workspace, Home: home, ReadOnly: r.Sandbox.ReadOnly,
-		Env: sandbox.EnvAllowList(os.Environ(), r.Sandbox.Env...)}
+		Env: sandbox.EnvAllowList(os.Environ(), r.Sandbox.Env...), Limits: r.Sandbox.Limits}
 	// Not bound to a context: the timeout and the kill are RunValidator's,
 	// through the process group, as for an unboxed validator.
 	return box.Command(context.Background(), "sh", "-c", run)

@@ -398,7 +398,7 @@ func (w *worker) runTaskOnce(ctx context.Context, job purser.Job, refused *bool)
 	// budget the database does not know, fails the task here rather than
 	// have the engine refuse it, and the job go round the queue, again and
 	// again.
-	if err := w.app.Preflight(ctx, app.Preflight{Tasks: []purser.Task{task}, Files: []string{job.TaskFile}, Draws: true}); err != nil {
+	if err := w.app.Preflight(ctx, app.Preflight{Tasks: []purser.Task{task}, Files: []string{job.TaskFile}, Draws: true, Project: proj}); err != nil {
 		return purser.StateFailed, redact.String(err.Error())
 	}
 	// The task's alerts: purser.yaml's webhooks, as purser run sends them;

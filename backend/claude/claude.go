@@ -125,6 +125,16 @@ func (b *Backend) env(extra ...string) []string {
 		"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1"}, extra...)...)
 }
 
+// Needs are the names of Purser's environment Claude Code needs in a box:
+// an API key, or a subscription's token (`claude setup-token`, for a login
+// the box's own HOME does not hold), and the settings that pick Anthropic's
+// API. Everything else stays outside (sandbox.EnvAllowList).
+var Needs = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_MODEL", "ANTHROPIC_SMALL_FAST_MODEL"}
+
+// EnvNames are the names that enter the CLI's box: the options' env: and
+// the credentials it needs (purser check lists them).
+func (o *Options) EnvNames() []string { return append(o.CLIOptions.EnvNames(), Needs...) }
+
 // DefaultBaseURL is where Claude Code sends its requests unless
 // ANTHROPIC_BASE_URL says otherwise.
 const DefaultBaseURL = "https://api.anthropic.com"
@@ -147,6 +157,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	return b.cli.Call(ctx, req, report, proc.CLICall{
 		Backend:  "claude",
 		Upstream: upstream,
+		Needs:    Needs,
 		Command: func(wire *proc.WireMeter) (proc.Command, string) {
 			var wireEnv []string
 			if wire != nil {
@@ -161,7 +172,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			if p.Session() == "" {
 				return ""
 			}
-			return b.transcriptPath(req.Workspace, p.Session())
+			return b.transcriptPath(req.TaskID, req.Workspace, p.Session())
 		},
 		Finish: func(out proc.Outcome, parseErr error, _ int, res *purser.CallResult) error {
 			b.finish(p, req, report, res)
@@ -181,7 +192,7 @@ func (b *Backend) finish(p *Parser, req purser.CallRequest, report purser.UsageF
 		res.Note, res.Text = purser.JoinNotes(res.Note, note), p.Result().Result
 	} else if p.Session() != "" {
 		// No result line (killed, or SIGTERM): the transcript kept the usage.
-		for _, ev := range b.recover(p) {
+		for _, ev := range b.recover(req.TaskID, p) {
 			report(ev)
 		}
 		res.Note = purser.JoinNotes(res.Note, "no result line; usage recovered from the session transcript")
@@ -223,8 +234,8 @@ func Classify(status *int, text string) error {
 
 // recover reads the session transcript under $HOME/.claude/projects for the
 // usage the stream did not report.
-func (b *Backend) recover(p *Parser) []budget.UsageEvent {
-	matches, _ := filepath.Glob(filepath.Join(b.cli.Home(), ".claude", "projects", "*", p.Session()+".jsonl"))
+func (b *Backend) recover(task string, p *Parser) []budget.UsageEvent {
+	matches, _ := filepath.Glob(filepath.Join(b.cli.HomeFor(task), ".claude", "projects", "*", p.Session()+".jsonl"))
 	matches = append(matches, subAgentTranscripts(matches)...) // after the session's, which names the sub-agents
 	var out []budget.UsageEvent
 	for _, m := range matches {
@@ -249,8 +260,9 @@ func (b *Backend) recover(p *Parser) []budget.UsageEvent {
 // ~/.claude/projects, in a directory named after the workspace's real path
 // with every character other than a letter or a digit made a dash. Where
 // a transcript of the session already exists, that one.
-func (b *Backend) transcriptPath(workspace, session string) string {
-	if m, _ := filepath.Glob(filepath.Join(b.cli.Home(), ".claude", "projects", "*", session+".jsonl")); len(m) > 0 {
+func (b *Backend) transcriptPath(task, workspace, session string) string {
+	home := b.cli.HomeFor(task)
+	if m, _ := filepath.Glob(filepath.Join(home, ".claude", "projects", "*", session+".jsonl")); len(m) > 0 {
 		return m[0]
 	}
 	if real, err := filepath.EvalSymlinks(workspace); err == nil {
@@ -262,7 +274,7 @@ func (b *Backend) transcriptPath(workspace, session string) string {
 		}
 		return '-'
 	}, workspace)
-	return filepath.Join(b.cli.Home(), ".claude", "projects", slug, session+".jsonl")
+	return filepath.Join(home, ".claude", "projects", slug, session+".jsonl")
 }
 
 var _ purser.SpendRecoverer = (*Backend)(nil)
@@ -277,7 +289,7 @@ var _ purser.SpendRecoverer = (*Backend)(nil)
 // not precede the call's start (proc.LocateSession).
 func (b *Backend) RecoverSpend(_ context.Context, q purser.SpendQuery) (purser.RecoveredSpend, error) {
 	file, note := q.Call.Session, ""
-	projects := filepath.Join(b.cli.Home(), ".claude", "projects")
+	projects := filepath.Join(b.cli.HomeFor(q.Call.TaskID), ".claude", "projects")
 	if file != "" {
 		if _, err := os.Lstat(file); err != nil {
 			if m, _ := filepath.Glob(filepath.Join(projects, "*", filepath.Base(file))); len(m) > 0 {

@@ -356,7 +356,7 @@ func TestRecoverReadsTheSubAgentsTranscripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[string]int64{}
-	for _, ev := range b.recover(p) {
+	for _, ev := range b.recover("", p) {
 		got[ev.Agent] += ev.Tokens()
 	}
 	if want := map[string]int64{"": 120, "general-purpose: Find the flaky test": 355}; !maps.Equal(got, want) {

@@ -216,8 +216,16 @@ func (p *Parser) state() (thread, failed, text string, done bool, retries int) {
 // Options are the backend's settings in a task or purser.yaml.
 type Options struct {
 	proc.CLIOptions `yaml:",inline"` // command (default codex) and env
-	// Sandbox is passed as --sandbox (default workspace-write).
-	Sandbox string `yaml:"sandbox"`
+	// SandboxMode is Codex's own sandbox, passed as --sandbox (default
+	// workspace-write). Its key is sandbox:, which on every other backend is
+	// Purser's box: the values do not overlap, so the loader reads off, on
+	// and the mapping as Purser's box and read-only, workspace-write and
+	// danger-full-access as this (backend.HasOption). In Purser's box,
+	// Codex's own sandbox is turned off (danger-full-access), and the
+	// call's note says why: it is bubblewrap too, and a box allows no user
+	// namespace inside it ("bwrap: No permissions to create new
+	// namespace"); the box is the boundary.
+	SandboxMode string `yaml:"sandbox"`
 	// Args are extra arguments before the prompt, e.g. approval settings.
 	Args []string `yaml:"args"`
 	// Provider is the model provider of Codex's config whose own retries
@@ -239,14 +247,14 @@ func NewOptions() backend.Options {
 }
 
 func defaultOptions() Options {
-	return Options{CLIOptions: proc.CLIOptions{Command: "codex"}, Sandbox: "workspace-write"}
+	return Options{CLIOptions: proc.CLIOptions{Command: "codex"}, SandboxMode: "workspace-write"}
 }
 
 // Validate checks the options' values.
 func (o Options) Validate() error {
 	errs := []error{o.CLIOptions.Validate()}
-	if !slices.Contains(Sandboxes, o.Sandbox) {
-		errs = append(errs, &backend.OptionError{Option: "sandbox", Msg: fmt.Sprintf("%q: want %s", o.Sandbox, strings.Join(Sandboxes, ", "))})
+	if !slices.Contains(Sandboxes, o.SandboxMode) {
+		errs = append(errs, &backend.OptionError{Option: "sandbox", Msg: fmt.Sprintf("%q: want %s (Codex's own), or on, off or a mapping (Purser's box)", o.SandboxMode, strings.Join(Sandboxes, ", "))})
 	}
 	return errors.Join(errs...)
 }
@@ -268,6 +276,7 @@ func New(spec purser.BackendSpec) (*Backend, error) {
 	return &Backend{cli: o.Resolved(spec.Dir), opts: o}, nil
 }
 
+// codexHome is the CODEX_HOME of the user's Codex: its config.
 func (b *Backend) codexHome() string {
 	if h := b.cli.Env["CODEX_HOME"]; h != "" {
 		return h
@@ -277,6 +286,46 @@ func (b *Backend) codexHome() string {
 	}
 	return filepath.Join(b.cli.Home(), ".codex")
 }
+
+// sessionsHome is the CODEX_HOME Codex runs with for task id, where its
+// rollouts are: in Purser's box, .codex under the task's own HOME (the
+// user's config copied there each call); otherwise codexHome.
+func (b *Backend) sessionsHome(id string) string {
+	if b.cli.Boxed() {
+		return filepath.Join(b.cli.HomeFor(id), ".codex")
+	}
+	return b.codexHome()
+}
+
+// Needs are the names of Purser's environment Codex needs in a box: its
+// API keys, and the env_key of the model provider its config names.
+func (b *Backend) needs() []string {
+	needs := []string{"OPENAI_API_KEY", "CODEX_API_KEY", "OPENAI_BASE_URL"}
+	var cfg struct {
+		ModelProvider  string `toml:"model_provider"`
+		ModelProviders map[string]struct {
+			EnvKey string `toml:"env_key"`
+		} `toml:"model_providers"`
+	}
+	if _, err := toml.DecodeFile(filepath.Join(b.codexHome(), "config.toml"), &cfg); err == nil {
+		for _, p := range cfg.ModelProviders {
+			if p.EnvKey != "" {
+				needs = append(needs, p.EnvKey)
+			}
+		}
+	}
+	return needs
+}
+
+// EnvNames are the names that enter Codex's box: the options' env: and the
+// credentials it needs (purser check lists them).
+func (o *Options) EnvNames() []string {
+	return append(o.CLIOptions.EnvNames(), (&Backend{cli: o.CLIOptions, opts: *o}).needs()...)
+}
+
+// boxNote says, for a call in Purser's box, that Codex's own sandbox is
+// off, and why.
+const boxNote = "Codex's own sandbox is off (--sandbox danger-full-access) inside Purser's box: it is bubblewrap too, and the box allows no namespace inside it; the box is the boundary"
 
 // rolloutPoll is how often the rollout file is read while Codex runs.
 const rolloutPoll = 100 * time.Millisecond
@@ -292,10 +341,19 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	if id == "" {
 		upstream = ""
 	}
+	var seed map[string]string
+	if b.cli.Boxed() {
+		seed = map[string]string{".codex/config.toml": filepath.Join(b.codexHome(), "config.toml")}
+	}
 	return b.cli.Call(ctx, req, report, proc.CLICall{
 		Backend:  "codex",
 		Upstream: upstream,
+		Needs:    b.needs(),
+		Seed:     seed,
 		Command: func(wire *proc.WireMeter) (proc.Command, string) {
+			if b.cli.Boxed() {
+				return b.command(req, id, wire), boxNote
+			}
 			return b.command(req, id, wire), ""
 		},
 		Feed:    p.Feed,
@@ -309,7 +367,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			}
 			return nil
 		},
-		Follow: &proc.FollowSession{Find: func() string { return b.rollout(p) }, Feed: p.FeedRollout, Every: rolloutPoll},
+		Follow: &proc.FollowSession{Find: func() string { return b.rollout(req.TaskID, p) }, Feed: p.FeedRollout, Every: rolloutPoll},
 		Finish: func(out proc.Outcome, parseErr error, recovered int, res *purser.CallResult) error {
 			_, failed, text, done, retries := p.state()
 			res.Text = text
@@ -334,8 +392,11 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 // metered) that stands in front of the provider its config names id.
 func (b *Backend) command(req purser.CallRequest, id string, wire *proc.WireMeter) proc.Command {
 	args := []string{"exec", "--json", "--skip-git-repo-check"}
-	if b.opts.Sandbox != "" {
-		args = append(args, "--sandbox", b.opts.Sandbox)
+	switch {
+	case b.cli.Boxed():
+		args = append(args, "--sandbox", "danger-full-access") // boxNote
+	case b.opts.SandboxMode != "":
+		args = append(args, "--sandbox", b.opts.SandboxMode)
 	}
 	if req.Model != "" {
 		args = append(args, "--model", req.Model)
@@ -352,17 +413,20 @@ func (b *Backend) command(req purser.CallRequest, id string, wire *proc.WireMete
 	// before it lets more replies arrive that it does not write down
 	// (docs/reliability.md).
 	env := append(b.cli.Environ(procgroup.GraceEnv+"=INT 1000"), wire.Env()...)
+	if b.cli.Boxed() {
+		env = append(env, "CODEX_HOME="+b.sessionsHome(req.TaskID))
+	}
 	return proc.Command{Args: args, Env: env, Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGINT, Grace: StopGrace}
 }
 
 // rollout is the call's rollout file, once Codex has named its thread and
 // written the file ("" until then).
-func (b *Backend) rollout(p *Parser) string {
+func (b *Backend) rollout(task string, p *Parser) string {
 	thread, _, _, _, _ := p.state()
 	if thread == "" {
 		return ""
 	}
-	m, _ := filepath.Glob(filepath.Join(b.codexHome(), "sessions", "*", "*", "*", "rollout-*"+thread+".jsonl"))
+	m, _ := filepath.Glob(filepath.Join(b.sessionsHome(task), "sessions", "*", "*", "*", "rollout-*"+thread+".jsonl"))
 	if len(m) == 0 {
 		return ""
 	}
@@ -449,7 +513,7 @@ var _ purser.SpendRecoverer = (*Backend)(nil)
 func (b *Backend) RecoverSpend(_ context.Context, q purser.SpendQuery) (purser.RecoveredSpend, error) {
 	file, note := q.Call.Session, ""
 	if file == "" {
-		file, note = proc.LocateSession(q, []string{filepath.Join(b.codexHome(), "sessions", "*", "*", "*", "rollout-*.jsonl")}, rolloutHead)
+		file, note = proc.LocateSession(q, []string{filepath.Join(b.sessionsHome(q.Call.TaskID), "sessions", "*", "*", "*", "rollout-*.jsonl")}, rolloutHead)
 		note = "rollout file: " + note
 	}
 	file, note = proc.Gone(q, "rollout file", file, note)

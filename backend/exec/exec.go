@@ -141,7 +141,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	stopFollowing := follow.Every(pollEvery)
 	var output strings.Builder
 	out, err := proc.Run(ctx, proc.Command{Path: path, Started: req.Hooks.Started, Args: args, Dir: req.Workspace, Env: env,
-		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGTERM, Grace: StopGrace,
+		Stdin: strings.NewReader(req.Prompt), Interrupt: syscall.SIGTERM, Grace: StopGrace, Box: boxed.box != nil,
 		Stall: req.StallTimeout, Progress: follow.Offset}, func(l []byte) {
 		if output.Len() < 64<<10 {
 			output.Write(l)

@@ -248,14 +248,22 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	}
 	p := NewParser()
 	upstream, _ := b.upstream()
+	var seed map[string]string
+	if b.cli.Boxed() {
+		// The user's settings (its auth type among them); credentials come
+		// by Needs.
+		seed = map[string]string{".gemini/settings.json": filepath.Join(b.cli.Home(), ".gemini", "settings.json")}
+	}
 	return b.cli.Call(ctx, req, report, proc.CLICall{
 		Backend:  "gemini",
 		Upstream: upstream,
+		Needs:    Needs,
+		Seed:     seed,
 		Command: func(wire *proc.WireMeter) (proc.Command, string) {
 			return b.command(req, wire)
 		},
 		Feed:   p.Feed,
-		Follow: &proc.FollowSession{Find: func() string { return b.chatFile(p) }, Feed: p.FeedChat, Every: chatPoll},
+		Follow: &proc.FollowSession{Find: func() string { return b.chatFile(req.TaskID, p) }, Feed: p.FeedChat, Every: chatPoll},
 		Finish: func(out proc.Outcome, parseErr error, recovered int, res *purser.CallResult) error {
 			_, done, failed, text := p.State()
 			res.Text = text
@@ -298,6 +306,7 @@ func (b *Backend) command(req purser.CallRequest, wire *proc.WireMeter) (proc.Co
 	// have been cut was delivered and lost instead (docs/reliability.md).
 	env := b.cli.Environ("GEMINI_CLI_NO_RELAUNCH=true", procgroup.GraceEnv+"=KILL")
 	note := ""
+	var files []string // seen read-only in Purser's box
 	if wire != nil {
 		env = append(append(env, wire.Env()...), "GOOGLE_GEMINI_BASE_URL="+wire.URL())
 	}
@@ -308,8 +317,9 @@ func (b *Backend) command(req purser.CallRequest, wire *proc.WireMeter) (proc.Co
 		if err := readBySystemSettings(settings); err != nil {
 			note = purser.JoinNotes(note, err.Error())
 		}
+		files = append(files, settings)
 	}
-	return proc.Command{Args: args, Env: env, Interrupt: syscall.SIGTERM, Grace: StopGrace}, note
+	return proc.Command{Args: args, Env: env, Interrupt: syscall.SIGTERM, Grace: StopGrace, Files: files}, note
 }
 
 // noRetries returns the system settings file that switches Gemini CLI's
@@ -344,12 +354,12 @@ const chatPoll = 100 * time.Millisecond
 
 // chatFile finds the chat file of the session being run: the one under
 // ~/.gemini/tmp that names its session id.
-func (b *Backend) chatFile(p *Parser) string {
+func (b *Backend) chatFile(task string, p *Parser) string {
 	session, _, _, _ := p.State()
 	if session == "" {
 		return ""
 	}
-	matches, _ := filepath.Glob(filepath.Join(b.cli.Home(), ".gemini", "tmp", "*", "chats", "session-*.jsonl"))
+	matches, _ := filepath.Glob(filepath.Join(b.cli.HomeFor(task), ".gemini", "tmp", "*", "chats", "session-*.jsonl"))
 	for _, m := range matches {
 		f, err := os.Open(m)
 		if err != nil {
@@ -379,12 +389,20 @@ func (b *Backend) RecoverSpend(_ context.Context, q purser.SpendQuery) (purser.R
 	if file == "" {
 		// The patterns are the workspace's own chat directories.
 		head := func(_ string, lines [][]byte) (time.Time, string) { return chatStart(lines), q.Workspace }
-		file, note = proc.LocateSession(q, b.chatDirs(q.Workspace), head)
+		file, note = proc.LocateSession(q, b.chatDirs(q.Call.TaskID, q.Workspace), head)
 		note = "chat file: " + note
 	}
 	file, note = proc.Gone(q, "chat file", file, note)
 	return proc.RecoverFrom(q, "gemini", file, note, NewParser().FeedChat, false)
 }
+
+// Needs are the names of Purser's environment Gemini CLI needs in a box:
+// its API keys. Everything else stays outside (sandbox.EnvAllowList).
+var Needs = []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}
+
+// EnvNames are the names that enter the CLI's box: the options' env: and
+// the credentials it needs (purser check lists them).
+func (o *Options) EnvNames() []string { return append(o.CLIOptions.EnvNames(), Needs...) }
 
 // DefaultBaseURL is where Gemini CLI sends its requests (with an API key)
 // unless GOOGLE_GEMINI_BASE_URL says otherwise.
@@ -402,8 +420,8 @@ func (b *Backend) Metering() string { return b.cli.Metering(b.upstream()) }
 // chatDirs returns the patterns of the chat files of a workspace: under each
 // directory of ~/.gemini/tmp that projects.json or its .project_root names
 // for it.
-func (b *Backend) chatDirs(workspace string) []string {
-	root := filepath.Join(b.cli.Home(), ".gemini")
+func (b *Backend) chatDirs(task, workspace string) []string {
+	root := filepath.Join(b.cli.HomeFor(task), ".gemini")
 	var ids []string
 	if data, err := os.ReadFile(filepath.Join(root, "projects.json")); err == nil {
 		var pj struct {

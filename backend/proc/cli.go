@@ -17,6 +17,16 @@ import (
 type CLICall struct {
 	// Backend names the CLI in errors, faults and the wire journal: "codex".
 	Backend string
+	// Needs are the names of Purser's environment the CLI needs in a box
+	// (its credentials: ANTHROPIC_API_KEY, …); the allow-list keeps the
+	// rest out.
+	Needs []string
+	// Seed are the CLI's settings files copied into a box's HOME before
+	// each call, by their path under it, from the host file ("" or a file
+	// that does not exist: none): the user's settings, never credentials
+	// (those come by Needs). Copied anew each call, so that what the agent
+	// wrote there last time does not stay the CLI's settings.
+	Seed map[string]string
 	// Upstream is the provider base URL the CLI would use, put behind the
 	// wire meter; "" when the CLI cannot be redirected (not metered).
 	Upstream string
@@ -84,9 +94,22 @@ func (o CLIOptions) Call(ctx context.Context, req purser.CallRequest, report pur
 			return err
 		}
 	}
+	box, err := o.boxFor(req, wire, c.Seed)
+	if err != nil {
+		wire.End(ctx)
+		return purser.CallResult{}, fmt.Errorf("%s: %w", c.Backend, err)
+	}
+	defer box.close()
 	cmd, note := c.Command(wire)
+	cmd.Path, cmd.Dir = o.Command, req.Workspace
+	if box != nil {
+		if err := box.command(ctx, &cmd, c.Needs); err != nil {
+			wire.End(ctx)
+			return purser.CallResult{}, fmt.Errorf("%s: %w", c.Backend, err)
+		}
+	}
 	recovered, progress, stopFollowing := c.follow(req.Hooks, report)
-	cmd.Path, cmd.Dir, cmd.Started = o.Command, req.Workspace, req.Hooks.Started
+	cmd.Started = req.Hooks.Started
 	cmd.Stall, cmd.Progress = req.StallTimeout, wire.Progress(progress)
 	var parseErr error
 	out, err := Run(ctx, cmd, c.onLine(req.Hooks, report, &parseErr))

@@ -28,6 +28,9 @@ type CLIOptions struct {
 	// proxy cannot pass, such as a provider reached only through a
 	// client-certificate gateway).
 	WireMeter *bool `yaml:"wireMeter"`
+
+	// box is the sandbox: setting in force, given by the loader (box.go).
+	box backend.SandboxConfig
 }
 
 // Validate checks the options' values.

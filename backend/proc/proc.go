@@ -19,6 +19,7 @@ import (
 
 	"github.com/purser-dev/purser/internal/procgroup"
 	"github.com/purser-dev/purser/redact"
+	"github.com/purser-dev/purser/sandbox"
 )
 
 // MaxLine is the longest output line passed on; a longer one is dropped as
@@ -50,6 +51,14 @@ type Command struct {
 	// so that a resume after Purser's death can make sure nothing of it
 	// still runs.
 	Started func(process string)
+	// Box says Path is bwrap running the command in a box (CLIOptions'
+	// sandbox): a graceful stop goes to the box's init, which forwards it
+	// to the command (bwrap forwards no signal); the hard stop kills the
+	// group, bwrap with it, and with bwrap the whole box.
+	Box bool
+	// Files are host files the command names (a settings file Purser
+	// wrote for it), which a box shows read-only at their path.
+	Files []string
 }
 
 // Outcome is how the child ended.
@@ -109,18 +118,37 @@ func Run(ctx context.Context, c Command, onLine func([]byte)) (Outcome, error) {
 	if c.Stall > 0 {
 		go watchStall(c.Stall, &activity, c.Progress, exited, stalled)
 	}
+	stop := func() {
+		if !c.Box {
+			group.Stop(sig, c.Grace, exited)
+			return
+		}
+		if sandbox.SignalUnder(cmd.Process.Pid, sig) == nil {
+			timer := time.NewTimer(c.Grace)
+			defer timer.Stop()
+			select {
+			case <-exited:
+				return
+			case <-timer.C:
+			}
+		}
+		// The hard stop: bwrap killed, its init dies with it (the
+		// parent-death signal), and with the init, as pid 1 of the
+		// box's namespace, every process in the box.
+		group.Stop(syscall.SIGKILL, 0, exited)
+	}
 	go func() {
 		select {
 		case <-ctx.Done():
 			mu.Lock()
 			out.Stopped = true
 			mu.Unlock()
-			group.Stop(sig, c.Grace, exited)
+			stop()
 		case <-stalled:
 			mu.Lock()
 			out.Stalled, out.stall = true, c.Stall
 			mu.Unlock()
-			group.Stop(sig, c.Grace, exited)
+			stop()
 		case <-exited:
 		}
 	}()

@@ -46,7 +46,7 @@ func (w withPurserBinary) Run() int {
 }
 
 // buildPurser returns the real binary, building it on the first call.
-func buildPurser(t *testing.T) string { return purserBinary.Path(t) }
+func buildPurser(t testing.TB) string { return purserBinary.Path(t) }
 
 // TestScripts runs the end-to-end scripts in testdata/script: the real
 // binary's exit codes, stdout and stderr.

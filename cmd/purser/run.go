@@ -20,6 +20,9 @@ import (
 	"github.com/purser-dev/purser/workspace"
 )
 
+// acceptConfigHelp is the --accept-config flag's help.
+const acceptConfigHelp = "accept a change to what governs the task (billing, database, backend command/env/models, sandbox) found in its task file or purser.yaml inside its workspace, pinned at its first start"
+
 // exitInterrupted is the exit code of a run stopped by a signal: its tasks
 // are left resumable.
 const exitInterrupted = 130
@@ -69,9 +72,9 @@ func (s *session) end() {
 func newRunCmd() *cobra.Command {
 	var db, runBudget, runName, ci, drawFrom string
 	var parallel int
-	var asJSON bool
+	var asJSON, acceptConfig bool
 	cmd := &cobra.Command{
-		Use:   "run TASKFILE... [--db PATH] [--parallel N] [--run-budget FILE] [--run NAME] [--draw-from BUDGET,...] [--json] [--ci github]",
+		Use:   "run TASKFILE... [--db PATH] [--parallel N] [--run-budget FILE] [--run NAME] [--draw-from BUDGET,...] [--json] [--ci github] [--accept-config]",
 		Short: "Run tasks under their budgets",
 		Long: `Runs each task iteration by iteration until its validators pass (DONE), its
 budget stops it (BLOCKED) or it fails (FAILED).
@@ -100,7 +103,7 @@ tasks that had not started are left untouched).`,
 			// its budget: the engine checks against the run's stored budget
 			// before each call.
 			a, err := app.Open(cmd.Context(), app.Options{DB: db, Project: proj, Create: true, Backends: backends(), LoadTask: loadTask, Stderr: cmd.ErrOrStderr(),
-				Preflight: app.Preflight{Tasks: tasks, Files: args, Draws: true, Alerts: true, RunBudgetFile: runBudget, Unpriced: runName == "" || runBudget != ""}})
+				Preflight: app.Preflight{Tasks: tasks, Files: args, Draws: true, Alerts: true, RunBudgetFile: runBudget, Unpriced: runName == "" || runBudget != "", AcceptConfig: acceptConfig}})
 			if err != nil {
 				return err
 			}
@@ -133,6 +136,7 @@ tasks that had not started are left untouched).`,
 	cmd.Flags().StringVar(&drawFrom, "draw-from", "", "named budgets (comma-separated) this run draws from: each call must fit in every one (see purser budgets)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON Lines (for CI and scripts) instead of the live view")
 	cmd.Flags().StringVar(&ci, "ci", "", "report the run to a CI system when it ends: github (job summary in $GITHUB_STEP_SUMMARY, ::warning/::error annotations)")
+	cmd.Flags().BoolVar(&acceptConfig, "accept-config", false, acceptConfigHelp)
 	return cmd
 }
 
@@ -233,9 +237,9 @@ func rank(code int) int {
 
 func newResumeCmd() *cobra.Command {
 	var db, budgetFile string
-	var asJSON bool
+	var asJSON, acceptConfig bool
 	cmd := &cobra.Command{
-		Use:   "resume TASK [--db PATH] [--budget FILE] [--json]",
+		Use:   "resume TASK [--db PATH] [--budget FILE] [--json] [--accept-config]",
 		Short: "Run a stopped task again, after its budget was raised",
 		Long: `Runs a BLOCKED (or interrupted) task again from its task file, read anew.
 What the task spent carries over. Its budget changes only by an act of the
@@ -243,7 +247,12 @@ user: --budget FILE, or a task file outside the task's workspace (a task file
 inside it may have been rewritten by the agent, so a budget change there is
 refused). Every change is recorded with who, when and from which file. If the
 budget is still exhausted, the task is refused with BudgetExhaustedError
-(exit 3) and no call starts.`,
+(exit 3) and no call starts.
+
+What else governs the task (billing, database, backend command, env and
+models, sandbox, drawFrom) was pinned at its first start when its task file
+or purser.yaml lies inside its workspace; a change there is refused, with
+the diff (exit 2), unless you made it: --accept-config.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := openHere(cmd, db)
@@ -269,7 +278,7 @@ budget is still exhausted, the task is refused with BudgetExhaustedError
 			if task.ID != rec.ID {
 				return badInput(fmt.Errorf("%s now has id %q, not %q", rec.File, task.ID, rec.ID))
 			}
-			if err := a.Preflight(cmd.Context(), app.Preflight{Tasks: []purser.Task{task}, Files: []string{rec.File}, Draws: true}); err != nil {
+			if err := a.Preflight(cmd.Context(), app.Preflight{Tasks: []purser.Task{task}, Files: []string{rec.File}, Draws: true, Project: proj, AcceptConfig: acceptConfig}); err != nil {
 				return err
 			}
 			s, err := newSession(cmd, a, proj, []purser.Task{task}, a.ShownRunBudget(cmd.Context(), rec.RunID, nil), asJSON)
@@ -302,6 +311,7 @@ budget is still exhausted, the task is refused with BudgetExhaustedError
 	}
 	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
 	cmd.Flags().StringVar(&budgetFile, "budget", "", "a new budget for the task (a budget file outside its workspace); the change is recorded")
+	cmd.Flags().BoolVar(&acceptConfig, "accept-config", false, acceptConfigHelp)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON Lines (for CI and scripts) instead of the live view")
 	return cmd
 }

@@ -191,8 +191,16 @@ func TestCheckSaysTheSandbox(t *testing.T) {
 		{"sandbox: {mode: on, env: [GOFLAGS], readOnly: [/opt]}\nbackends:\n  a: {type: exec, command: [/bin/true], env: {FOO: bar}}\n", []string{
 			"sandbox     backend a: on: files: the workspace read-write, its own HOME ",
 			"/agent-c read-write", "/opt read-only", "a private /tmp", "env: COLORTERM, FOO, GOFLAGS, LANG, LANGUAGE, LC_*, NO_COLOR, PATH, TERM, TZ",
-			"network: none (no door yet",
+			"network: none (no door)",
 			"sandbox     validators: on: files: the workspace read-write"}},
+		{"backends:\n  a: {type: claude, command: /bin/true, sandbox: on, env: {FOO: bar}}\n", []string{
+			"sandbox     backend a: on: files: the workspace read-write, its own HOME ",
+			"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "FOO",
+			"network: only Purser's door, 127.0.0.1:PORT inside relayed to the call's wire meter",
+			"sandbox     validators: off"}},
+		{"backends:\n  a: {type: codex, command: /bin/true, sandbox: on}\n", []string{
+			"sandbox     backend a: on: files:", "OPENAI_API_KEY", "network: only Purser's door",
+			"Codex's own sandbox is off inside the box"}},
 	} {
 		dir := t.TempDir()
 		t.Setenv("XDG_STATE_HOME", filepath.Join(dir, ".state"))

@@ -30,7 +30,14 @@ func describeSandbox(w io.Writer, t purser.Task, proj *config.Project) {
 				env[n] = ""
 			}
 		}
-		fmt.Fprintf(w, "  sandbox     backend %s: on: %s\n", t.Backend.Name, boxAllows(c, filepath.Join(c.Homes, "agent-"+t.ID), env))
+		line := boxAllows(c, filepath.Join(c.Homes, "agent-"+t.ID), env)
+		if o, ok := t.Backend.Options.(interface{ BoxNetwork() string }); ok {
+			line = strings.Replace(line, noDoor, o.BoxNetwork(), 1)
+		}
+		if t.Backend.Type == "codex" {
+			line += "; Codex's own sandbox is off inside the box (bubblewrap cannot nest; the box is the boundary)"
+		}
+		fmt.Fprintf(w, "  sandbox     backend %s: on: %s\n", t.Backend.Name, line)
 	case boxable:
 		fmt.Fprintf(w, "  sandbox     backend %s: off: the agent %s\n", t.Backend.Name, offMeaning)
 	default:
@@ -43,6 +50,9 @@ func describeSandbox(w io.Writer, t purser.Task, proj *config.Project) {
 		fmt.Fprintf(w, "  sandbox     validators: off: each validator %s\n", offMeaning)
 	}
 }
+
+// noDoor is the network of a box without a door.
+const noDoor = "none (no door)"
 
 // boxAllows says what a box lets through: files, environment names,
 // network.
@@ -59,6 +69,6 @@ func boxAllows(c backend.SandboxConfig, home string, own map[string]string) stri
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
-	return fmt.Sprintf("files: %s; env: %s (values from your environment or the backend's env:, nothing else); network: none (no door yet: the gateway comes next)",
+	return fmt.Sprintf("files: %s; env: %s (values from your environment or the backend's env:, nothing else); network: "+noDoor,
 		strings.Join(files, ", "), strings.Join(names, ", "))
 }
