@@ -63,7 +63,7 @@ func boxBackend(opts backend.Options, own sandbox.Setting, typ string, d *docume
 	if !eff.On() {
 		return nil
 	}
-	msg := fmt.Sprintf("backend type %s cannot run in a box yet (this version boxes the exec backend and validators; the agent CLIs come next): set sandbox: off on this backend to run it unboxed, knowingly", typ)
+	msg := fmt.Sprintf("backend type %s cannot run in a box yet (the box holds a process: the exec, agent, claude, codex and gemini backends and validators; this backend calls its model from inside Purser): set sandbox: off on this backend to run it unboxed, knowingly", typ)
 	if own.Mode == "" && proj != nil && proj.doc != nil {
 		return proj.doc.at("sandbox", "is on for every backend, but "+strings.TrimSuffix(prefix, ".")+" is of type "+typ+", which cannot run in a box yet: set sandbox: off on that backend to run it unboxed, knowingly", nil)
 	}
