@@ -10,11 +10,11 @@
 package supervisor
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -177,14 +177,14 @@ func graceOf(v string) []graceStep {
 		v = DefaultGrace
 	}
 	var steps []graceStep
-	for _, part := range strings.Split(v, ",") {
-		name, ms, ok := strings.Cut(strings.TrimSpace(part), " ")
-		n, err := strconv.Atoi(strings.TrimSpace(ms))
+	for _, part := range bytes.Split([]byte(v), []byte(",")) {
+		name, ms, ok := bytes.Cut(bytes.TrimSpace(part), []byte(" "))
+		n, err := strconv.Atoi(string(bytes.TrimSpace(ms)))
 		if !ok || err != nil || n <= 0 {
 			break
 		}
 		st := graceStep{wait: min(time.Duration(n)*time.Millisecond, maxGrace)}
-		switch strings.TrimPrefix(strings.ToUpper(name), "SIG") {
+		switch string(bytes.TrimPrefix(bytes.ToUpper(name), []byte("SIG"))) {
 		case "NONE":
 		case "TERM":
 			st.sig = syscall.SIGTERM
@@ -300,8 +300,8 @@ func childrenOf(pid int) []int {
 		if err != nil {
 			continue
 		}
-		for _, f := range strings.Fields(string(b)) {
-			if c, err := strconv.Atoi(f); err == nil {
+		for _, f := range bytes.Fields(b) {
+			if c, err := strconv.Atoi(string(f)); err == nil {
 				out = append(out, c)
 			}
 		}
@@ -373,18 +373,18 @@ func Stat(pid int) (p Process, ok bool) {
 		return Process{}, false
 	}
 	// The command name is in parentheses and may hold spaces: parse after it.
-	i := strings.LastIndexByte(string(b), ')')
+	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return Process{}, false
 	}
-	f := strings.Fields(string(b[i+1:])) // state, ppid, pgrp, …, starttime (the 20th)
+	f := bytes.Fields(b[i+1:]) // state, ppid, pgrp, …, starttime (the 20th)
 	if len(f) < 20 {
 		return Process{}, false
 	}
-	ppid, err1 := strconv.Atoi(f[1])
-	pgid, err2 := strconv.Atoi(f[2])
+	ppid, err1 := strconv.Atoi(string(f[1]))
+	pgid, err2 := strconv.Atoi(string(f[2]))
 	if err1 != nil || err2 != nil {
 		return Process{}, false
 	}
-	return Process{State: f[0], PPID: ppid, PGID: pgid, Start: f[19]}, true
+	return Process{State: string(f[0]), PPID: ppid, PGID: pgid, Start: string(f[19])}, true
 }
