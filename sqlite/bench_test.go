@@ -2,8 +2,10 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/purser-dev/purser"
@@ -67,6 +69,79 @@ func BenchmarkUsageTotals(b *testing.B) {
 				if err != nil || t.Tokens != int64(n)*1500 {
 					b.Fatalf("totals %+v, %v", t, err)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkAppendUsageGrouped is issue 24's figure: what one usage event
+// costs to make durable, against a one-row transaction on the same kind of
+// database (WAL, synchronous=NORMAL, BEGIN IMMEDIATE) in the same run. A
+// call's events come one after another ("sequential", the engine's usage
+// sink, which makes each durable before the budget acts on it), or from
+// several goroutines at once (a backend that reports from more than one, the
+// tasks of a run): then those that arrive while one commits share the next
+// transaction.
+func BenchmarkAppendUsageGrouped(b *testing.B) {
+	ctx := context.Background()
+	b.Run("baseline=one-row-transaction", func(b *testing.B) {
+		db, err := sql.Open("sqlite", "file:"+filepath.Join(b.TempDir(), "one.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		db.SetMaxOpenConns(1)
+		if _, err := db.Exec(`CREATE TABLE one (k INTEGER PRIMARY KEY, v INTEGER NOT NULL)`); err != nil {
+			b.Fatal(err)
+		}
+		i := 0
+		for b.Loop() {
+			tx, err := db.BeginTx(ctx, nil)
+			if err == nil {
+				_, err = tx.Exec(`INSERT INTO one (k, v) VALUES (?, ?)`, i, i)
+			}
+			if err == nil {
+				err = tx.Commit()
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/event")
+	})
+	for _, goroutines := range []int{1, 4, 16} {
+		name := fmt.Sprintf("goroutines=%d", goroutines)
+		if goroutines == 1 {
+			name = "sequential"
+		}
+		b.Run(name, func(b *testing.B) {
+			s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "p.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			var next atomic.Int64
+			b.SetParallelism(goroutines) // × GOMAXPROCS goroutines
+			if goroutines == 1 {
+				for b.Loop() {
+					if err := s.AppendUsage(ctx, entry(int(next.Add(1)))); err != nil {
+						b.Fatal(err)
+					}
+				}
+			} else {
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := s.AppendUsage(ctx, entry(int(next.Add(1)))); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/event")
+			if tot, err := s.UsageTotals(ctx, "task"); err != nil || tot.Tokens != int64(b.N)*1500 {
+				b.Fatalf("totals %+v, %v: want every event once", tot, err)
 			}
 		})
 	}
