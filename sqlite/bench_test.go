@@ -4,9 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
@@ -95,6 +100,7 @@ func BenchmarkAppendUsageGrouped(b *testing.B) {
 			b.Fatal(err)
 		}
 		i := 0
+		m := startIOMeter()
 		for b.Loop() {
 			tx, err := db.BeginTx(ctx, nil)
 			if err == nil {
@@ -109,6 +115,7 @@ func BenchmarkAppendUsageGrouped(b *testing.B) {
 			i++
 		}
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/event")
+		m.report(b)
 	})
 	for _, goroutines := range []int{1, 4, 16} {
 		name := fmt.Sprintf("goroutines=%d", goroutines)
@@ -123,6 +130,7 @@ func BenchmarkAppendUsageGrouped(b *testing.B) {
 			defer s.Close()
 			var next atomic.Int64
 			b.SetParallelism(goroutines) // × GOMAXPROCS goroutines
+			m := startIOMeter()
 			if goroutines == 1 {
 				for b.Loop() {
 					if err := s.AppendUsage(ctx, entry(int(next.Add(1)))); err != nil {
@@ -140,9 +148,43 @@ func BenchmarkAppendUsageGrouped(b *testing.B) {
 				})
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/event")
+			m.report(b)
 			if tot, err := s.UsageTotals(ctx, "task"); err != nil || tot.Tokens != int64(b.N)*1500 {
 				b.Fatalf("totals %+v, %v: want every event once", tot, err)
 			}
 		})
 	}
+}
+
+// ioMeter measures what a benchmark wrote (write(2) bytes, /proc/self/io's
+// wchar: the WAL frames, whatever the machine's load) and the CPU it used,
+// per operation: figures that a loaded machine does not blur as it does
+// wall time.
+type ioMeter struct {
+	wchar int64
+	cpu   time.Duration
+}
+
+func startIOMeter() ioMeter { return ioMeter{wchar: wchar(), cpu: selfCPU()} }
+
+func (m ioMeter) report(b *testing.B) {
+	b.ReportMetric(float64(wchar()-m.wchar)/float64(b.N), "B-written/event")
+	b.ReportMetric(float64((selfCPU()-m.cpu).Microseconds())/float64(b.N), "cpu-µs/event")
+}
+
+func wchar() int64 {
+	data, _ := os.ReadFile("/proc/self/io")
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
