@@ -432,57 +432,68 @@ func (s *Store) AppendUsage(ctx context.Context, entries ...purser.LedgerEntry) 
 	return s.appends.do(ctx, entries, s.appendTx)
 }
 
-// appendQueue is a group commit: the first caller commits what is queued,
-// again and again until nothing is, while later callers queue and wait.
+// appendQueue is a group commit: one caller at a time commits everything
+// queued, while later callers queue and wait; when it is done it hands the
+// turn to the first caller still queued, so that no caller waits behind
+// more than one batch besides its own.
 type appendQueue struct {
 	mu      sync.Mutex
 	pending []*appendReq
-	busy    bool // a caller is committing
+	busy    bool // a caller is committing, or has been handed the turn
 }
 
 type appendReq struct {
 	entries []purser.LedgerEntry
-	done    chan error
+	done    chan error    // the outcome of the caller's entries
+	turn    chan struct{} // the caller is to commit what is queued
 }
 
 func (q *appendQueue) do(ctx context.Context, entries []purser.LedgerEntry, commit func(context.Context, ...[]purser.LedgerEntry) error) error {
-	req := &appendReq{entries: entries, done: make(chan error, 1)}
+	req := &appendReq{entries: entries, done: make(chan error, 1), turn: make(chan struct{}, 1)}
 	q.mu.Lock()
 	q.pending = append(q.pending, req)
 	if q.busy {
 		q.mu.Unlock()
-		// Committed by the caller that is: whatever our context says
-		// meanwhile, the entries may be in the ledger, so wait for the word.
-		return <-req.done
-	}
-	q.busy = true
-	// Bookkeeping for every caller in the batch: not cut by ours.
-	ctx = context.WithoutCancel(ctx)
-	for {
-		batch := q.pending
-		q.pending = nil
-		q.mu.Unlock()
-		all := make([][]purser.LedgerEntry, len(batch))
-		for i, r := range batch {
-			all[i] = r.entries
-		}
-		if err := commit(ctx, all...); err == nil || len(batch) == 1 {
-			for _, r := range batch {
-				r.done <- err
-			}
-		} else {
-			// Each caller's entries alone, so that one's failure fails no other.
-			for _, r := range batch {
-				r.done <- commit(ctx, r.entries)
-			}
+		// Committed by another caller, or our turn to commit: whatever our
+		// context says meanwhile, the entries may be in the ledger, so wait
+		// for the word.
+		select {
+		case err := <-req.done:
+			return err
+		case <-req.turn:
 		}
 		q.mu.Lock()
-		if len(q.pending) == 0 {
-			q.busy = false
-			q.mu.Unlock()
-			return <-req.done
+	}
+	q.busy = true
+	batch := q.pending // ours among them: queued, and none took it
+	q.pending = nil
+	q.mu.Unlock()
+
+	// Bookkeeping for every caller in the batch: not cut by ours.
+	ctx = context.WithoutCancel(ctx)
+	all := make([][]purser.LedgerEntry, len(batch))
+	for i, r := range batch {
+		all[i] = r.entries
+	}
+	if err := commit(ctx, all...); err == nil || len(batch) == 1 {
+		for _, r := range batch {
+			r.done <- err
+		}
+	} else {
+		// Each caller's entries alone, so that one's failure fails no other.
+		for _, r := range batch {
+			r.done <- commit(ctx, r.entries)
 		}
 	}
+
+	q.mu.Lock()
+	if len(q.pending) > 0 {
+		q.pending[0].turn <- struct{}{}
+	} else {
+		q.busy = false
+	}
+	q.mu.Unlock()
+	return <-req.done
 }
 
 // appendTx appends batches of entries in one transaction.
