@@ -1,6 +1,8 @@
 package budget_test
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,4 +88,35 @@ func BenchmarkReserveCommit(b *testing.B) {
 		}
 		r.Commit(benchEvent)
 	}
+}
+
+// BenchmarkRecordUsageBaselines are what BenchmarkRecordUsage is set
+// against in the same run (docs/benchmarks.md): an atomic add; two mutexes
+// taken in turn around an add (a task and its run); one reading of the
+// system clock, which recording a capped wall time needs once per event.
+func BenchmarkRecordUsageBaselines(b *testing.B) {
+	b.Run("atomic-add", func(b *testing.B) {
+		var n atomic.Int64
+		for b.Loop() {
+			n.Add(1500)
+		}
+	})
+	b.Run("two-mutexes-add", func(b *testing.B) {
+		var mu [2]sync.Mutex
+		var n [2]int64
+		for b.Loop() {
+			for i := range mu {
+				mu[i].Lock()
+				n[i] += 1500
+				mu[i].Unlock()
+			}
+		}
+	})
+	b.Run("clock-read", func(b *testing.B) {
+		var t time.Time
+		for b.Loop() {
+			t = time.Now()
+		}
+		_ = t
+	})
 }

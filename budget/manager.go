@@ -152,6 +152,7 @@ type Manager struct {
 	clock  Clock
 	parent *Manager
 	scope  Scope
+	timed  bool // wall time has a threshold: recording reads the clock
 
 	mu     sync.Mutex
 	totals Totals
@@ -179,6 +180,7 @@ func NewManager(cfg Config, opts Options) (*Manager, error) {
 	for _, metric := range Metrics {
 		m.limits[metric] = cfg.limits(metric)
 	}
+	m.timed = m.limits[Time].configured()
 	m.caps = CapsOf(cfg)
 	m.tier, _ = m.tierLocked(m.clock.Now())
 	return m, nil
@@ -305,24 +307,70 @@ func notify(ls []listener, ch Change) {
 
 // RecordUsage records one usage event on this budget and on its run's, and
 // returns this budget's tier after it. A listener is told at once when the
-// recording moves a budget to another tier.
+// recording moves a budget to another tier. The clock is read at most once
+// per event (issue 24: reading it is most of the cost of recording): only
+// for a budget whose wall time is capped and counting, and the reading
+// serves every budget above it on the same clock.
 func (m *Manager) RecordUsage(ev UsageEvent) Tier {
-	t := m.apply(ev, true)
+	var c clockReading
+	t := m.apply(ev, true, &c)
 	for p := m.parent; p != nil; p = p.parent {
 		// A run's wall time is its own clock, not the sum of its tasks'.
-		p.apply(ev, false)
+		p.apply(ev, false, &c)
 	}
 	return t
 }
 
-func (m *Manager) apply(ev UsageEvent, withElapsed bool) Tier {
+// clockReading is one event's reading of the clock, shared by the budgets
+// the event is recorded on.
+type clockReading struct {
+	clock Clock // the clock read; nil: not read yet
+	now   time.Time
+}
+
+// at is the time on clock, for a budget whose clock started at start: the
+// event's reading when it was of the system clock, a fresh one otherwise
+// (an injected clock is read each time, as tests expect). The system clock
+// is read as the monotonic time since start (time.Since), one reading of
+// the clock where time.Now takes two (wall and monotonic); wall time is
+// only ever a difference of monotonic readings here.
+func (c *clockReading) at(clock Clock, start time.Time) time.Time {
+	if _, sys := clock.(systemClock); sys {
+		if _, sysRead := c.clock.(systemClock); !sysRead {
+			c.clock, c.now = clock, start.Add(time.Since(start))
+		}
+		return c.now
+	}
+	c.clock, c.now = clock, clock.Now()
+	return c.now
+}
+
+func (m *Manager) apply(ev UsageEvent, withElapsed bool, c *clockReading) Tier {
 	m.mu.Lock()
 	m.totals.add(ev, withElapsed)
-	t, ls, ch := m.observeLocked(m.nowLocked())
-	m.mu.Unlock()
-	if ls != nil {
-		notify(ls, ch)
+	// Wall time decides a tier only where it is capped: elsewhere the
+	// clock is not read at all.
+	var now time.Time
+	if m.running && m.timed {
+		// A reading shared with a budget below may predate this one's
+		// StartClock by a moment: never count negative time.
+		if now = c.at(m.clock, m.startedAt); now.Before(m.startedAt) {
+			now = m.startedAt
+		}
 	}
+	t, _ := m.tierLocked(now)
+	if t == m.tier {
+		m.mu.Unlock()
+		return t
+	}
+	if m.running && !m.timed {
+		now = c.at(m.clock, m.startedAt) // the status in the Change shows the time used
+	}
+	ch := Change{Scope: m.scope, From: m.tier, To: t, Status: m.statusLocked(now)}
+	m.tier = t
+	ls := append([]listener(nil), m.listeners...)
+	m.mu.Unlock()
+	notify(ls, ch)
 	return t
 }
 

@@ -2,9 +2,16 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
@@ -70,4 +77,114 @@ func BenchmarkUsageTotals(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkAppendUsageGrouped is issue 24's figure: what one usage event
+// costs to make durable, against a one-row transaction on the same kind of
+// database (WAL, synchronous=NORMAL, BEGIN IMMEDIATE) in the same run. A
+// call's events come one after another ("sequential", the engine's usage
+// sink, which makes each durable before the budget acts on it), or from
+// several goroutines at once (a backend that reports from more than one, the
+// tasks of a run): then those that arrive while one commits share the next
+// transaction.
+func BenchmarkAppendUsageGrouped(b *testing.B) {
+	ctx := context.Background()
+	b.Run("baseline=one-row-transaction", func(b *testing.B) {
+		db, err := sql.Open("sqlite", "file:"+filepath.Join(b.TempDir(), "one.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		db.SetMaxOpenConns(1)
+		if _, err := db.Exec(`CREATE TABLE one (k INTEGER PRIMARY KEY, v INTEGER NOT NULL)`); err != nil {
+			b.Fatal(err)
+		}
+		i := 0
+		m := startIOMeter()
+		for b.Loop() {
+			tx, err := db.BeginTx(ctx, nil)
+			if err == nil {
+				_, err = tx.Exec(`INSERT INTO one (k, v) VALUES (?, ?)`, i, i)
+			}
+			if err == nil {
+				err = tx.Commit()
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/event")
+		m.report(b)
+	})
+	for _, goroutines := range []int{1, 4, 16} {
+		name := fmt.Sprintf("goroutines=%d", goroutines)
+		if goroutines == 1 {
+			name = "sequential"
+		}
+		b.Run(name, func(b *testing.B) {
+			s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "p.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			var next atomic.Int64
+			b.SetParallelism(goroutines) // × GOMAXPROCS goroutines
+			m := startIOMeter()
+			if goroutines == 1 {
+				for b.Loop() {
+					if err := s.AppendUsage(ctx, entry(int(next.Add(1)))); err != nil {
+						b.Fatal(err)
+					}
+				}
+			} else {
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := s.AppendUsage(ctx, entry(int(next.Add(1)))); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/event")
+			m.report(b)
+			if tot, err := s.UsageTotals(ctx, "task"); err != nil || tot.Tokens != int64(b.N)*1500 {
+				b.Fatalf("totals %+v, %v: want every event once", tot, err)
+			}
+		})
+	}
+}
+
+// ioMeter measures what a benchmark wrote (write(2) bytes, /proc/self/io's
+// wchar: the WAL frames, whatever the machine's load) and the CPU it used,
+// per operation: figures that a loaded machine does not blur as it does
+// wall time.
+type ioMeter struct {
+	wchar int64
+	cpu   time.Duration
+}
+
+func startIOMeter() ioMeter { return ioMeter{wchar: wchar(), cpu: selfCPU()} }
+
+func (m ioMeter) report(b *testing.B) {
+	b.ReportMetric(float64(wchar()-m.wchar)/float64(b.N), "B-written/event")
+	b.ReportMetric(float64((selfCPU()-m.cpu).Microseconds())/float64(b.N), "cpu-µs/event")
+}
+
+func wchar() int64 {
+	data, _ := os.ReadFile("/proc/self/io")
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -6,7 +6,10 @@
 package openai
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,9 +23,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	oa "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend"
@@ -95,7 +95,8 @@ func (o Options) Check(string) error {
 // Backend calls a Chat Completions server.
 type Backend struct {
 	opts    Options
-	client  oa.Client
+	key     string // from the environment only; never logged
+	client  *http.Client
 	counter contextbuild.Counter
 }
 
@@ -112,8 +113,9 @@ func New(spec purser.BackendSpec) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := oa.NewClient(option.WithBaseURL(o.BaseURL), option.WithAPIKey(key), option.WithMaxRetries(0))
-	return &Backend{opts: o, client: client, counter: counter}, nil
+	// No client timeout: the call's context and the stall window bound it.
+	// No retries here: retries are Purser's (engine.RetryPolicy).
+	return &Backend{opts: o, key: key, client: &http.Client{}, counter: counter}, nil
 }
 
 // messageOverhead is what a chat message costs beyond its text, per
@@ -126,13 +128,62 @@ func (b *Backend) Overhead() int64 {
 	return int64(b.counter.Count(Protocol)) + 3*messageOverhead
 }
 
+// chatRequest is the body of a streaming Chat Completions request: what
+// Purser sends, no more.
+type chatRequest struct {
+	Model               string        `json:"model"`
+	Messages            []chatMessage `json:"messages"`
+	Stream              bool          `json:"stream"`
+	StreamOptions       streamOptions `json:"stream_options"`
+	MaxTokens           *int64        `json:"max_tokens,omitempty"`
+	MaxCompletionTokens *int64        `json:"max_completion_tokens,omitempty"`
+}
+
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// chatChunk is what Purser reads of a streamed chunk: the text deltas, the
+// usage (on the last chunk, or on each with some servers), and an error a
+// server may send in the stream after it began.
+type chatChunk struct {
+	Choices []struct {
+		Delta struct {
+			Content string `json:"content"`
+		} `json:"delta"`
+	} `json:"choices"`
+	Usage *chatUsage      `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+// chatUsage is a chunk's usage; Cost is OpenRouter's usage.cost, kept raw
+// so that its decimal is parsed exactly.
+type chatUsage struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	TotalTokens         int64 `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+	Cost json.RawMessage `json:"cost"`
+}
+
 // params is the request of a call: the edit protocol and the prompt, its
 // usage streamed, and its output capped at what the budget admitted.
-func (b *Backend) params(req purser.CallRequest) (oa.ChatCompletionNewParams, error) {
-	params := oa.ChatCompletionNewParams{
+func (b *Backend) params(req purser.CallRequest) (chatRequest, error) {
+	params := chatRequest{
 		Model:         req.Model,
-		Messages:      []oa.ChatCompletionMessageParamUnion{oa.SystemMessage(Protocol), oa.UserMessage(req.Prompt)},
-		StreamOptions: oa.ChatCompletionStreamOptionsParam{IncludeUsage: oa.Bool(true)},
+		Messages:      []chatMessage{{Role: "system", Content: Protocol}, {Role: "user", Content: req.Prompt}},
+		Stream:        true,
+		StreamOptions: streamOptions{IncludeUsage: true},
 	}
 	if req.MaxOutputTokens > 0 {
 		// The engine admitted the prompt plus MaxOutputTokens; the protocol
@@ -144,9 +195,9 @@ func (b *Backend) params(req purser.CallRequest) (oa.ChatCompletionNewParams, er
 				req.MaxOutputTokens, b.Overhead(), budget.ErrInsufficientBudget)
 		}
 		if b.opts.MaxTokensField == "max_completion_tokens" {
-			params.MaxCompletionTokens = oa.Int(maxOut)
+			params.MaxCompletionTokens = &maxOut
 		} else {
-			params.MaxTokens = oa.Int(maxOut)
+			params.MaxTokens = &maxOut
 		}
 	}
 	return params, nil
@@ -162,33 +213,25 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	// request, no byte of its stream) for the stall window ends the call.
 	streamCtx, stall := context.WithCancelCause(ctx)
 	defer stall(nil)
-	var opts []option.RequestOption
+	var watch *idleWatch
 	if req.StallTimeout > 0 {
-		watch := newIdleWatch(req.StallTimeout, func() {
+		watch = newIdleWatch(req.StallTimeout, func() {
 			stall(&purser.StallError{Window: req.StallTimeout, Source: "the provider (no answer, or a silent stream)"})
 		})
 		defer watch.stop()
-		opts = append(opts, option.WithMiddleware(watch.middleware))
 	}
-	stream := b.client.Chat.Completions.NewStreaming(streamCtx, params, opts...)
 	var text strings.Builder
-	var usage *oa.CompletionUsage
+	var usage *chatUsage
 	chunks := 0
-	for stream.Next() {
+	err = b.stream(streamCtx, params, watch, func(c *chatChunk) {
 		chunks++
-		chunk := stream.Current()
-		for _, c := range chunk.Choices {
-			text.WriteString(c.Delta.Content)
+		for _, ch := range c.Choices {
+			text.WriteString(ch.Delta.Content)
 		}
-		if chunk.JSON.Usage.Valid() && chunk.Usage.TotalTokens > 0 {
-			u := chunk.Usage
-			usage = &u
+		if c.Usage != nil && c.Usage.TotalTokens > 0 {
+			usage = c.Usage
 		}
-	}
-	err = stream.Close()
-	if serr := stream.Err(); serr != nil {
-		err = serr
-	}
+	})
 	if err == nil && chunks == 0 {
 		// An empty or unreadable body is no answer, whatever its status.
 		err = errors.New("the server's stream held no completion chunk")
@@ -219,16 +262,182 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	return res, nil
 }
 
+// stream posts the request and calls onChunk for each chunk of the
+// server-sent event stream, until [DONE] or the stream's end. An HTTP error
+// status is an *APIError; an error the server sends in the stream after it
+// began ends it with that error.
+func (b *Backend) stream(ctx context.Context, params chatRequest, watch *idleWatch, onChunk func(*chatChunk)) error {
+	body, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Errorf("openai: encode the request: %w", err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(b.opts.BaseURL, "/")+"/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("openai: %w", redactedError{err})
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	if b.key != "" {
+		hreq.Header.Set("Authorization", "Bearer "+b.key)
+	}
+	if watch != nil {
+		watch.touch()
+	}
+	resp, err := b.client.Do(hreq)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var r io.Reader = resp.Body
+	if watch != nil {
+		watch.touch()
+		r = &watchedBody{r: resp.Body, w: watch}
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return apiError(resp, r)
+	}
+	return readEvents(r, func(data []byte) (bool, error) {
+		if bytes.HasPrefix(data, []byte("[DONE]")) {
+			return false, nil
+		}
+		var c chatChunk
+		if err := json.Unmarshal(data, &c); err != nil {
+			var typeErr *json.UnmarshalTypeError
+			if !errors.As(err, &typeErr) {
+				return false, fmt.Errorf("a stream event that is not JSON: %w", err)
+			}
+			// A field of an unexpected type is left out, the rest kept.
+		}
+		if len(c.Error) > 0 && string(c.Error) != "null" {
+			return false, fmt.Errorf("received error while streaming: %s", errorText(c.Error))
+		}
+		onChunk(&c)
+		return true, nil
+	})
+}
+
+// maxEventBytes bounds one line of the stream: a longer one is refused,
+// never held whole. Comment lines (": …", keep-alives) are skipped at any
+// length.
+const maxEventBytes = 32 << 20
+
+// readEvents reads a server-sent event stream and calls onData with each
+// event's data (its data lines joined by newlines), until onData says stop
+// or the stream ends. The end of the stream is not an error (an event not
+// closed by a blank line is dropped); a read error is.
+func readEvents(r io.Reader, onData func([]byte) (more bool, err error)) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var data []byte
+	haveData := false
+	for {
+		line, err := readLine(br)
+		if err != nil && err != io.EOF {
+			return err
+		}
+		switch {
+		case len(line) == 0:
+			if haveData {
+				more, err := onData(data)
+				if err != nil || !more {
+					return err
+				}
+			}
+			data, haveData = data[:0], false
+		case line[0] == ':':
+			// A comment.
+		default:
+			field, value, _ := bytes.Cut(line, []byte(":"))
+			if string(field) == "data" {
+				if haveData {
+					data = append(data, '\n')
+				}
+				data, haveData = append(data, bytes.TrimPrefix(value, []byte(" "))...), true
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+	}
+}
+
+// readLine reads one line without its end (\n or \r\n). A comment line
+// comes back as ":" whatever its length; another line longer than
+// maxEventBytes is an error.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	comment := false
+	for first := true; ; first = false {
+		chunk, err := br.ReadSlice('\n')
+		if first && len(chunk) > 0 && chunk[0] == ':' {
+			comment, line = true, []byte(":")
+		}
+		if !comment {
+			if len(line)+len(chunk) > maxEventBytes {
+				return nil, fmt.Errorf("a stream line longer than %d MB", maxEventBytes>>20)
+			}
+			line = append(line, chunk...)
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if !comment {
+			line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+		}
+		return line, err
+	}
+}
+
+// APIError is an HTTP error status from the server, with the message its
+// body gave (OpenAI's {"error": {"message": …}}, or the body's text).
+type APIError struct {
+	StatusCode int
+	Message    string
+	RetryAfter string // the Retry-After header, if any
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("HTTP %d: %s", e.StatusCode, e.Message)
+}
+
+// apiError reads an error response's body (its first 64 KiB).
+func apiError(resp *http.Response, body io.Reader) error {
+	b, _ := io.ReadAll(io.LimitReader(body, 64<<10))
+	msg := strings.TrimSpace(string(b))
+	var v struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(b, &v) == nil && len(v.Error) > 0 && string(v.Error) != "null" {
+		msg = errorText(v.Error)
+	}
+	return &APIError{StatusCode: resp.StatusCode, Message: msg, RetryAfter: resp.Header.Get("Retry-After")}
+}
+
+// errorText is an error object's message: its "message" field, or the
+// object itself (some servers send a string).
+func errorText(raw json.RawMessage) string {
+	var obj struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(raw, &obj) == nil && obj.Message != "" {
+		return obj.Message
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
 // event turns the server's usage into a usage event. OpenRouter's
 // usage.cost is taken as reported; otherwise the event carries tokens only,
 // and the engine estimates its dollars.
-func event(model string, u oa.CompletionUsage) budget.UsageEvent {
+func event(model string, u chatUsage) budget.UsageEvent {
 	ev := budget.UsageEvent{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, Model: model,
 		CacheReadTokens: min(u.PromptTokensDetails.CachedTokens, u.PromptTokens),
 		ReasoningTokens: min(u.CompletionTokensDetails.ReasoningTokens, u.CompletionTokens),
 	}
-	if f, ok := u.JSON.ExtraFields["cost"]; ok && f.Raw() != "" && f.Raw() != "null" {
-		if cost, err := budget.ParseUSD(f.Raw()); err == nil && cost >= 0 {
+	if raw := string(u.Cost); raw != "" && raw != "null" {
+		if cost, err := budget.ParseUSD(raw); err == nil && cost >= 0 {
 			ev.USD, ev.CostSource = cost, budget.CostReported
 		}
 	}
@@ -239,14 +448,11 @@ func event(model string, u oa.CompletionUsage) budget.UsageEvent {
 // HTTP status (and a 429's Retry-After), or, without one, by what broke. The
 // server's words are kept, secrets masked: an error may quote the key.
 func Classify(err error) error {
-	var apiErr *oa.Error
+	var apiErr *APIError
 	if errors.As(err, &apiErr) {
-		fe := &proc.FaultError{Backend: "openai", Fault: proc.StatusFault(apiErr.StatusCode),
-			Detail: fmt.Sprintf("HTTP %d: %s", apiErr.StatusCode, redact.String(apiErr.Message))}
-		if apiErr.Response != nil {
-			fe.RetryAfter = retryAfter(apiErr.Response.Header.Get("Retry-After"), time.Now())
-		}
-		return fe
+		return &proc.FaultError{Backend: "openai", Fault: proc.StatusFault(apiErr.StatusCode),
+			Detail:     fmt.Sprintf("HTTP %d: %s", apiErr.StatusCode, redact.String(apiErr.Message)),
+			RetryAfter: retryAfter(apiErr.RetryAfter, time.Now())}
 	}
 	detail := redact.String(err.Error())
 	var netErr net.Error
@@ -303,26 +509,14 @@ func newIdleWatch(window time.Duration, fire func()) *idleWatch {
 func (w *idleWatch) touch() { w.timer.Reset(w.window) }
 func (w *idleWatch) stop()  { w.timer.Stop() }
 
-// middleware resets the watch when the answer comes, and on every byte of
-// its body.
-func (w *idleWatch) middleware(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	w.touch()
-	resp, err := next(r)
-	if resp != nil && resp.Body != nil {
-		w.touch()
-		resp.Body = &watchedBody{ReadCloser: resp.Body, w: w}
-	}
-	return resp, err
-}
-
 // watchedBody touches its watch on every read that brings bytes.
 type watchedBody struct {
-	io.ReadCloser
+	r io.Reader
 	w *idleWatch
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
+	n, err := b.r.Read(p)
 	if n > 0 {
 		b.w.touch()
 	}

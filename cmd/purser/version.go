@@ -3,9 +3,10 @@ package main
 import (
 	"fmt"
 	"runtime/debug"
-	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/purser-dev/purser/cmd/purser/internal/quickversion"
 )
 
 // revision is the VCS revision this build was made from, set at link time
@@ -14,46 +15,29 @@ import (
 // The build's own record, when there is one, wins.
 var revision string
 
-// version describes this build: the module version, the VCS revision it was
-// built from (marked "+dirty" when the tree had changes), and the Go version.
+// version describes this build, as quickversion does when it answers
+// `purser --version` before the rest of purser is initialised.
 func version() string {
-	info, ok := debug.ReadBuildInfo()
+	b, ok := quickversion.ReadBuild()
 	if !ok {
 		return "purser (unknown version: built without module information)"
 	}
-	return versionOf(info, revision)
+	return quickversion.Describe(b, revision)
 }
 
 // versionOf is version for a build's info and the revision set at link
-// time ("": none). No revision is said to be unknown, and why, rather than
-// left out: a newcomer cannot tell which build they run otherwise.
+// time ("": none).
 func versionOf(info *debug.BuildInfo, linked string) string {
-	v := info.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	var rev, modified string
+	b := quickversion.Build{Version: info.Main.Version, GoVersion: info.GoVersion}
 	for _, s := range info.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			rev = s.Value
+			b.Revision = s.Value
 		case "vcs.modified":
-			if s.Value == "true" {
-				modified = "+dirty"
-			}
+			b.Modified = s.Value == "true"
 		}
 	}
-	parts := []string{"purser " + v}
-	switch {
-	case rev != "":
-		parts = append(parts, "revision "+rev+modified)
-	case linked != "":
-		parts = append(parts, "revision "+linked)
-	default:
-		parts = append(parts, `revision unknown (built with -buildvcs=false or outside a git clone; -ldflags "-X main.revision=..." sets it)`)
-	}
-	parts = append(parts, info.GoVersion)
-	return strings.Join(parts, ", ")
+	return quickversion.Describe(b, linked)
 }
 
 func newVersionCmd() *cobra.Command {

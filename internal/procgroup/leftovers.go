@@ -12,6 +12,9 @@ import (
 // ID names the group's leader for a later process: "PID START", its pid and
 // start time, so that a pid reused since is never taken for it.
 func (g *Group) ID() string {
+	if g.start != "" {
+		return strconv.Itoa(g.pgid) + " " + g.start
+	}
 	p, _ := Stat(g.pgid)
 	return strconv.Itoa(g.pgid) + " " + p.Start
 }

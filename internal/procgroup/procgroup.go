@@ -10,16 +10,18 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/purser-dev/purser/internal/procgroup/supervisor"
 )
 
 // Group is a started child leading its own process group, with its
 // descendants watched while it runs.
 type Group struct {
 	pgid      int
+	start     string   // the leader's start time (Stat), "" when unknown
 	lifeline  *os.File // the supervisor's lifeline; nil when unsupervised
 	seen      *descendants
 	watchDone chan struct{}
@@ -52,7 +54,16 @@ func Start(cmd *exec.Cmd) (*Group, error) {
 		return nil, err
 	}
 	g := &Group{pgid: cmd.Process.Pid, lifeline: lifeline, seen: newDescendants(cmd.Process.Pid), watchDone: make(chan struct{})}
-	go g.seen.watch(g.watchDone)
+	if p, ok := Stat(g.pgid); ok {
+		g.start = p.Start
+	}
+	if lifeline == nil {
+		// Unsupervised, a descendant that leaves the group and is
+		// orphaned goes to init: only watching all of /proc while the
+		// child runs remembers it. A supervisor is its subreaper instead,
+		// so its tree is read when stopping, never watched.
+		go g.seen.watch(g.watchDone)
+	}
 	running.add(g)
 	return g, nil
 }
@@ -85,7 +96,9 @@ func KillAll() {
 	running.mu.Lock()
 	defer running.mu.Unlock()
 	for g := range running.groups {
-		g.seen.scan()
+		if g.lifeline == nil {
+			g.seen.scan()
+		}
 		g.kill()
 	}
 }
@@ -111,7 +124,9 @@ func (g *Group) Stop(sig syscall.Signal, grace time.Duration, exited <-chan stru
 func (g *Group) End() {
 	g.endOnce.Do(func() {
 		defer running.remove(g)
-		g.seen.scan()
+		if g.lifeline == nil {
+			g.seen.scan()
+		}
 		close(g.watchDone)
 		g.kill()
 		if g.lifeline != nil {
@@ -122,8 +137,39 @@ func (g *Group) End() {
 }
 
 func (g *Group) kill() {
+	if g.lifeline != nil {
+		g.killSupervised()
+		return
+	}
 	_ = syscall.Kill(-g.pgid, syscall.SIGKILL)
 	g.seen.killAll()
+}
+
+// killSupervised kills a supervised group: first everything below the
+// supervisor, read from its tree while it lives (it is their subreaper, so
+// orphans stay in that tree and the next read finds what forked meanwhile),
+// then the group with the supervisor. A supervisor that already exited
+// killed what was below it itself, unless it was killed: then what left the
+// group is past reach here, as it would be for any killed supervisor, and
+// KillLeftovers finds it by its mark.
+func (g *Group) killSupervised() {
+	for i := 0; i < 100; i++ {
+		if p, ok := Stat(g.pgid); !ok || p.State == "Z" || p.Start != g.start {
+			break
+		}
+		live := 0
+		for pid, st := range supervisor.Tree(g.pgid) {
+			if p, ok := Stat(pid); ok && p.State != "Z" && p.Start == st {
+				live++
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		if live == 0 {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	_ = syscall.Kill(-g.pgid, syscall.SIGKILL)
 }
 
 // waitGone waits until no live process is left in the group, or for at
@@ -184,66 +230,20 @@ func (d *descendants) watch(done <-chan struct{}) {
 
 // scan walks /proc once and records the root's descendants.
 func (d *descendants) scan() {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return
-	}
-	parent := map[int]int{}
-	start := map[int]string{}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if p, ok := Stat(pid); ok {
-			parent[pid], start[pid] = p.PPID, p.Start
-		}
-	}
+	below := supervisor.Below(d.root)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for pid := range parent {
-		for p, hops := parent[pid], 0; p != 0 && hops < 64; p, hops = parent[p], hops+1 {
-			if p == d.root {
-				d.seen[pid] = start[pid]
-				break
-			}
-		}
+	for pid, st := range below {
+		d.seen[pid] = st
 	}
 }
 
 // Process is what /proc/pid/stat says of a process.
-type Process struct {
-	State string // R, S, D, Z (a zombie: exited, not yet reaped), …
-	PPID  int
-	PGID  int
-	// Start is when it started, in clock ticks since boot: with the pid, it
-	// names one process, never a later one that reused the pid.
-	Start string
-}
+type Process = supervisor.Process
 
 // Stat reads /proc/pid/stat; ok is false when the process is gone or its
 // stat cannot be read.
-func Stat(pid int) (p Process, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return Process{}, false
-	}
-	// The command name is in parentheses and may hold spaces: parse after it.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return Process{}, false
-	}
-	f := strings.Fields(string(b[i+1:])) // state, ppid, pgrp, …, starttime (the 20th)
-	if len(f) < 20 {
-		return Process{}, false
-	}
-	ppid, err1 := strconv.Atoi(f[1])
-	pgid, err2 := strconv.Atoi(f[2])
-	if err1 != nil || err2 != nil {
-		return Process{}, false
-	}
-	return Process{State: f[0], PPID: ppid, PGID: pgid, Start: f[19]}, true
-}
+func Stat(pid int) (Process, bool) { return supervisor.Stat(pid) }
 
 // killAll kills every recorded descendant that is still the same process.
 func (d *descendants) killAll() {
