@@ -49,6 +49,7 @@ type taskRun struct {
 	mu         sync.Mutex
 	cancelCall context.CancelCauseFunc // the call in flight, if any
 	namedStop  error                   // a named budget's cap reached by the call in flight
+	wireStop   error                   // the cap that refused a request of the call in flight at the door
 }
 
 // RunTask runs a task until its validators pass (DONE), its budget stops it

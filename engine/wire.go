@@ -1,0 +1,390 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+)
+
+// Per-request admission at Purser's door.
+//
+// A call is admitted at its start for a worst case the engine guesses (its
+// prompt and Config.ReserveOutputTokens), held on the task, its run, the run
+// shared through the database and the named budgets the run draws from. An
+// agent then sends any number of model requests through the door during
+// the call, each admitted here for its own worst case: its input as the
+// door counted it plus its output bound, priced by the engine's table.
+//
+// The call's own hold is lent to its requests, not stacked under them: a
+// request first borrows what the call's reservation still holds (its
+// worst case less what the call has spent, budget.Reservation.Held) and
+// not yet lent to another request in flight, and only what exceeds that is
+// held anew, on every budget the call was held on. So a one-request call
+// holds no more than its own worst case (no double reservation refusing a
+// call that fits), and requests in flight together are always covered by
+// the holds (no overshoot by what was never reserved): every token spent
+// shrinks the call's reservation as it is recorded, so a loan made from it
+// never counts spend twice, and a hold taken anew stands until the request
+// ends (the door's Release), counting spend in flight twice at worst —
+// only ever refusing early, never admitting past a cap.
+//
+// A request that does not fit is first shrunk (its output clamped by
+// budget.ClampOutput to what the tightest budget leaves); one that does not
+// fit even at budget.MinOutputTokens is refused with a wireRefusal naming
+// the cap, the call is cancelled and the task stops BLOCKED, as a call
+// refused at its start does.
+
+// wireAdmitter admits the requests of one call (purser.WireAdmitter).
+type wireAdmitter struct {
+	t      *taskRun
+	pc     *preparedCall
+	res    *budget.Reservation // the call's own hold: lent to its requests
+	ctx    context.Context     // the call's: ends when the call is cut
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	lent     budget.Amount // of res, lent to requests in flight
+	open     map[int]*wireHold
+	next     int
+	switched string           // the cheap model the call's requests moved to, once
+	cache    map[string]int64 // cache-read tokens of the model's last reply
+	output   map[string]int64 // output tokens of the model's last reply
+	noted    map[string]bool  // the degrade decisions recorded for the call
+
+	noteMu sync.Mutex // degrade records are made one at a time
+}
+
+// wireHold is what one admitted request holds: a loan from the call's
+// reservation and holds of its own beyond it.
+type wireHold struct {
+	loan    budget.Amount
+	release func() // the holds of its own
+	once    sync.Once
+}
+
+func newWireAdmitter(t *taskRun, pc *preparedCall, res *budget.Reservation, ctx context.Context, cancel context.CancelCauseFunc) *wireAdmitter {
+	return &wireAdmitter{t: t, pc: pc, res: res, ctx: ctx, cancel: cancel, open: map[int]*wireHold{},
+		cache: map[string]int64{}, output: map[string]int64{}}
+}
+
+// AdmitWire admits one request: the HARD check, the degrade policy at the
+// wire, then a hold for the request's worst case, its output clamped to
+// what fits.
+func (w *wireAdmitter) AdmitWire(ctx context.Context, r purser.WireRequest) (purser.WireGrant, error) {
+	t := w.t
+	if r.InputTokens < 0 || r.MaxOutputTokens < 0 {
+		return purser.WireGrant{}, fmt.Errorf("purser: request with negative token counts (input %d, max output %d)", r.InputTokens, r.MaxOutputTokens)
+	}
+	if err := w.stopped(); err != nil {
+		return purser.WireGrant{}, err
+	}
+	grant := purser.WireGrant{Model: r.Model}
+	maxOut := r.MaxOutputTokens
+	if maxOut == 0 {
+		// A request that names no bound is bounded by the engine's, so that
+		// its worst case can be held at all.
+		maxOut = t.e.cfg.ReserveOutputTokens
+		grant.MaxOutputTokens = maxOut
+	}
+	grant.Model, maxOut, grant.Actions = w.degrade(ctx, r, maxOut)
+	if maxOut != r.MaxOutputTokens {
+		grant.MaxOutputTokens = maxOut
+	}
+	h, size, err := w.hold(ctx, grant.Model, r.InputTokens, maxOut)
+	if err != nil {
+		return purser.WireGrant{}, w.refuse(ctx, grant.Model, err)
+	}
+	if size.maxOut < maxOut {
+		grant.MaxOutputTokens = size.maxOut
+		grant.Actions = append(grant.Actions, fmt.Sprintf("max output %d → %d: what the budget has left under its hard cap", maxOut, size.maxOut))
+	}
+	w.mu.Lock()
+	id := w.next
+	w.next++
+	w.open[id] = h
+	w.mu.Unlock()
+	grant.Release = func() {
+		h.once.Do(func() {
+			w.mu.Lock()
+			delete(w.open, id)
+			w.lent = minusFloor(w.lent, h.loan)
+			w.mu.Unlock()
+			h.release()
+		})
+	}
+	if t.task.Degrade.BudgetHint {
+		grant.Hint = t.budget.Hint()
+	}
+	return grant, nil
+}
+
+// stopped refuses every request once the call is cut or a cap it is
+// admitted under is reached, naming the cap.
+func (w *wireAdmitter) stopped() error {
+	if err := w.t.budget.Check(); err != nil {
+		return w.refuse(w.ctx, w.pc.model, err)
+	}
+	if err := w.ctx.Err(); err != nil {
+		cause := context.Cause(w.ctx)
+		if IsBudgetStop(cause) {
+			return &wireRefusal{cap: w.capOf(w.ctx, cause), cause: cause}
+		}
+		return fmt.Errorf("purser: the call has ended: %w", cause)
+	}
+	return nil
+}
+
+// hold holds the request's worst case: borrowed from the call's
+// reservation as far as it goes, held anew beyond it, shrunk to fit.
+func (w *wireAdmitter) hold(ctx context.Context, model string, input, maxOut int64) (*wireHold, callSize, error) {
+	t := w.t
+	worst := func(out int64) budget.Amount { a, _ := t.worstCase(model, input, out); return a }
+	size := callSize{want: worst(maxOut), maxOut: maxOut}
+	waiter := holdWaiter{t: t}
+	for {
+		w.mu.Lock()
+		credit := minusFloor(w.res.Held(), w.lent)
+		loan := size.want.Min(credit)
+		extra := minusFloor(size.want, loan)
+		w.lent = plusSat(w.lent, loan)
+		w.mu.Unlock()
+		giveBack := func() {
+			w.mu.Lock()
+			w.lent = minusFloor(w.lent, loan)
+			w.mu.Unlock()
+		}
+		if extra == (budget.Amount{}) {
+			return &wireHold{loan: loan, release: func() {}}, size, nil
+		}
+		release, err := w.holdExtra(ctx, extra)
+		if err == nil {
+			return &wireHold{loan: loan, release: release}, size, nil
+		}
+		giveBack()
+		var short *budget.InsufficientBudgetError
+		if !errors.As(err, &short) {
+			return nil, size, err
+		}
+		// Shrink the request to what the short budget leaves, its loan
+		// included.
+		clamped, cerr := w.clamp(model, input, maxOut, plusSat(short.Available, credit))
+		if cerr == nil && clamped.maxOut < size.maxOut {
+			size = clamped
+			continue
+		}
+		// Even the least worthwhile request does not fit. When only other
+		// calls' holds stand in the way (the spend leaves room), wait for
+		// them as a call does, else refuse.
+		if !w.heldByOthers(model, input, credit) {
+			return nil, size, err
+		}
+		if err := waiter.wait(ctx, fmt.Sprintf("waiting: other calls hold what the budget has left for a request of %s", w.pc.kind)); err != nil {
+			return nil, size, err
+		}
+		size = callSize{want: worst(maxOut), maxOut: maxOut}
+	}
+}
+
+// clamp shrinks a request's output until its worst case fits in avail.
+func (w *wireAdmitter) clamp(model string, input, maxOut int64, avail budget.Amount) (callSize, error) {
+	want, out, err := budget.ClampOutput(avail, input, maxOut, func(output int64) budget.Amount {
+		a, _ := w.t.worstCase(model, input, min(output, maxOut))
+		return a
+	})
+	return callSize{want: want, maxOut: min(out, maxOut)}, err
+}
+
+// heldByOthers: the least worthwhile request would fit in what the task
+// and its run have left by spend and this process's holds, the loan
+// included — only other processes' holds refused it.
+func (w *wireAdmitter) heldByOthers(model string, input int64, credit budget.Amount) bool {
+	avail := w.t.budget.Available()
+	if p := w.t.budget.Parent(); p != nil {
+		avail = avail.Min(p.Available())
+	}
+	_, err := w.clamp(model, input, w.t.e.cfg.ReserveOutputTokens, plusSat(avail, credit))
+	return err == nil
+}
+
+// holdExtra holds extra on the run shared through the database, on the
+// named budgets the call was admitted against, then on the task and its
+// run here; a refusal anywhere releases what was taken and says what fits
+// there.
+func (w *wireAdmitter) holdExtra(ctx context.Context, extra budget.Amount) (func(), error) {
+	t := w.t
+	var releases []func()
+	releaseAll := func() {
+		for i := len(releases) - 1; i >= 0; i-- {
+			releases[i]()
+		}
+	}
+	fail := func(err error) (func(), error) { releaseAll(); return nil, err }
+	if run := t.budget.Parent(); t.e.cfg.Shared != nil && run != nil && t.runID != "" {
+		if caps := budget.CapsOf(run.Config()); caps != budget.Unlimited {
+			release, err := t.e.cfg.Shared.ReserveRun(ctx, t.runID, t.holder(), caps, extra, t.holdTTL())
+			if err != nil {
+				var short *budget.InsufficientBudgetError
+				if errors.As(err, &short) {
+					short.Scope = budget.ScopeRun
+				}
+				return fail(err)
+			}
+			releases = append(releases, release)
+		}
+	}
+	if t.e.cfg.Named != nil {
+		now := t.e.cfg.Clock.Now()
+		for _, name := range t.draws {
+			release, err := t.e.cfg.Named.ReserveNamed(ctx, name, t.holder(), extra, now, t.holdTTL())
+			if err != nil {
+				if errors.Is(err, budget.ErrInsufficientBudget) {
+					if st, serr := t.e.cfg.Named.NamedBudgetStatus(ctx, name, now); serr == nil {
+						err = budget.FitNamed(name, extra, st.Headroom())
+						if err == nil {
+							// Room appeared since: try again.
+							err = &budget.InsufficientBudgetError{Scope: budget.ScopeNamed, Name: name, Metric: budget.Tokens, Want: extra, Available: extra}
+						}
+					}
+				}
+				return fail(err)
+			}
+			releases = append(releases, release)
+		}
+	}
+	res, err := t.budget.Reserve(extra)
+	if err != nil {
+		return fail(err)
+	}
+	releases = append(releases, res.Release)
+	return releaseAll, nil
+}
+
+// refuse turns a refusal into the door's answer: a wireRefusal naming the
+// cap, after which the call is cut and the task stops BLOCKED. Any other
+// error is passed on.
+func (w *wireAdmitter) refuse(ctx context.Context, model string, err error) error {
+	if !IsBudgetStop(err) {
+		return err
+	}
+	ref := &wireRefusal{cap: w.capOf(ctx, err), cause: err}
+	w.t.mu.Lock()
+	if w.t.wireStop == nil {
+		w.t.wireStop = err
+	}
+	w.t.mu.Unlock()
+	w.t.log.Info("a request at the door was refused: cutting the call", "call", w.pc.kind, "model", model, "cap", ref.cap.CapLabel())
+	w.t.e.emit(w.t, purser.Event{Type: purser.EventWarning, Call: w.pc.kind, Message: ref.Error()})
+	w.cancel(err)
+	return ref
+}
+
+// capOf is the cap behind a refusal, as a *budget.BudgetExhaustedError.
+func (w *wireAdmitter) capOf(ctx context.Context, err error) *budget.BudgetExhaustedError {
+	var be *budget.BudgetExhaustedError
+	if errors.As(err, &be) {
+		return be
+	}
+	var short *budget.InsufficientBudgetError
+	if !errors.As(err, &short) {
+		return &budget.BudgetExhaustedError{Scope: budget.ScopeTask}
+	}
+	be = &budget.BudgetExhaustedError{Scope: short.Scope, Name: short.Name, Metric: short.Metric}
+	var caps budget.Amount
+	switch short.Scope {
+	case budget.ScopeTask:
+		caps = budget.CapsOf(w.t.budget.Config())
+		be.Status = w.t.budget.Status()
+	case budget.ScopeRun:
+		if p := w.t.budget.Parent(); p != nil {
+			caps = budget.CapsOf(p.Config())
+			be.Status = p.Status()
+		}
+	case budget.ScopeNamed:
+		if st, err := w.t.e.cfg.Named.NamedBudgetStatus(ctx, short.Name, w.t.e.cfg.Clock.Now()); err == nil {
+			caps = st.Caps()
+		}
+	}
+	if short.Metric == budget.Money {
+		be.Limit = int64(caps.USD)
+	} else {
+		be.Limit = caps.Tokens
+	}
+	return be
+}
+
+// observe notes a reply's cache traffic and output by model, for judging
+// the next request's degrade actions on their billed cost.
+func (w *wireAdmitter) observe(ev budget.UsageEvent) {
+	if ev.Model == "" || ev.InputTokens+ev.OutputTokens == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ev.InputTokens > 0 {
+		w.cache[ev.Model] = ev.CacheReadTokens + ev.CacheWriteTokens
+	}
+	if ev.OutputTokens > 0 {
+		w.output[ev.Model] = ev.OutputTokens
+	}
+}
+
+// close releases what requests the door never released still hold, when
+// the call ends.
+func (w *wireAdmitter) close() {
+	w.mu.Lock()
+	var open []*wireHold
+	for _, h := range w.open {
+		open = append(open, h)
+	}
+	w.open = map[int]*wireHold{}
+	w.lent = budget.Amount{}
+	w.mu.Unlock()
+	for _, h := range open {
+		h.once.Do(h.release)
+	}
+}
+
+// wireRefusal is the door's refusal of a request: its text is what the
+// agent reads, in the provider's error shape ("purser: budget exhausted
+// (hard usd $1.00)"); it wraps the cap and the refusal behind it.
+type wireRefusal struct {
+	cap   *budget.BudgetExhaustedError
+	cause error
+}
+
+func (e *wireRefusal) Error() string {
+	return fmt.Sprintf("purser: budget exhausted (%s)", e.cap.CapLabel())
+}
+
+func (e *wireRefusal) Unwrap() []error { return []error{e.cap, e.cause} }
+
+// minusFloor is a − b per metric, never below 0; an unlimited a stays so.
+func minusFloor(a, b budget.Amount) budget.Amount {
+	out := a
+	if a.USD != budget.UnlimitedUSD {
+		out.USD = max(budget.USD(budget.SatSub(int64(a.USD), int64(b.USD))), 0)
+	}
+	if a.Tokens != budget.Unlimited.Tokens {
+		out.Tokens = max(budget.SatSub(a.Tokens, b.Tokens), 0)
+	}
+	return out
+}
+
+// plusSat is a + b per metric, saturating.
+func plusSat(a, b budget.Amount) budget.Amount {
+	return budget.Amount{USD: a.USD.Plus(b.USD), Tokens: budget.SatAdd(a.Tokens, b.Tokens)}
+}
+
+// takeWireStop returns (and forgets) the cap that refused a request of the
+// call in flight at Purser's door, if one did.
+func (t *taskRun) takeWireStop() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	err := t.wireStop
+	t.wireStop = nil
+	return err
+}
