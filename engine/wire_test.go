@@ -1,0 +1,330 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/pricing"
+)
+
+// wireReq is one model request an agent sends through the door, and the
+// reply the provider would give it (before the door's bound).
+type wireReq struct {
+	model            string
+	input, maxOut    int64
+	cacheRead        int64 // of input, read from the provider's cache
+	output           int64 // the reply's output, cut at the granted bound
+	parallel         bool  // sent alongside the next ones, not after the last
+	noUsageOnRefusal bool
+}
+
+// door is a backend whose agent sends scripted requests through Purser's
+// door as the gateway does: each admitted (CallHooks.Admit) before it is
+// forwarded, its reply's usage reported through the UsageFunc at the
+// granted model and bound, priced with the mock's cache accounting, then
+// released. The first call's requests fix the task.
+type door struct {
+	workspace string
+	reqs      []wireReq
+	prices    *pricing.Catalogue
+
+	mu      sync.Mutex
+	grants  []purser.WireGrant
+	refused []error
+	billed  budget.USD // what the mock provider billed, cache included
+	noAdmit bool       // the door without per-request admission (as before)
+}
+
+func (d *door) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
+	if req.Hooks.Admit == nil && !d.noAdmit {
+		return purser.CallResult{}, errors.New("the engine set no CallHooks.Admit")
+	}
+	var wg sync.WaitGroup
+	var stop error
+	var stopMu sync.Mutex
+	send := func(r wireReq) {
+		grant := purser.WireGrant{Model: r.model, Release: func() {}}
+		if !d.noAdmit {
+			var err error
+			grant, err = req.Hooks.Admit.AdmitWire(ctx, purser.WireRequest{Protocol: "anthropic", Model: r.model, InputTokens: r.input, MaxOutputTokens: r.maxOut, Stream: true})
+			if err != nil {
+				d.mu.Lock()
+				d.refused = append(d.refused, err)
+				d.mu.Unlock()
+				stopMu.Lock()
+				stop = err
+				stopMu.Unlock()
+				return
+			}
+		}
+		defer grant.Release()
+		d.mu.Lock()
+		d.grants = append(d.grants, grant)
+		d.mu.Unlock()
+		out := r.output
+		if grant.MaxOutputTokens > 0 {
+			out = min(out, grant.MaxOutputTokens)
+		}
+		cacheRead := r.cacheRead
+		if grant.Model != r.model {
+			// Another model has none of this prefix cached: it writes it.
+			cacheRead = 0
+		}
+		ev := d.prices.Estimate(budget.UsageEvent{Model: grant.Model, InputTokens: r.input, CacheReadTokens: cacheRead, CacheWriteTokens: r.cacheRead - cacheRead, OutputTokens: out})
+		d.mu.Lock()
+		d.billed = d.billed.Plus(ev.USD)
+		d.mu.Unlock()
+		if ctx.Err() == nil {
+			report(ev)
+		}
+	}
+	for i := 0; i < len(d.reqs); i++ {
+		stopMu.Lock()
+		s := stop
+		stopMu.Unlock()
+		if s != nil || ctx.Err() != nil {
+			break
+		}
+		if d.reqs[i].parallel {
+			wg.Add(1)
+			go func(r wireReq) { defer wg.Done(); send(r) }(d.reqs[i])
+			continue
+		}
+		wg.Wait()
+		send(d.reqs[i])
+	}
+	wg.Wait()
+	if err := os.WriteFile(filepath.Join(d.workspace, "src/fixed"), []byte("yes"), 0o644); err != nil {
+		return purser.CallResult{}, err
+	}
+	if ctx.Err() != nil {
+		return purser.CallResult{}, context.Cause(ctx)
+	}
+	if stop != nil {
+		return purser.CallResult{}, stop
+	}
+	return purser.CallResult{Text: "done"}, nil
+}
+
+func (d *door) ReportsUSD(string) bool { return true }
+
+const (
+	sonnet = "claude-sonnet-4-5"
+	haiku  = "claude-haiku-4-5"
+)
+
+// doorFixture is a task whose one backend is d, on Claude's priced models.
+func doorFixture(t *testing.T, d *door, cfg budget.Config) *fixture {
+	t.Helper()
+	f := newFixture(t, "steps: []\n")
+	d.workspace, d.prices = f.workspace, pricing.Builtin()
+	f.cfg.Backends = func(purser.BackendSpec) (purser.Backend, error) { return d, nil }
+	f.task.Backend.Models = map[string]string{"cheap": haiku, "standard": sonnet}
+	f.task.Budget = cfg
+	return f
+}
+
+// repeat is n copies of r.
+func repeat(n int, r wireReq) []wireReq {
+	out := make([]wireReq, n)
+	for i := range out {
+		out[i] = r
+	}
+	return out
+}
+
+// Spec: Task hits hard cap — at the door. Every request of the agent is
+// admitted for its worst case before it is forwarded: the one that would
+// cross the cap is first clamped, then refused in the words the agent
+// reads ("purser: budget exhausted (hard usd $1.00)"), wrapping the cap;
+// the task is BLOCKED and the bill never passes the cap, with requests one
+// after another or all at once. The door without per-request admission
+// (the call admitted as a whole, as before) goes over.
+func TestTaskHitsHardCapAtTheDoor(t *testing.T) {
+	// Each request: $0.15 of input, up to $0.15 of output ($0.30 worst),
+	// $0.12 of it used: after three, $0.19 is left, for a fourth clamped to
+	// about 2,600 tokens of output; nothing is left for a fifth.
+	r := wireReq{model: sonnet, input: 50_000, maxOut: 10_000, output: 8_000}
+	par := r
+	par.parallel = true
+	for _, tc := range []struct {
+		name      string
+		reqs      []wireReq
+		noAdmit   bool
+		wantOver  bool
+		wantClamp bool
+		anyClamp  bool // requests at once may or may not be clamped
+	}{
+		{"one after another: the fourth clamped, the fifth refused", repeat(8, r), false, false, true, false},
+		{"eight at once", repeat(8, par), false, false, false, true},
+		{"without admission at the door the bill passes the cap", repeat(8, r), true, true, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := &door{reqs: tc.reqs, noAdmit: tc.noAdmit}
+			f := doorFixture(t, d, budget.Config{Hard: budget.HardLimits{USD: usd("1.00"), MaxIterations: ptr(5)}})
+			f.task.Degrade = purser.DegradePolicy{}
+			err := f.run()
+			if tc.wantOver {
+				if d.billed <= *usd("1.00") {
+					t.Fatalf("billed %s without admission at the door: the test no longer shows an overshoot", d.billed)
+				}
+				return
+			}
+			if d.billed > *usd("1.00") {
+				t.Fatalf("billed %s, past the $1.00 hard cap", d.billed)
+			}
+			if rec := f.state(); rec.State != purser.StateBlocked {
+				t.Fatalf("state %s (%v), want BLOCKED", rec.State, err)
+			}
+			if len(d.refused) == 0 {
+				t.Fatalf("no request refused; grants %+v", d.grants)
+			}
+			var be *budget.BudgetExhaustedError
+			ref := d.refused[0]
+			if !errors.As(ref, &be) || ref.Error() != "purser: budget exhausted (hard usd $1.00)" {
+				t.Fatalf("refusal %q (%T), want \"purser: budget exhausted (hard usd $1.00)\" wrapping a *budget.BudgetExhaustedError", ref, ref)
+			}
+			clamped := false
+			for _, g := range d.grants {
+				if g.MaxOutputTokens > 0 && g.MaxOutputTokens < r.maxOut {
+					clamped = true
+				}
+			}
+			if clamped != tc.wantClamp && !tc.anyClamp {
+				t.Fatalf("a grant clamped: %t, want %t (grants %+v)", clamped, tc.wantClamp, d.grants)
+			}
+			if tc.wantClamp && len(d.grants) != 4 {
+				t.Fatalf("%d requests admitted, want 4 (3 whole, 1 clamped)", len(d.grants))
+			}
+			spent, err := f.store.UsageTotals(context.Background(), f.task.ID)
+			must(t, err)
+			if spent.USD != d.billed {
+				t.Fatalf("the ledger holds %s, the provider billed %s", spent.USD, d.billed)
+			}
+		})
+	}
+}
+
+// Spec: Task within optimal range — a call's one request whose worst case
+// all but fills the budget is admitted whole: it borrows the call's own
+// hold rather than being held on top of it (which would have clamped it).
+func TestTaskWithinOptimalRangeRequestBorrowsTheCallsHold(t *testing.T) {
+	// $0.285 of input, up to $0.60 of output: $0.885 of the $1.00 cap, with
+	// the call's own hold (~$0.12) more than the $0.115 left beside it.
+	r := wireReq{model: sonnet, input: 95_000, maxOut: 40_000, output: 1_000}
+	small := wireReq{model: sonnet, input: 1_000, maxOut: 1_000, output: 100}
+	d := &door{reqs: []wireReq{r, small}}
+	f := doorFixture(t, d, budget.Config{Hard: budget.HardLimits{USD: usd("1.00"), MaxIterations: ptr(5)}})
+	f.task.Degrade = purser.DegradePolicy{}
+	if err := f.run(); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.grants) != 2 {
+		t.Fatalf("%d grants, want 2", len(d.grants))
+	}
+	for i, g := range d.grants {
+		if g.MaxOutputTokens != 0 || len(g.Actions) != 0 {
+			t.Fatalf("request %d: granted max output %d with %q, want the request's own, unchanged", i+1, g.MaxOutputTokens, g.Actions)
+		}
+	}
+}
+
+// Spec: Task enters warning range — degrade at the wire, judged on the
+// billed bill, cache included. In WARNING, switch_tier_cheap moves a
+// request to the cheap model when that lowers its bill (no cache to lose)
+// and keeps it when the cache it would lose costs more than the switch
+// saves, saying why either way (the grant, the degrade record);
+// shrink_context clamps the output bound when the output it cuts costs
+// more than a continuation's cached re-read. Each action taken lowers the
+// mock's bill for the request; each one not taken would have raised it.
+func TestTaskEntersWarningRangeDegradesAtTheWire(t *testing.T) {
+	warm := wireReq{model: sonnet, input: 100_000, cacheRead: 95_000, maxOut: 4_000, output: 4_000}
+	cold := wireReq{model: sonnet, input: 20_000, maxOut: 4_000, output: 4_000}
+	big := wireReq{model: sonnet, input: 20_000, maxOut: 32_000, output: 32_000}
+	prices := pricing.Builtin()
+	bill := func(model string, r wireReq, cacheRead, out int64) budget.USD {
+		return prices.Estimate(budget.UsageEvent{Model: model, InputTokens: r.input, CacheReadTokens: cacheRead, CacheWriteTokens: r.cacheRead - cacheRead, OutputTokens: out}).USD
+	}
+	for _, tc := range []struct {
+		name       string
+		actions    []purser.DegradeStep
+		second     wireReq
+		wantModel  string
+		wantMaxOut int64
+		wantSaid   string
+		cheaper    func(r wireReq) bool // the decision lowered (or kept from raising) the bill
+	}{
+		{"no cache to lose: switched", []purser.DegradeStep{{Action: purser.SwitchTierCheap}}, cold, haiku, 0, "switch_tier_cheap: model claude-sonnet-4-5 → claude-haiku-4-5: no prompt cache to lose",
+			func(r wireReq) bool { return bill(haiku, r, 0, r.output) < bill(sonnet, r, r.cacheRead, r.output) }},
+		{"a warm cache worth more than the switch: kept", []purser.DegradeStep{{Action: purser.SwitchTierCheap}}, warm, sonnet, 0, "switch_tier_cheap: not taken: model claude-sonnet-4-5 → claude-haiku-4-5 loses 95000 cached tokens",
+			func(r wireReq) bool { return bill(sonnet, r, r.cacheRead, r.output) < bill(haiku, r, 0, r.output) }},
+		{"a large output bound: clamped", []purser.DegradeStep{{Action: purser.ShrinkContext}}, big, sonnet, 8192, "shrink_context: max output 32000 → 8192",
+			func(r wireReq) bool { return bill(sonnet, r, 0, 8192) < bill(sonnet, r, 0, r.output) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			first := tc.second
+			first.output = 1000
+			d := &door{reqs: []wireReq{first, tc.second}}
+			// The first request's spend puts the task in WARNING.
+			f := doorFixture(t, d, budget.Config{Optimal: budget.Limits{USD: usd("0.01")}, Hard: budget.HardLimits{USD: usd("5.00"), MaxIterations: ptr(5)}})
+			f.task.Degrade = purser.DegradePolicy{Steps: tc.actions, Shrink: purser.ShrinkPolicy{Strategy: "failing_first", MaxTokens: 12000}}
+			if err := f.run(); err != nil {
+				t.Fatal(err)
+			}
+			if len(d.grants) != 2 {
+				t.Fatalf("%d grants, want 2", len(d.grants))
+			}
+			if g := d.grants[0]; g.Model != sonnet || len(g.Actions) != 0 {
+				t.Fatalf("first request, in OPTIMAL: model %s actions %q, want unchanged", g.Model, g.Actions)
+			}
+			g := d.grants[1]
+			if g.Model != tc.wantModel || g.MaxOutputTokens != tc.wantMaxOut {
+				t.Fatalf("second request, in WARNING: model %s max output %d, want %s %d (actions %q)", g.Model, g.MaxOutputTokens, tc.wantModel, tc.wantMaxOut, g.Actions)
+			}
+			if len(g.Actions) != 1 || !strings.HasPrefix(g.Actions[0], tc.wantSaid) {
+				t.Fatalf("actions %q, want one starting %q", g.Actions, tc.wantSaid)
+			}
+			if !tc.cheaper(tc.second) {
+				t.Fatalf("the decision does not lower the mock's bill")
+			}
+			ds, err := f.store.Degrades(context.Background(), f.task.ID)
+			must(t, err)
+			if len(ds) != 1 || !strings.Contains(ds[0].Detail, "at the wire: ") || ds[0].Action != tc.actions[0].Action {
+				t.Fatalf("degrade records %+v, want the one decision at the wire", ds)
+			}
+		})
+	}
+}
+
+// budgetHint: the grant carries a short note of what the budget has left,
+// of the metrics configured only; without the option, none.
+func TestBudgetHintAtTheDoor(t *testing.T) {
+	r := wireReq{model: sonnet, input: 10_000, maxOut: 1_000, output: 1_000}
+	for _, hint := range []bool{true, false} {
+		d := &door{reqs: []wireReq{r}}
+		f := doorFixture(t, d, budget.Config{Hard: budget.HardLimits{USD: usd("1.00"), MaxIterations: ptr(5)}})
+		f.task.Degrade = purser.DegradePolicy{BudgetHint: hint}
+		if err := f.run(); err != nil {
+			t.Fatal(err)
+		}
+		got := d.grants[0].Hint
+		if !hint {
+			if got != "" {
+				t.Fatalf("hint %q without budgetHint:", got)
+			}
+			continue
+		}
+		if !strings.Contains(got, "of $1.00") || !strings.Contains(got, "of 5 iterations") || strings.Contains(got, "tokens") {
+			t.Fatalf("hint %q: want money and iterations left, and no tokens (not configured)", got)
+		}
+	}
+}
