@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
@@ -23,6 +24,9 @@ type wireReq struct {
 	output           int64 // the reply's output, cut at the granted bound
 	parallel         bool  // sent alongside the next ones, not after the last
 	noUsageOnRefusal bool
+	// dribble keeps the reply streaming for up to this long, 10 tokens of
+	// output every 5 ms, until the call is cut.
+	dribble time.Duration
 }
 
 // door is a backend whose agent sends scripted requests through Purser's
@@ -40,6 +44,9 @@ type door struct {
 	refused []error
 	billed  budget.USD // what the mock provider billed, cache included
 	noAdmit bool       // the door without per-request admission (as before)
+
+	admitted chan struct{} // told of each request admitted, when set
+	cutAt    time.Time     // when a dribbling reply was cut by the call's end
 }
 
 func (d *door) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
@@ -68,6 +75,27 @@ func (d *door) Call(ctx context.Context, req purser.CallRequest, report purser.U
 		d.mu.Lock()
 		d.grants = append(d.grants, grant)
 		d.mu.Unlock()
+		if d.admitted != nil {
+			d.admitted <- struct{}{}
+		}
+		if r.dribble > 0 {
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
+			end := time.After(r.dribble)
+			for {
+				select {
+				case <-ctx.Done():
+					d.mu.Lock()
+					d.cutAt = time.Now()
+					d.mu.Unlock()
+					return
+				case <-end:
+					return
+				case <-tick.C:
+					report(budget.UsageEvent{Model: grant.Model, OutputTokens: 10, CostSource: budget.CostUnknown})
+				}
+			}
+		}
 		out := r.output
 		if grant.MaxOutputTokens > 0 {
 			out = min(out, grant.MaxOutputTokens)
@@ -101,6 +129,9 @@ func (d *door) Call(ctx context.Context, req purser.CallRequest, report purser.U
 		send(d.reqs[i])
 	}
 	wg.Wait()
+	if ctx.Err() != nil {
+		return purser.CallResult{}, context.Cause(ctx)
+	}
 	if err := os.WriteFile(filepath.Join(d.workspace, "src/fixed"), []byte("yes"), 0o644); err != nil {
 		return purser.CallResult{}, err
 	}

@@ -1,0 +1,119 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend/sim"
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/engine"
+	"github.com/purser-dev/purser/postgres"
+	"github.com/purser-dev/purser/postgres/pgtest"
+	"github.com/purser-dev/purser/sqlite"
+)
+
+// sharedStore is a store as a process opens it: each process its own.
+type sharedStore interface {
+	purser.Store
+	purser.SharedRunBudget
+	purser.NamedBudgets
+}
+
+// Spec: Task hits hard cap — across processes. Two processes share a
+// named run's token cap; one's agent has a reply streaming through the door
+// when the other's spend crosses the cap. The crossing reaches the first
+// process at once — PostgreSQL's LISTEN/NOTIFY, SQLite's data_version
+// watch — not at its next poll of the ledger (an hour here, so that only
+// the watch can tell): its reply is cut within a fraction of a second and
+// its task stops BLOCKED, saying the run's cap acted.
+func TestRunHardCapCrossedByAnotherProcessCutsTheReplyAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T) (a, b sharedStore)
+	}{
+		{"sqlite", func(t *testing.T) (sharedStore, sharedStore) {
+			path := filepath.Join(t.TempDir(), "purser.db")
+			var out [2]sharedStore
+			for i := range out {
+				s, err := sqlite.Open(context.Background(), path)
+				must(t, err)
+				t.Cleanup(func() { s.Close() })
+				out[i] = s
+			}
+			return out[0], out[1]
+		}},
+		{"postgres", func(t *testing.T) (sharedStore, sharedStore) {
+			url := pgtest.NewSchema(t)
+			var out [2]sharedStore
+			for i := range out {
+				s, err := postgres.Open(context.Background(), url)
+				must(t, err)
+				t.Cleanup(func() { s.Close() })
+				out[i] = s
+			}
+			return out[0], out[1]
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			storeA, storeB := tc.open(t)
+			runCap := int64(50_000)
+			runBudget := budget.Config{Hard: budget.HardLimits{Tokens: &runCap, MaxIterations: ptr(10)}}
+			ctx := context.Background()
+
+			// B: an agent whose reply streams for up to 20 s.
+			d := &door{reqs: []wireReq{{model: sonnet, input: 1_000, maxOut: 1_000, output: 1_000, dribble: 20 * time.Second}},
+				admitted: make(chan struct{}, 1)}
+			fB := doorFixture(t, d, budget.Config{Hard: budget.HardLimits{MaxIterations: ptr(5)}})
+			fB.task.ID = "streaming"
+			fB.cfg.Store, fB.cfg.Shared, fB.cfg.RunRefresh = storeB, storeB, time.Hour
+			outB := make(chan []engine.TaskOutcome, 1)
+			go func() {
+				o, err := fB.engine().RunBatch(ctx, engine.Batch{Tasks: []purser.Task{fB.task}, Name: "shared", Budget: &runBudget, Parallel: 1})
+				if err != nil {
+					t.Error(err)
+				}
+				outB <- o
+			}()
+			select {
+			case <-d.admitted:
+			case <-time.After(30 * time.Second):
+				t.Fatal("B's request was never admitted")
+			}
+
+			// A: a call whose agent spends 60,000 tokens, past the run's cap.
+			fA := newFixture(t, "steps:\n  - usage: {inputTokens: 60000, outputTokens: 0}\n")
+			fA.task.ID = "spender"
+			fA.cfg.Store, fA.cfg.Shared, fA.cfg.RunRefresh = storeA, storeA, time.Hour
+			fA.cfg.Backends = func(spec purser.BackendSpec) (purser.Backend, error) { return sim.New(spec) }
+			oA, err := fA.engine().RunBatch(ctx, engine.Batch{Tasks: []purser.Task{fA.task}, Name: "shared", Budget: &runBudget, Parallel: 1})
+			must(t, err)
+			crossed := time.Now()
+			if !engine.IsBudgetStop(oA[0].Err) {
+				t.Fatalf("A: %v, want a stop by the run's cap", oA[0].Err)
+			}
+
+			var oB []engine.TaskOutcome
+			select {
+			case oB = <-outB:
+			case <-time.After(15 * time.Second):
+				t.Fatal("B's reply was not cut: the crossing never reached it")
+			}
+			d.mu.Lock()
+			cut := d.cutAt
+			d.mu.Unlock()
+			lag := cut.Sub(crossed)
+			t.Logf("B's reply cut %s after A's task stopped", lag)
+			if cut.IsZero() || lag > time.Second {
+				t.Fatalf("B's reply cut %s after the crossing, want at once (well under the 500 ms poll on a quiet machine)", lag)
+			}
+			var be *budget.BudgetExhaustedError
+			if !errors.As(oB[0].Err, &be) || be.Scope != budget.ScopeRun || be.Metric != budget.Tokens {
+				t.Fatalf("B: %v, want the run's hard cap on tokens", oB[0].Err)
+			}
+		})
+	}
+}
