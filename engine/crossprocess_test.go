@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,9 +90,18 @@ func TestRunHardCapCrossedByAnotherProcessCutsTheReplyAtOnce(t *testing.T) {
 			fA.task.ID = "spender"
 			fA.cfg.Store, fA.cfg.Shared, fA.cfg.RunRefresh = storeA, storeA, time.Hour
 			fA.cfg.Backends = func(spec purser.BackendSpec) (purser.Backend, error) { return sim.New(spec) }
+			// The crossing: the first moment A's run is at HARD.
+			var crossed time.Time
+			var crossedMu sync.Mutex
+			fA.observe = func(ev purser.Event) {
+				crossedMu.Lock()
+				defer crossedMu.Unlock()
+				if crossed.IsZero() && ev.Run != nil && ev.Run.Tier == budget.Hard {
+					crossed = time.Now()
+				}
+			}
 			oA, err := fA.engine().RunBatch(ctx, engine.Batch{Tasks: []purser.Task{fA.task}, Name: "shared", Budget: &runBudget, Parallel: 1})
 			must(t, err)
-			crossed := time.Now()
 			if !engine.IsBudgetStop(oA[0].Err) {
 				t.Fatalf("A: %v, want a stop by the run's cap", oA[0].Err)
 			}
@@ -105,8 +115,10 @@ func TestRunHardCapCrossedByAnotherProcessCutsTheReplyAtOnce(t *testing.T) {
 			d.mu.Lock()
 			cut := d.cutAt
 			d.mu.Unlock()
+			crossedMu.Lock()
 			lag := cut.Sub(crossed)
-			t.Logf("B's reply cut %s after A's task stopped", lag)
+			crossedMu.Unlock()
+			t.Logf("B's reply cut %s after A's spend crossed the run's cap", lag)
 			if cut.IsZero() || lag > time.Second {
 				t.Fatalf("B's reply cut %s after the crossing, want at once (well under the 500 ms poll on a quiet machine)", lag)
 			}

@@ -11,7 +11,6 @@ import (
 
 var _ purser.RunUsageWatcher = (*Store)(nil)
 
-
 // The pace of a watch: a check every watchPollMin after a change, doubling
 // while nothing changes up to watchPollMax.
 const (
