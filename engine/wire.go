@@ -54,6 +54,7 @@ type wireAdmitter struct {
 	cache    map[string]int64 // cache-read tokens of the model's last reply
 	output   map[string]int64 // output tokens of the model's last reply
 	noted    map[string]bool  // the degrade decisions recorded for the call
+	closed   bool             // the call has ended: nothing more is admitted
 
 	noteMu sync.Mutex // degrade records are made one at a time
 }
@@ -82,6 +83,10 @@ func (w *wireAdmitter) AdmitWire(ctx context.Context, r purser.WireRequest) (pur
 	if err := w.stopped(); err != nil {
 		return purser.WireGrant{}, err
 	}
+	// A request waiting for room stops waiting when its call ends.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(w.ctx, stop)()
 	grant := purser.WireGrant{Model: r.Model}
 	maxOut := r.MaxOutputTokens
 	if maxOut == 0 {
@@ -103,6 +108,16 @@ func (w *wireAdmitter) AdmitWire(ctx context.Context, r purser.WireRequest) (pur
 		grant.Actions = append(grant.Actions, fmt.Sprintf("max output %d → %d: what the budget has left under its hard cap", maxOut, size.maxOut))
 	}
 	w.mu.Lock()
+	if w.closed {
+		// The call ended while the request was admitted: nothing may be
+		// held past it.
+		w.mu.Unlock()
+		h.release()
+		if err := w.stopped(); err != nil {
+			return purser.WireGrant{}, err
+		}
+		return purser.WireGrant{}, errors.New("purser: the call has ended")
+	}
 	id := w.next
 	w.next++
 	w.open[id] = h
@@ -304,7 +319,7 @@ func (w *wireAdmitter) capOf(ctx context.Context, err error) *budget.BudgetExhau
 			be.Status = p.Status()
 		}
 	case budget.ScopeNamed:
-		if st, err := w.t.e.cfg.Named.NamedBudgetStatus(ctx, short.Name, w.t.e.cfg.Clock.Now()); err == nil {
+		if st, err := w.t.e.cfg.Named.NamedBudgetStatus(context.WithoutCancel(ctx), short.Name, w.t.e.cfg.Clock.Now()); err == nil {
 			caps = st.Caps()
 		}
 	}
@@ -342,6 +357,7 @@ func (w *wireAdmitter) close() {
 	}
 	w.open = map[int]*wireHold{}
 	w.lent = budget.Amount{}
+	w.closed = true
 	w.mu.Unlock()
 	for _, h := range open {
 		h.once.Do(h.release)
