@@ -65,6 +65,9 @@ type preparedCall struct {
 	input  int64 // the prompt's tokens as reserved, with a margin
 	ctx    contextbuild.Context
 	rec    purser.CallRecord
+	// releaseDB gives back the call's holds on the run shared through the
+	// database and on named budgets (once; nil until admitted).
+	releaseDB func()
 }
 
 // attempt is one call to the backend: prepared under the degrade policy,

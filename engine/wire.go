@@ -46,6 +46,10 @@ type wireAdmitter struct {
 	ctx    context.Context     // the call's: ends when the call is cut
 	cancel context.CancelCauseFunc
 
+	// dbHeld: the call still holds its worst case on the run shared
+	// through the database and on named budgets (see hold).
+	dbHeld bool
+
 	mu       sync.Mutex
 	lent     budget.Amount // of res, lent to requests in flight
 	open     map[int]*wireHold
@@ -68,7 +72,7 @@ type wireHold struct {
 }
 
 func newWireAdmitter(t *taskRun, pc *preparedCall, res *budget.Reservation, ctx context.Context, cancel context.CancelCauseFunc) *wireAdmitter {
-	return &wireAdmitter{t: t, pc: pc, res: res, ctx: ctx, cancel: cancel, open: map[int]*wireHold{},
+	return &wireAdmitter{t: t, pc: pc, res: res, dbHeld: pc.releaseDB != nil, ctx: ctx, cancel: cancel, open: map[int]*wireHold{},
 		cache: map[string]int64{}, output: map[string]int64{}}
 }
 
@@ -165,27 +169,50 @@ func (w *wireAdmitter) hold(ctx context.Context, model string, input, maxOut int
 		credit := minusFloor(w.res.Held(), w.lent)
 		loan := size.want.Min(credit)
 		extra := minusFloor(size.want, loan)
+		// A hold in the database does not shrink as the call spends: the
+		// store counts the spend beside it. Once a request needs more than
+		// the call's hold has left, that hold would count the call's spend
+		// twice there (refusing room the call never uses), so it is given
+		// back — when no request borrows from it — and each request holds
+		// its whole worst case there from then on.
+		drop := extra != (budget.Amount{}) && w.dbHeld && w.lent == (budget.Amount{})
+		if drop {
+			w.dbHeld = false
+		}
+		extraDB := extra
+		if !w.dbHeld {
+			extraDB = size.want
+		}
+		dbCredit := credit
+		if !w.dbHeld {
+			dbCredit = budget.Amount{}
+		}
 		w.lent = plusSat(w.lent, loan)
 		w.mu.Unlock()
-		giveBack := func() {
-			w.mu.Lock()
-			w.lent = minusFloor(w.lent, loan)
-			w.mu.Unlock()
+		if drop {
+			w.pc.releaseDB()
 		}
-		if extra == (budget.Amount{}) {
-			return &wireHold{loan: loan, release: func() {}}, size, nil
+		h := &wireHold{loan: loan, release: func() {}}
+		if extra == (budget.Amount{}) && extraDB == (budget.Amount{}) {
+			return h, size, nil
 		}
-		release, err := w.holdExtra(ctx, extra)
+		release, inDB, err := w.holdExtra(ctx, extraDB, extra)
 		if err == nil {
-			return &wireHold{loan: loan, release: release}, size, nil
+			h.release = release
+			return h, size, nil
 		}
-		giveBack()
+		w.mu.Lock()
+		w.lent = minusFloor(w.lent, loan)
+		w.mu.Unlock()
+		if inDB {
+			credit = dbCredit
+		}
 		var short *budget.InsufficientBudgetError
 		if !errors.As(err, &short) {
 			return nil, size, err
 		}
 		// Shrink the request to what the short budget leaves, its loan
-		// included.
+		// there included.
 		clamped, cerr := w.clamp(model, input, maxOut, plusSat(short.Available, credit))
 		if cerr == nil && clamped.maxOut < size.maxOut {
 			size = clamped
@@ -194,7 +221,7 @@ func (w *wireAdmitter) hold(ctx context.Context, model string, input, maxOut int
 		// Even the least worthwhile request does not fit. When only other
 		// calls' holds stand in the way (the spend leaves room), wait for
 		// them as a call does, else refuse.
-		if !w.heldByOthers(model, input, credit) {
+		if !w.heldByOthers(ctx, model, input, credit, short) {
 			return nil, size, err
 		}
 		if err := waiter.wait(ctx, fmt.Sprintf("waiting: other calls hold what the budget has left for a request of %s", w.pc.kind)); err != nil {
@@ -213,10 +240,19 @@ func (w *wireAdmitter) clamp(model string, input, maxOut int64, avail budget.Amo
 	return callSize{want: want, maxOut: min(out, maxOut)}, err
 }
 
-// heldByOthers: the least worthwhile request would fit in what the task
-// and its run have left by spend and this process's holds, the loan
-// included — only other processes' holds refused it.
-func (w *wireAdmitter) heldByOthers(model string, input int64, credit budget.Amount) bool {
+// heldByOthers: the least worthwhile request would fit in what the short
+// budget has left by spend — for a named budget, its spend in every
+// process; for the task and its run, their spend and this process's holds
+// — the loan included: only other calls' holds refused it.
+func (w *wireAdmitter) heldByOthers(ctx context.Context, model string, input int64, credit budget.Amount, short *budget.InsufficientBudgetError) bool {
+	if short.Scope == budget.ScopeNamed {
+		st, err := w.t.e.cfg.Named.NamedBudgetStatus(ctx, short.Name, w.t.e.cfg.Clock.Now())
+		if err != nil {
+			return false
+		}
+		_, err = w.clamp(model, input, w.t.e.cfg.ReserveOutputTokens, plusSat(budget.Headroom(st.Caps(), st.Spent.Amount(), budget.Amount{}), credit))
+		return err == nil
+	}
 	avail := w.t.budget.Available()
 	if p := w.t.budget.Parent(); p != nil {
 		avail = avail.Min(p.Available())
@@ -225,11 +261,11 @@ func (w *wireAdmitter) heldByOthers(model string, input int64, credit budget.Amo
 	return err == nil
 }
 
-// holdExtra holds extra on the run shared through the database, on the
-// named budgets the call was admitted against, then on the task and its
-// run here; a refusal anywhere releases what was taken and says what fits
-// there.
-func (w *wireAdmitter) holdExtra(ctx context.Context, extra budget.Amount) (func(), error) {
+// holdExtra holds extraDB on the run shared through the database and on
+// the named budgets the call was admitted against, then extra on the task
+// and its run here; a refusal anywhere releases what was taken and says
+// what fits there, and whether it was in the database.
+func (w *wireAdmitter) holdExtra(ctx context.Context, extraDB, extra budget.Amount) (func(), bool, error) {
 	t := w.t
 	var releases []func()
 	releaseAll := func() {
@@ -237,45 +273,57 @@ func (w *wireAdmitter) holdExtra(ctx context.Context, extra budget.Amount) (func
 			releases[i]()
 		}
 	}
-	fail := func(err error) (func(), error) { releaseAll(); return nil, err }
-	if run := t.budget.Parent(); t.e.cfg.Shared != nil && run != nil && t.runID != "" {
+	fail := func(inDB bool, err error) (func(), bool, error) { releaseAll(); return nil, inDB, err }
+	if run := t.budget.Parent(); extraDB != (budget.Amount{}) && t.e.cfg.Shared != nil && run != nil && t.runID != "" {
 		if caps := budget.CapsOf(run.Config()); caps != budget.Unlimited {
-			release, err := t.e.cfg.Shared.ReserveRun(ctx, t.runID, t.holder(), caps, extra, t.holdTTL())
+			release, err := t.e.cfg.Shared.ReserveRun(ctx, t.runID, t.holder(), caps, extraDB, t.holdTTL())
 			if err != nil {
 				var short *budget.InsufficientBudgetError
 				if errors.As(err, &short) {
 					short.Scope = budget.ScopeRun
 				}
-				return fail(err)
+				return fail(true, err)
 			}
 			releases = append(releases, release)
 		}
 	}
-	if t.e.cfg.Named != nil {
-		now := t.e.cfg.Clock.Now()
-		for _, name := range t.draws {
-			release, err := t.e.cfg.Named.ReserveNamed(ctx, name, t.holder(), extra, now, t.holdTTL())
-			if err != nil {
-				if errors.Is(err, budget.ErrInsufficientBudget) {
-					if st, serr := t.e.cfg.Named.NamedBudgetStatus(ctx, name, now); serr == nil {
-						err = budget.FitNamed(name, extra, st.Headroom())
-						if err == nil {
-							// Room appeared since: try again.
-							err = &budget.InsufficientBudgetError{Scope: budget.ScopeNamed, Name: name, Metric: budget.Tokens, Want: extra, Available: extra}
-						}
-					}
-				}
-				return fail(err)
-			}
-			releases = append(releases, release)
+	if extraDB != (budget.Amount{}) && t.e.cfg.Named != nil && len(t.draws) > 0 {
+		release, err := t.holdNamed(ctx, t.draws, extraDB)
+		if errors.Is(err, errHeldByOthers) {
+			err = w.namedShort(ctx, extraDB)
+		}
+		if err != nil {
+			return fail(true, err)
+		}
+		releases = append(releases, release)
+	}
+	if extra != (budget.Amount{}) {
+		res, err := t.budget.Reserve(extra)
+		if err != nil {
+			return fail(false, err)
+		}
+		releases = append(releases, res.Release)
+	}
+	return releaseAll, false, nil
+}
+
+// namedShort says which named budget the call draws from has no room for
+// extra, and what it has: the first whose headroom (its spend and every
+// hold) is short of it. When none is short now (the room came back since
+// the hold was refused), the refusal says so with the whole of extra
+// available, so that the request waits and tries again rather than shrink.
+func (w *wireAdmitter) namedShort(ctx context.Context, extra budget.Amount) error {
+	now := w.t.e.cfg.Clock.Now()
+	for _, name := range w.t.draws {
+		st, err := w.t.e.cfg.Named.NamedBudgetStatus(ctx, name, now)
+		if err != nil {
+			return err
+		}
+		if err := budget.FitNamed(name, extra, st.Headroom()); err != nil {
+			return err
 		}
 	}
-	res, err := t.budget.Reserve(extra)
-	if err != nil {
-		return fail(err)
-	}
-	releases = append(releases, res.Release)
-	return releaseAll, nil
+	return &budget.InsufficientBudgetError{Scope: budget.ScopeNamed, Name: w.t.draws[0], Metric: budget.Tokens, Want: extra, Available: extra}
 }
 
 // refuse turns a refusal into the door's answer: a wireRefusal naming the

@@ -12,18 +12,18 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/pricing"
 )
 
 // wireReq is one model request an agent sends through the door, and the
 // reply the provider would give it (before the door's bound).
 type wireReq struct {
-	model            string
-	input, maxOut    int64
-	cacheRead        int64 // of input, read from the provider's cache
-	output           int64 // the reply's output, cut at the granted bound
-	parallel         bool  // sent alongside the next ones, not after the last
-	noUsageOnRefusal bool
+	model         string
+	input, maxOut int64
+	cacheRead     int64 // of input, read from the provider's cache
+	output        int64 // the reply's output, cut at the granted bound
+	parallel      bool  // sent alongside the next ones, not after the last
 	// dribble keeps the reply streaming for up to this long, 10 tokens of
 	// output every 5 ms, until the call is cut.
 	dribble time.Duration
@@ -357,5 +357,35 @@ func TestBudgetHintAtTheDoor(t *testing.T) {
 		if !strings.Contains(got, "of $1.00") || !strings.Contains(got, "of 5 iterations") || strings.Contains(got, "tokens") {
 			t.Fatalf("hint %q: want money and iterations left, and no tokens (not configured)", got)
 		}
+	}
+}
+
+// Spec: Task hits hard cap — a named budget's, at the door. A task whose
+// run draws from a named budget has each request held there too: the one
+// that would pass the budget's cap is refused naming it, and the budget's
+// spend stays under its cap.
+func TestNamedBudgetHardCapAtTheDoor(t *testing.T) {
+	ctx := context.Background()
+	d := &door{reqs: repeat(8, wireReq{model: sonnet, input: 5_000, maxOut: 2_000, output: 2_000})}
+	f := doorFixture(t, d, budget.Config{Hard: budget.HardLimits{MaxIterations: ptr(5)}})
+	f.task.Degrade = purser.DegradePolicy{}
+	f.cfg.Named = f.store
+	f.task.DrawFrom = []string{"team"}
+	capTokens := int64(30_000)
+	must(t, f.store.CreateBudget(ctx, purser.NamedBudget{Name: "team", Window: purser.WindowMonth,
+		Budget: budget.Config{Hard: budget.HardLimits{Tokens: &capTokens}}}))
+	outcomes, err := f.engine().RunBatch(ctx, engine.Batch{Tasks: []purser.Task{f.task}, Parallel: 1})
+	must(t, err)
+	var ibe *budget.InsufficientBudgetError
+	if !errors.As(outcomes[0].Err, &ibe) || ibe.Scope != budget.ScopeNamed || ibe.Name != "team" {
+		t.Fatalf("outcome %v, want a stop by the named budget team", outcomes[0].Err)
+	}
+	if len(d.refused) != 1 || d.refused[0].Error() != `purser: budget exhausted (named "team" hard tokens 30000)` {
+		t.Fatalf("refusals %v, want one naming the named budget's cap (%d grants, outcome %v)", d.refused, len(d.grants), outcomes[0].Err)
+	}
+	st, err := f.store.NamedBudgetStatus(ctx, "team", time.Now())
+	must(t, err)
+	if st.Spent.Tokens > capTokens || st.Spent.Tokens < 28_000 {
+		t.Fatalf("team spent %d tokens, want at most its cap of %d (and the 4 requests that fit)", st.Spent.Tokens, capTokens)
 	}
 }
