@@ -129,3 +129,107 @@ func TestRunHardCapCrossedByAnotherProcessCutsTheReplyAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// Spec: Task hits hard cap — two processes sharing a run's cap, every
+// request of both agents admitted at the door through the database: the
+// run's spend never passes the cap (not by one reply), at least one task
+// stops BLOCKED by the run's cap, and the ledger holds what the provider
+// billed. Without admission at the door, the same agents pass it.
+func TestTwoProcessesShareARunCapAtTheDoor(t *testing.T) {
+	stores := map[string]func(t *testing.T) (a, b sharedStore){
+		"sqlite": func(t *testing.T) (sharedStore, sharedStore) {
+			path := filepath.Join(t.TempDir(), "purser.db")
+			var out [2]sharedStore
+			for i := range out {
+				s, err := sqlite.Open(context.Background(), path)
+				must(t, err)
+				t.Cleanup(func() { s.Close() })
+				out[i] = s
+			}
+			return out[0], out[1]
+		},
+		"postgres": func(t *testing.T) (sharedStore, sharedStore) {
+			url := pgtest.NewSchema(t)
+			var out [2]sharedStore
+			for i := range out {
+				s, err := postgres.Open(context.Background(), url)
+				must(t, err)
+				t.Cleanup(func() { s.Close() })
+				out[i] = s
+			}
+			return out[0], out[1]
+		},
+	}
+	for _, tc := range []struct {
+		store    string
+		noAdmit  bool
+		wantOver bool
+	}{
+		{"sqlite", false, false},
+		{"postgres", false, false},
+		{"sqlite", true, true},
+	} {
+		name := tc.store
+		if tc.noAdmit {
+			name += ", without admission at the door"
+		}
+		t.Run(name, func(t *testing.T) {
+			a, b := stores[tc.store](t)
+			runCap := int64(52_000)
+			runBudget := budget.Config{Hard: budget.HardLimits{Tokens: &runCap, MaxIterations: ptr(10)}}
+			// Each agent wants 8 requests of 5,000 tokens: 80,000 together;
+			// the cap has room for 10 and a bit.
+			r := wireReq{model: sonnet, input: 3_000, maxOut: 2_000, output: 2_000}
+			var doors [2]*door
+			var outcomes [2][]engine.TaskOutcome
+			var wg sync.WaitGroup
+			for i, s := range []sharedStore{a, b} {
+				doors[i] = &door{reqs: repeat(8, r), noAdmit: tc.noAdmit}
+				f := doorFixture(t, doors[i], budget.Config{Hard: budget.HardLimits{MaxIterations: ptr(1)}})
+				f.task.ID = []string{"first", "second"}[i]
+				f.task.Degrade = purser.DegradePolicy{}
+				f.cfg.Store, f.cfg.Shared = s, s
+				e := f.engine()
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					o, err := e.RunBatch(context.Background(), engine.Batch{Tasks: []purser.Task{f.task}, Name: "shared", Budget: &runBudget, Parallel: 1})
+					if err != nil {
+						t.Error(err)
+					}
+					outcomes[i] = o
+				}()
+			}
+			wg.Wait()
+			rec, err := a.Task(context.Background(), "first")
+			must(t, err)
+			total, err := a.RunUsageTotals(context.Background(), rec.RunID)
+			must(t, err)
+			if tc.wantOver {
+				if total.Tokens <= runCap {
+					t.Fatalf("the run spent %d tokens without admission at the door: the test no longer shows an overshoot", total.Tokens)
+				}
+				return
+			}
+			if total.Tokens > runCap {
+				t.Fatalf("the run spent %d tokens, past its cap of %d", total.Tokens, runCap)
+			}
+			blocked := 0
+			for i, o := range outcomes {
+				var be *budget.BudgetExhaustedError
+				var short *budget.InsufficientBudgetError
+				if errors.As(o[0].Err, &be) && be.Scope == budget.ScopeRun || errors.As(o[0].Err, &short) && short.Scope == budget.ScopeRun {
+					blocked++
+					// Its door refused a request, or its call was refused
+					// before the agent sent any.
+					if len(doors[i].refused) == 0 && len(doors[i].grants) > 0 {
+						t.Errorf("process %d stopped by the run's cap mid-call without its door saying so", i)
+					}
+				}
+			}
+			if blocked == 0 {
+				t.Fatalf("no task stopped by the run's cap (%v, %v)", outcomes[0][0].Err, outcomes[1][0].Err)
+			}
+		})
+	}
+}
