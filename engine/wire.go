@@ -135,6 +135,9 @@ func (w *wireAdmitter) AdmitWire(ctx context.Context, r purser.WireRequest) (pur
 			h.release()
 		})
 	}
+	if why, due := w.wrapUpDue(size.want); due {
+		w.askWrapUp(&grant, why, size.maxOut)
+	}
 	if t.task.Degrade.BudgetHint {
 		grant.Hint = t.budget.Hint()
 	}

@@ -78,6 +78,10 @@ func (d *door) Call(ctx context.Context, req purser.CallRequest, report purser.U
 		if d.admitted != nil {
 			d.admitted <- struct{}{}
 		}
+		if grant.WrapUp != "" {
+			// The door sent the tool-free wrap-up request instead.
+			grant.WrapUpDone("Done: the parser accepts trailing commas.\nRemains: the docs.")
+		}
 		if r.dribble > 0 {
 			tick := time.NewTicker(5 * time.Millisecond)
 			defer tick.Stop()
@@ -387,5 +391,60 @@ func TestNamedBudgetHardCapAtTheDoor(t *testing.T) {
 	must(t, err)
 	if st.Spent.Tokens > capTokens || st.Spent.Tokens < 28_000 {
 		t.Fatalf("team spent %d tokens, want at most its cap of %d (and the 4 requests that fit)", st.Spent.Tokens, capTokens)
+	}
+}
+
+// The wrap-up turn (wrapUp:), a soft landing before the spec's HARD stop:
+// once the WARNING line is passed, or when the request is the last of its
+// size the budget admits, that request is the wrap-up (tool-free, its
+// output bounded), once per task, and its reply is in STATUS.md when the
+// task stops. The HARD stop still comes. Without the option, none.
+func TestWrapUpTurnBeforeTheHardStop(t *testing.T) {
+	r := wireReq{model: sonnet, input: 5_000, maxOut: 2_000, output: 2_000}
+	for _, tc := range []struct {
+		name      string
+		wrapUp    bool
+		budget    budget.Config
+		wantAt    int // the request (1-based) that is the wrap-up; 0: none
+		wantState purser.TaskState
+	}{
+		{"the WARNING line passed: the next request", true,
+			budget.Config{Warning: budget.Limits{Tokens: ptr[int64](10_000)}, Hard: budget.HardLimits{Tokens: ptr[int64](100_000), MaxIterations: ptr(5)}}, 3, purser.StateDone},
+		{"the next request would not fit: this one, then the hard stop", true,
+			budget.Config{Hard: budget.HardLimits{Tokens: ptr[int64](16_000), MaxIterations: ptr(5)}}, 2, purser.StateBlocked},
+		{"not asked for: none", false,
+			budget.Config{Hard: budget.HardLimits{Tokens: ptr[int64](16_000), MaxIterations: ptr(5)}}, 0, purser.StateBlocked},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := &door{reqs: repeat(4, r)}
+			f := doorFixture(t, d, tc.budget)
+			f.task.Degrade = purser.DegradePolicy{WrapUp: tc.wrapUp}
+			_ = f.run()
+			if rec := f.state(); rec.State != tc.wantState {
+				t.Fatalf("state %s (%s), want %s", rec.State, rec.Reason, tc.wantState)
+			}
+			at := 0
+			for i, g := range d.grants {
+				if g.WrapUp == "" {
+					continue
+				}
+				if at != 0 {
+					t.Fatalf("a second wrap-up turn at request %d", i+1)
+				}
+				at = i + 1
+				if g.MaxOutputTokens > r.maxOut || g.WrapUpDone == nil {
+					t.Fatalf("wrap-up grant %+v: want its output bounded and a WrapUpDone", g)
+				}
+			}
+			if at != tc.wantAt {
+				t.Fatalf("wrap-up at request %d, want %d (%d grants)", at, tc.wantAt, len(d.grants))
+			}
+			status := readFile(t, filepath.Join(f.workspace, "STATUS.md"))
+			has := strings.Contains(status, "> Done: the parser accepts trailing commas.\n> Remains: the docs.")
+			if has != (tc.wantAt != 0) {
+				t.Fatalf("STATUS.md has the wrap-up: %t, want %t:\n%s", has, tc.wantAt != 0, status)
+			}
+		})
 	}
 }
