@@ -20,17 +20,23 @@ import (
 // door counted it plus its output bound, priced by the engine's table.
 //
 // The call's own hold is lent to its requests, not stacked under them: a
-// request first borrows what the call's reservation still holds (its
-// worst case less what the call has spent, budget.Reservation.Held) and
-// not yet lent to another request in flight, and only what exceeds that is
-// held anew, on every budget the call was held on. So a one-request call
-// holds no more than its own worst case (no double reservation refusing a
-// call that fits), and requests in flight together are always covered by
-// the holds (no overshoot by what was never reserved): every token spent
-// shrinks the call's reservation as it is recorded, so a loan made from it
-// never counts spend twice, and a hold taken anew stands until the request
-// ends (the door's Release), counting spend in flight twice at worst —
-// only ever refusing early, never admitting past a cap.
+// request alone in flight borrows what the call's reservation still holds
+// (its worst case less what the call has spent, budget.Reservation.Held),
+// and only what exceeds that is held anew, on every budget the call was
+// held on. So a one-request call holds no more than its own worst case (no
+// double reservation refusing a call that fits). Usage is reported for the
+// call, not for a request, so only a request alone may borrow: every token
+// spent while it is in flight is then its own and shrinks the call's hold
+// by as much, its worst case staying covered. A request joining one that
+// borrowed first has the borrower's unspent loan held as the borrower's own
+// (repay) — or waits for it when that does not fit — and holds its whole
+// worst case anew: requests in flight together are always covered by holds
+// (no overshoot by what was never reserved), counting spend in flight
+// twice at worst — only ever refusing early, never admitting past a cap.
+// A hold in the database does not shrink as the call spends (the store
+// counts spend beside it): the first request that needs more than the
+// call's hold has left gives the call's database holds back and holds its
+// whole worst case there, as every request after it does.
 //
 // A request that does not fit is first shrunk (its output clamped by
 // budget.ClampOutput to what the tightest budget leaves); one that does not
@@ -50,9 +56,13 @@ type wireAdmitter struct {
 	// through the database and on named budgets (see hold).
 	dbHeld bool
 
-	mu       sync.Mutex
-	lent     budget.Amount // of res, lent to requests in flight
-	open     map[int]*wireHold
+	mu     sync.Mutex
+	active int // requests admitted or being admitted, not yet released
+	// borrower is the one request that borrows from the call's hold, if
+	// any, and poolAtLend what the hold had left when it borrowed.
+	borrower   *wireHold
+	poolAtLend budget.Amount
+	open       map[int]*wireHold
 	next     int
 	switched string           // the cheap model the call's requests moved to, once
 	cache    map[string]int64 // cache-read tokens of the model's last reply
@@ -66,9 +76,35 @@ type wireAdmitter struct {
 // wireHold is what one admitted request holds: a loan from the call's
 // reservation and holds of its own beyond it.
 type wireHold struct {
-	loan    budget.Amount
-	release func() // the holds of its own
-	once    sync.Once
+	loan budget.Amount
+	once sync.Once
+
+	mu       sync.Mutex
+	releases []func() // the holds of its own
+	done     bool
+}
+
+// add gives the request another hold of its own; false (the hold not
+// taken) when the request has ended.
+func (h *wireHold) add(release func()) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done {
+		return false
+	}
+	h.releases = append(h.releases, release)
+	return true
+}
+
+// releaseAll gives back every hold of its own.
+func (h *wireHold) releaseAll() {
+	h.mu.Lock()
+	rs := h.releases
+	h.releases, h.done = nil, true
+	h.mu.Unlock()
+	for i := len(rs) - 1; i >= 0; i-- {
+		rs[i]()
+	}
 }
 
 func newWireAdmitter(t *taskRun, pc *preparedCall, res *budget.Reservation, ctx context.Context, cancel context.CancelCauseFunc) *wireAdmitter {
@@ -87,6 +123,17 @@ func (w *wireAdmitter) AdmitWire(ctx context.Context, r purser.WireRequest) (pur
 	if err := w.stopped(); err != nil {
 		return purser.WireGrant{}, err
 	}
+	w.mu.Lock()
+	w.active++
+	w.mu.Unlock()
+	admitted := false
+	defer func() {
+		if !admitted {
+			w.mu.Lock()
+			w.active--
+			w.mu.Unlock()
+		}
+	}()
 	// A request waiting for room stops waiting when its call ends.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -115,8 +162,9 @@ func (w *wireAdmitter) AdmitWire(ctx context.Context, r purser.WireRequest) (pur
 	if w.closed {
 		// The call ended while the request was admitted: nothing may be
 		// held past it.
+		w.forget(h)
 		w.mu.Unlock()
-		h.release()
+		h.releaseAll()
 		if err := w.stopped(); err != nil {
 			return purser.WireGrant{}, err
 		}
@@ -125,14 +173,18 @@ func (w *wireAdmitter) AdmitWire(ctx context.Context, r purser.WireRequest) (pur
 	id := w.next
 	w.next++
 	w.open[id] = h
+	admitted = true
 	w.mu.Unlock()
 	grant.Release = func() {
 		h.once.Do(func() {
 			w.mu.Lock()
-			delete(w.open, id)
-			w.lent = minusFloor(w.lent, h.loan)
+			if _, open := w.open[id]; open {
+				delete(w.open, id)
+				w.active--
+			}
+			w.forget(h)
 			w.mu.Unlock()
-			h.release()
+			h.releaseAll()
 		})
 	}
 	if why, due := w.wrapUpDue(size.want); due {
@@ -168,9 +220,17 @@ func (w *wireAdmitter) hold(ctx context.Context, model string, input, maxOut int
 	size := callSize{want: worst(maxOut), maxOut: maxOut}
 	waiter := holdWaiter{t: t}
 	for {
+		if err := w.repay(ctx); err != nil {
+			return nil, size, err
+		}
 		w.mu.Lock()
-		credit := minusFloor(w.res.Held(), w.lent)
-		loan := size.want.Min(credit)
+		// Only a request alone in flight borrows: every token spent while
+		// it is then its own, and shrinks the call's hold by as much.
+		var loan budget.Amount
+		if w.active == 1 && w.borrower == nil {
+			loan = size.want.Min(w.res.Held())
+		}
+		credit := loan
 		extra := minusFloor(size.want, loan)
 		// A hold in the database does not shrink as the call spends: the
 		// store counts the spend beside it. Once a request needs more than
@@ -178,7 +238,7 @@ func (w *wireAdmitter) hold(ctx context.Context, model string, input, maxOut int
 		// twice there (refusing room the call never uses), so it is given
 		// back — when no request borrows from it — and each request holds
 		// its whole worst case there from then on.
-		drop := extra != (budget.Amount{}) && w.dbHeld && w.lent == (budget.Amount{})
+		drop := extra != (budget.Amount{}) && w.dbHeld && w.borrower == nil
 		if drop {
 			w.dbHeld = false
 		}
@@ -190,22 +250,24 @@ func (w *wireAdmitter) hold(ctx context.Context, model string, input, maxOut int
 		if !w.dbHeld {
 			dbCredit = budget.Amount{}
 		}
-		w.lent = plusSat(w.lent, loan)
+		h := &wireHold{loan: loan}
+		if loan != (budget.Amount{}) {
+			w.borrower, w.poolAtLend = h, w.res.Held()
+		}
 		w.mu.Unlock()
 		if drop {
 			w.pc.releaseDB()
 		}
-		h := &wireHold{loan: loan, release: func() {}}
 		if extra == (budget.Amount{}) && extraDB == (budget.Amount{}) {
 			return h, size, nil
 		}
 		release, inDB, err := w.holdExtra(ctx, extraDB, extra)
 		if err == nil {
-			h.release = release
+			h.add(release)
 			return h, size, nil
 		}
 		w.mu.Lock()
-		w.lent = minusFloor(w.lent, loan)
+		w.forget(h)
 		w.mu.Unlock()
 		if inDB {
 			credit = dbCredit
@@ -231,6 +293,63 @@ func (w *wireAdmitter) hold(ctx context.Context, model string, input, maxOut int
 			return nil, size, err
 		}
 		size = callSize{want: worst(maxOut), maxOut: maxOut}
+	}
+}
+
+// forget ends h's loan, if it is the borrower (w.mu held).
+func (w *wireAdmitter) forget(h *wireHold) {
+	if w.borrower == h {
+		w.borrower = nil
+	}
+}
+
+// repay covers the loan of a request that borrowed from the call's hold
+// alone, before another request joins it in flight: the other's spend
+// would shrink the call's hold too, leaving the borrower's worst case
+// uncovered. What the borrower has not yet spent of its loan is held as
+// its own (in the database too, while the call's hold is there). When
+// that does not fit, the new request waits for the borrower to end.
+func (w *wireAdmitter) repay(ctx context.Context) error {
+	waiter := holdWaiter{t: w.t}
+	for {
+		w.mu.Lock()
+		b := w.borrower
+		if b == nil {
+			w.mu.Unlock()
+			return nil
+		}
+		spent := minusFloor(w.poolAtLend, w.res.Held())
+		owed := minusFloor(b.loan, spent)
+		dbToo := w.dbHeld
+		if owed == (budget.Amount{}) {
+			w.borrower = nil
+			w.mu.Unlock()
+			return nil
+		}
+		w.mu.Unlock()
+		var owedDB budget.Amount
+		if dbToo {
+			owedDB = owed
+		}
+		release, _, err := w.holdExtra(ctx, owedDB, owed)
+		if err == nil {
+			w.mu.Lock()
+			mine := w.borrower == b
+			if mine {
+				w.borrower = nil
+			}
+			w.mu.Unlock()
+			if !mine || !b.add(release) {
+				release() // the borrower ended meanwhile
+			}
+			continue
+		}
+		if !errors.Is(err, budget.ErrInsufficientBudget) {
+			return err
+		}
+		if err := waiter.wait(ctx, fmt.Sprintf("waiting: a request of %s in flight holds what the budget has left", w.pc.kind)); err != nil {
+			return err
+		}
 	}
 }
 
@@ -407,11 +526,11 @@ func (w *wireAdmitter) close() {
 		open = append(open, h)
 	}
 	w.open = map[int]*wireHold{}
-	w.lent = budget.Amount{}
+	w.borrower = nil
 	w.closed = true
 	w.mu.Unlock()
 	for _, h := range open {
-		h.once.Do(h.release)
+		h.once.Do(h.releaseAll)
 	}
 }
 

@@ -113,9 +113,9 @@ func (d *door) Call(ctx context.Context, req purser.CallRequest, report purser.U
 		d.mu.Lock()
 		d.billed = d.billed.Plus(ev.USD)
 		d.mu.Unlock()
-		if ctx.Err() == nil {
-			report(ev)
-		}
+		// Booked even when the call was cut meanwhile, as the door reads a
+		// reply to its end.
+		report(ev)
 	}
 	for i := 0; i < len(d.reqs); i++ {
 		stopMu.Lock()
@@ -214,6 +214,14 @@ func TestTaskHitsHardCapAtTheDoor(t *testing.T) {
 				return
 			}
 			if d.billed > *usd("1.00") {
+				calls, _ := f.store.Calls(context.Background(), f.task.ID)
+				for _, c := range calls {
+					t.Logf("call %s attempt %d outcome %s reserved %v err %s", c.ID, c.Attempt, c.Outcome, c.Reserved, c.Error)
+				}
+				for _, g := range d.grants {
+					t.Logf("grant max %d %q", g.MaxOutputTokens, g.Actions)
+				}
+				t.Logf("refused %v", d.refused)
 				t.Fatalf("billed %s, past the $1.00 hard cap", d.billed)
 			}
 			if rec := f.state(); rec.State != purser.StateBlocked {
