@@ -63,12 +63,12 @@ type wireAdmitter struct {
 	borrower   *wireHold
 	poolAtLend budget.Amount
 	open       map[int]*wireHold
-	next     int
-	switched string           // the cheap model the call's requests moved to, once
-	cache    map[string]int64 // cache-read tokens of the model's last reply
-	output   map[string]int64 // output tokens of the model's last reply
-	noted    map[string]bool  // the degrade decisions recorded for the call
-	closed   bool             // the call has ended: nothing more is admitted
+	next       int
+	switched   string           // the cheap model the call's requests moved to, once
+	cache      map[string]int64 // cache-read tokens of the model's last reply
+	output     map[string]int64 // output tokens of the model's last reply
+	noted      map[string]bool  // the degrade decisions recorded for the call
+	closed     bool             // the call has ended: nothing more is admitted
 
 	noteMu sync.Mutex // degrade records are made one at a time
 }
