@@ -461,8 +461,14 @@ func (w *wireAdmitter) refuse(ctx context.Context, model string, err error) erro
 		w.t.wireStop = err
 	}
 	w.t.mu.Unlock()
-	w.t.log.Info("a request at the door was refused: cutting the call", "call", w.pc.kind, "model", model, "cap", ref.cap.CapLabel())
 	w.t.e.emit(w.t, purser.Event{Type: purser.EventWarning, Call: w.pc.kind, Message: ref.Error()})
+	if w.t.finishesCall(ref.cap.Scope) {
+		// onHard: finish-call: the replies in flight are let end; refusing
+		// what the agent sends next is what ends the call.
+		w.t.log.Info("a request at the door was refused; the call is let end (onHard: finish-call)", "call", w.pc.kind, "model", model, "cap", ref.cap.CapLabel())
+		return ref
+	}
+	w.t.log.Info("a request at the door was refused: cutting the call", "call", w.pc.kind, "model", model, "cap", ref.cap.CapLabel())
 	w.cancel(err)
 	return ref
 }

@@ -456,3 +456,39 @@ func TestWrapUpTurnBeforeTheHardStop(t *testing.T) {
 		})
 	}
 }
+
+// onHard: finish-call at the door: a request that does not fit is refused,
+// naming the cap, but the reply in flight beside it is let end (it is not
+// cut); with the default (cut), it is cut. Either way the task stops
+// BLOCKED and the bill stays under the cap.
+func TestTaskBlockedOnHardCapFinishCallAtTheDoor(t *testing.T) {
+	long := wireReq{model: sonnet, input: 1_000, maxOut: 1_000, output: 100, dribble: 400 * time.Millisecond, parallel: true}
+	big := wireReq{model: sonnet, input: 50_000, maxOut: 10_000, output: 8_000, parallel: true}
+	for _, tc := range []struct {
+		onHard  budget.OnHard
+		wantCut bool
+	}{{budget.OnHardCut, true}, {budget.OnHardFinishCall, false}} {
+		t.Run(string(tc.onHard), func(t *testing.T) {
+			t.Parallel()
+			d := &door{reqs: append([]wireReq{long}, repeat(6, big)...)}
+			f := doorFixture(t, d, budget.Config{Hard: budget.HardLimits{USD: usd("1.00"), MaxIterations: ptr(5)}, OnHard: tc.onHard})
+			f.task.Degrade = purser.DegradePolicy{}
+			_ = f.run()
+			if rec := f.state(); rec.State != purser.StateBlocked {
+				t.Fatalf("state %s (%s), want BLOCKED", rec.State, rec.Reason)
+			}
+			if len(d.refused) == 0 {
+				t.Fatal("no request refused")
+			}
+			d.mu.Lock()
+			cut := !d.cutAt.IsZero()
+			d.mu.Unlock()
+			if cut != tc.wantCut {
+				t.Fatalf("the reply in flight cut: %t, want %t", cut, tc.wantCut)
+			}
+			if d.billed > *usd("1.00") {
+				t.Fatalf("billed %s, past the $1.00 hard cap", d.billed)
+			}
+		})
+	}
+}
