@@ -27,6 +27,7 @@ type wireReq struct {
 	// dribble keeps the reply streaming for up to this long, 10 tokens of
 	// output every 5 ms, until the call is cut.
 	dribble time.Duration
+	after   time.Duration // sent this long after the ones before it
 }
 
 // door is a backend whose agent sends scripted requests through Purser's
@@ -57,6 +58,7 @@ func (d *door) Call(ctx context.Context, req purser.CallRequest, report purser.U
 	var stop error
 	var stopMu sync.Mutex
 	send := func(r wireReq) {
+		time.Sleep(r.after)
 		grant := purser.WireGrant{Model: r.model, Release: func() {}}
 		if !d.noAdmit {
 			var err error
@@ -135,6 +137,9 @@ func (d *door) Call(ctx context.Context, req purser.CallRequest, report purser.U
 	wg.Wait()
 	if ctx.Err() != nil {
 		return purser.CallResult{}, context.Cause(ctx)
+	}
+	if stop != nil {
+		return purser.CallResult{}, stop
 	}
 	if err := os.WriteFile(filepath.Join(d.workspace, "src/fixed"), []byte("yes"), 0o644); err != nil {
 		return purser.CallResult{}, err
@@ -462,8 +467,8 @@ func TestWrapUpTurnBeforeTheHardStop(t *testing.T) {
 // cut); with the default (cut), it is cut. Either way the task stops
 // BLOCKED and the bill stays under the cap.
 func TestTaskBlockedOnHardCapFinishCallAtTheDoor(t *testing.T) {
-	long := wireReq{model: sonnet, input: 1_000, maxOut: 1_000, output: 100, dribble: 400 * time.Millisecond, parallel: true}
-	big := wireReq{model: sonnet, input: 50_000, maxOut: 10_000, output: 8_000, parallel: true}
+	long := wireReq{model: sonnet, input: 1_000, maxOut: 1_000, output: 100, dribble: 2 * time.Second, parallel: true}
+	big := wireReq{model: sonnet, input: 50_000, maxOut: 10_000, output: 8_000, parallel: true, after: 100 * time.Millisecond}
 	for _, tc := range []struct {
 		onHard  budget.OnHard
 		wantCut bool
