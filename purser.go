@@ -100,6 +100,13 @@ type ShrinkPolicy struct {
 type DegradePolicy struct {
 	Steps  []DegradeStep
 	Shrink ShrinkPolicy
+	// BudgetHint (budgetHint: true) has Purser's door append a short note
+	// of what the budget has left to each model request (WireGrant.Hint).
+	BudgetHint bool
+	// WrapUp (wrapUp: true) asks, once WARNING is passed or the next
+	// request would not fit, for one tool-free summary of what is done and
+	// what remains, written to STATUS.md before the hard stop.
+	WrapUp bool
 }
 
 // DefaultDegradePolicy is the spec's recommended sequence.

@@ -37,6 +37,16 @@ type WireGrant struct {
 	// Release ends the request's hold once its usage is booked (or it
 	// ended without any); it may be nil and must be safe to call twice.
 	Release func()
+	// WrapUp, when not "", is the wrap-up turn (wrapUp:): instead of the
+	// request as the agent sent it, the door forwards it with no tools (and
+	// no tool choice) and WrapUp appended as the last user message, bounded
+	// by MaxOutputTokens, returns the reply to the agent as the reply to its
+	// request, and hands the reply's text to WrapUpDone. Its usage is
+	// reported and its hold released as any request's.
+	WrapUp string
+	// WrapUpDone receives the text of the wrap-up reply (never nil when
+	// WrapUp is set), for STATUS.md.
+	WrapUpDone func(text string)
 }
 
 // WireAdmitter admits the requests of one call at Purser's door. A

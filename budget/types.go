@@ -331,6 +331,7 @@ func (s Status) Used(m Metric) int64 {
 // its hard cap. Retrying it is never right.
 type BudgetExhaustedError struct {
 	Scope  Scope  // whose budget: the task's or its run's
+	Name   string // for ScopeNamed: the named budget's name
 	Metric Metric // the metric that reached its cap
 	Status Status // that scope's status when refused
 	Limit  int64  // the cap, in the metric's unit

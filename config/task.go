@@ -31,6 +31,8 @@ type degradeFile struct {
 		Strategy  string `yaml:"strategy"`
 		MaxTokens *int   `yaml:"maxTokens"`
 	} `yaml:"shrinkContext"`
+	BudgetHint *bool `yaml:"budgetHint"`
+	WrapUp     *bool `yaml:"wrapUp"`
 }
 
 type validatorFile struct {
@@ -813,6 +815,12 @@ func (d *document) degradePolicy(f *degradeFile, prefix string) (purser.DegradeP
 			}
 			pol.Shrink.MaxTokens = *s.MaxTokens
 		}
+	}
+	if f.BudgetHint != nil {
+		pol.BudgetHint = *f.BudgetHint
+	}
+	if f.WrapUp != nil {
+		pol.WrapUp = *f.WrapUp
 	}
 	return pol, nil
 }

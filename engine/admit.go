@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/purser-dev/purser"
@@ -69,7 +70,9 @@ func (t *taskRun) admit(ctx context.Context, pc *preparedCall) (*budget.Reservat
 		releaseShared()
 		return nil, nil, err
 	}
-	return res, func() { res.Release(); releaseShared() }, nil
+	// The door may give the shared holds back early (wire.go).
+	pc.releaseDB = sync.OnceFunc(releaseShared)
+	return res, func() { res.Release(); pc.releaseDB() }, nil
 }
 
 // reserveShared holds the call's worst case on its run's budget shared

@@ -65,6 +65,9 @@ type preparedCall struct {
 	input  int64 // the prompt's tokens as reserved, with a margin
 	ctx    contextbuild.Context
 	rec    purser.CallRecord
+	// releaseDB gives back the call's holds on the run shared through the
+	// database and on named budgets (once; nil until admitted).
+	releaseDB func()
 }
 
 // attempt is one call to the backend: prepared under the degrade policy,
@@ -153,6 +156,11 @@ func (t *taskRun) makeCall(ctx context.Context, pc *preparedCall, res *budget.Re
 
 	e.emit(t, purser.Event{Type: purser.EventCall, Call: pc.kind, Message: fmt.Sprintf("%s call (attempt %d) to %s, %d context tokens", pc.kind, pc.rec.Attempt, pc.model, pc.ctx.Tokens)})
 	usage := &usageSink{ctx: context.WithoutCancel(ctx), t: t, pc: pc, res: res, cancel: cancel}
+	// Each model request the agent sends through Purser's door is admitted
+	// on its own (wire.go), borrowing this call's hold first.
+	door := newWireAdmitter(t, pc, res, callCtx, cancel)
+	defer door.close()
+	usage.door = door
 	maxUSD := t.callMaxUSD(pc.rec.Reserved.USD)
 	// The call's process is recorded before the agent sends anything, so a
 	// resume after a crash can end what is left of it.
@@ -178,6 +186,7 @@ func (t *taskRun) makeCall(ctx context.Context, pc *preparedCall, res *budget.Re
 			recMu.Unlock()
 			t.log.Warn("the agent retried a request by itself", "call", pc.kind, "attempt", pc.rec.Attempt)
 		},
+		Admit: door,
 	}
 	stall := t.task.Backend.StallTimeout
 	if stall == 0 {
@@ -242,6 +251,9 @@ func (t *taskRun) outcome(ctx, callCtx context.Context, pc *preparedCall, ledger
 	if named := t.takeNamedStop(); hardErr == nil {
 		hardErr = named
 	}
+	if refused := t.takeWireStop(); hardErr == nil {
+		hardErr = refused
+	}
 	switch {
 	case ledgerErr != nil:
 		pc.rec.Outcome = purser.CallFailed
@@ -284,6 +296,7 @@ type usageSink struct {
 	pc     *preparedCall
 	res    *budget.Reservation
 	cancel context.CancelCauseFunc
+	door   *wireAdmitter // notes each reply's cache traffic for the wire's degrade
 
 	mu        sync.Mutex
 	seq       int
@@ -316,6 +329,9 @@ func (u *usageSink) report(ev budget.UsageEvent) {
 		return
 	}
 	u.res.Record(ev)
+	if u.door != nil {
+		u.door.observe(ev)
+	}
 	t.checkNamedSpend(u.ctx, ev, u.cancel)
 	t.e.emit(t, purser.Event{Type: purser.EventUsage, Call: u.pc.kind})
 }

@@ -46,9 +46,12 @@ type taskRun struct {
 	draws     []string
 	namedRoom budget.USD
 
-	mu         sync.Mutex
-	cancelCall context.CancelCauseFunc // the call in flight, if any
-	namedStop  error                   // a named budget's cap reached by the call in flight
+	mu          sync.Mutex
+	cancelCall  context.CancelCauseFunc // the call in flight, if any
+	namedStop   error                   // a named budget's cap reached by the call in flight
+	wireStop    error                   // the cap that refused a request of the call in flight at the door
+	wrapUpAsked bool                    // the wrap-up turn was asked for (once per task)
+	wrapUpText  string                  // its reply, for STATUS.md
 }
 
 // RunTask runs a task until its validators pass (DONE), its budget stops it
@@ -504,6 +507,7 @@ func (t *taskRun) writeArtifacts(ctx context.Context, state purser.TaskState, ca
 	if err != nil {
 		return err
 	}
+	statusMD = t.withWrapUp(statusMD)
 	// In the workspace, the task's own names (STATUS.md, or STATUS.<id>.md
 	// when another task sharing the workspace has STATUS.md); in the store,
 	// which keeps each task's apart, always STATUS.md and BUDGET.md.
