@@ -150,6 +150,8 @@ type scenario struct {
 	// docs/benchmarks.md, and each run logs its own.
 	stopWithin time.Duration
 	timeCap    time.Duration
+	// wantSource is the label of the task's dollars ("" for "estimated").
+	wantSource string
 }
 
 // stopWithin is every scenario's bound from the hard cap to purser's exit.
@@ -194,7 +196,9 @@ func runScenario(t *testing.T, sc scenario) {
 	var outLines strings.Builder
 	sc2 := bufio.NewScanner(stdout)
 	for sc2.Scan() {
-		if strings.Contains(sc2.Text(), "→ hard") && crossed.IsZero() {
+		// The cap acts by a crossing mid-reply, or by the door refusing a
+		// request whose worst case would cross it (issue 21).
+		if (strings.Contains(sc2.Text(), "→ hard") || strings.Contains(sc2.Text(), "purser: budget exhausted (hard")) && crossed.IsZero() {
 			crossed = time.Now()
 		}
 		outLines.WriteString(sc2.Text() + "\n")
@@ -246,9 +250,13 @@ func runScenario(t *testing.T, sc scenario) {
 		t.Fatalf("status: %v %s", err, st)
 	}
 	got := status.Tasks[0]
-	if got.Status != sc.wantState || got.Budget.UsedTokens != sc.wantTok || got.Budget.USDSource != "estimated" ||
+	wantSource := sc.wantSource
+	if wantSource == "" {
+		wantSource = "estimated"
+	}
+	if got.Status != sc.wantState || got.Budget.UsedTokens != sc.wantTok || got.Budget.USDSource != wantSource ||
 		fmt.Sprintf("%.6f", got.Budget.UsedUSD) != fmt.Sprintf("%.6f", sc.wantUSD) {
-		t.Fatalf("status %+v, want %s with %d tokens, $%f estimated\n%s", got, sc.wantState, sc.wantTok, sc.wantUSD, out)
+		t.Fatalf("status %+v, want %s with %d tokens, $%f %s\n%s", got, sc.wantState, sc.wantTok, sc.wantUSD, wantSource, out)
 	}
 	for _, f := range []string{"STATUS.md", "BUDGET.md"} {
 		if _, err := os.Stat(filepath.Join(ws, f)); err != nil {
@@ -310,16 +318,22 @@ func TestClaudeCode(t *testing.T) {
 		// A tool call writes mock_out.txt, then "done": 2 API calls, 11,465 tokens, $0.012525 at Sonnet 4.5 prices.
 		{"done", scenario{name: "claude-done", goal: goalDone, budget: budgetDone,
 			wantExit: 0, wantState: "DONE", wantTok: 11465, wantUSD: 0.012525}},
-		// The first message streams past $0.006; its second request would hang for 120 s.
-		{"hard cap mid-run", scenario{name: "claude-cap", goal: goalHangsOn, budget: "  hard: {usd: 0.006, maxIterations: 3}",
-			wantExit: 3, wantState: "BLOCKED", wantTok: 5560, wantUSD: 0.006825, stopWithin: stopWithin}},
+		// Its first request's worst case (its input counted at the door,
+		// ~$0.09, and the least output worth asking for) does not fit under
+		// $0.006: the door refuses it before a cent is spent, in Anthropic's
+		// error shape, and the task stops BLOCKED at once (issue 21: before,
+		// the reply streamed past the cap and was cut there, at $0.006825).
+		{"hard cap: the first request refused at the door", scenario{name: "claude-cap", goal: goalHangsOn, budget: "  hard: {usd: 0.006, maxIterations: 3}",
+			wantExit: 3, wantState: "BLOCKED", wantTok: 0, wantUSD: 0, wantSource: "reported", stopWithin: stopWithin}},
 		// Issue 11, item 4: the cap crossed at the first bytes of the reply
 		// (message_start alone is $0.00594 of a $0.005 cap). Claude is
 		// stopped mid-reply, and the reply is still recorded whole: what the
 		// provider delivered (its tail from Claude's result, or from
 		// Purser's wire journal by the cap-cut reconciliation).
-		{"hard cap at the first bytes of a reply", scenario{name: "claude-cap-early", goal: goalHangsOn, budget: "  hard: {usd: 0.005, maxIterations: 3}",
-			wantExit: 3, wantState: "BLOCKED", wantTok: 5560, wantUSD: 0.006825, stopWithin: stopWithin}},
+		// With the door admitting each request, a cap that small is never
+		// reached: the request is refused before its first byte.
+		{"hard cap below a reply's first bytes: refused at the door", scenario{name: "claude-cap-early", goal: goalHangsOn, budget: "  hard: {usd: 0.005, maxIterations: 3}",
+			wantExit: 3, wantState: "BLOCKED", wantTok: 0, wantUSD: 0, wantSource: "reported", stopWithin: stopWithin}},
 	})
 }
 
@@ -332,8 +346,10 @@ func TestCodex(t *testing.T) {
 		// gets a running total after every model call, and Purser follows it:
 		// the first call ($0.0098) crosses the $0.009 cap while the second
 		// request hangs for 120 s.
-		{"hard cap mid-run", scenario{name: "codex-cap", goal: goalHangsOn, budget: "  hard: {usd: 0.009, maxIterations: 3}",
-			wantExit: 3, wantState: "BLOCKED", wantTok: 5260, wantUSD: 0.0098, stopWithin: stopWithin}},
+		// Now the door refuses the first request, whose worst case does not
+		// fit under $0.009, before anything is spent (issue 21).
+		{"hard cap: the first request refused at the door", scenario{name: "codex-cap", goal: goalHangsOn, budget: "  hard: {usd: 0.009, maxIterations: 3}",
+			wantExit: 3, wantState: "BLOCKED", wantTok: 0, wantUSD: 0, wantSource: "reported", stopWithin: stopWithin}},
 		// The first call (start-up included) must end inside the cap, on a
 		// slow machine too: 30 s, while the second request hangs for 120 s.
 		{"time cap mid-run", scenario{name: "codex-time", goal: goalHangsOn, budget: budgetTime30,
@@ -350,8 +366,10 @@ func TestGeminiCLI(t *testing.T) {
 		// each model message's tokens as it happens, and Purser follows it:
 		// the first message (5,280 tokens) crosses a 3,000-token cap while the
 		// second request hangs for 120 s.
-		{"hard cap mid-run", scenario{name: "gemini-cap", goal: goalHangsOn, budget: "  hard: {tokens: 3000, maxIterations: 3}",
-			wantExit: 3, wantState: "BLOCKED", wantTok: 5280, wantUSD: 0.0028, stopWithin: stopWithin}},
+		// Now the door refuses the first request, whose input alone is over
+		// 3,000 tokens, before anything is spent (issue 21).
+		{"hard cap: the first request refused at the door", scenario{name: "gemini-cap", goal: goalHangsOn, budget: "  hard: {tokens: 3000, maxIterations: 3}",
+			wantExit: 3, wantState: "BLOCKED", wantTok: 0, wantUSD: 0, wantSource: "reported", stopWithin: stopWithin}},
 		// The first message must be in before the cap, on a slow machine
 		// too (start-up alone takes ~2 s on an idle one): 30 s, while the
 		// second request hangs for 120 s.

@@ -21,6 +21,7 @@ type forecastState struct {
 
 	mu        sync.Mutex
 	last      *purser.SpendForecast
+	said      string // the last forecast said (EventForecast): an unchanged one is not said again
 	triggered string // why the forecast trigger entered WARNING; "" until it does
 }
 
@@ -42,10 +43,17 @@ func (t *taskRun) updateForecast(ctx context.Context) {
 		return
 	}
 	f := t.fc.f.ForecastSpend(t.budget.Totals().USD)
+	text := f.String()
 	t.fc.mu.Lock()
 	t.fc.last = &f
+	repeat := text == t.fc.said
+	t.fc.said = text
 	t.fc.mu.Unlock()
-	t.e.emit(t, purser.Event{Type: purser.EventForecast, Message: f.String()})
+	// "no forecast: not enough history" after every call is noise in the
+	// live view: a forecast is said when it changes.
+	if !repeat {
+		t.e.emit(t, purser.Event{Type: purser.EventForecast, Message: text})
+	}
 	t.checkForecastTrigger(ctx, f)
 }
 

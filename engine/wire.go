@@ -287,6 +287,10 @@ func (w *wireAdmitter) hold(ctx context.Context, model string, input, maxOut int
 		// calls' holds stand in the way (the spend leaves room), wait for
 		// them as a call does, else refuse.
 		if !w.heldByOthers(ctx, model, input, credit, short) {
+			// Say what the request needs and the room it had with its loan
+			// from the call's own hold, not net of that loan ("needs $0.56,
+			// $0.0005 left" of a $0.006 cap nothing was spent from).
+			short.Want, short.Available = plusSat(short.Want, credit), plusSat(short.Available, credit)
 			return nil, size, err
 		}
 		if err := waiter.wait(ctx, fmt.Sprintf("waiting: other calls hold what the budget has left for a request of %s", w.pc.kind)); err != nil {

@@ -135,6 +135,10 @@ func (m *Model) Forecast(spent budget.USD) Forecast {
 	f.Reached = reached
 	if reached < m.opts.MinReached {
 		f.Why = fmt.Sprintf("not enough history: %d of %d past runs reached %s (at least %d needed)", reached, len(m.finals), spent, m.opts.MinReached)
+		if len(m.finals) < m.opts.MinReached {
+			// The same whatever is spent: said once, not after every call.
+			f.Why = fmt.Sprintf("not enough history: %d past run(s) of this kind, at least %d needed", len(m.finals), m.opts.MinReached)
+		}
 		return f
 	}
 	f.OK = true
