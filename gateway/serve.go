@@ -119,6 +119,7 @@ func (l *Lane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	path := r.URL.Path
 	var release func()
+	var wrapDone func(string)
 	var input int64
 	if rt.api != "" {
 		req := readRequest(rt, body)
@@ -133,15 +134,25 @@ func (l *Lane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			release = once(grant.Release)
+			if grant.WrapUp != "" {
+				wrapDone = onceText(grant.WrapUpDone)
+			}
+		}
+		// A wrap-up turn that does not reach the provider ends with no text.
+		refused := func() {
+			if release != nil {
+				release()
+			}
+			if wrapDone != nil {
+				wrapDone("")
+			}
 		}
 		if c := l.cfg.MaxOutputTokens; c > 0 {
 			l.mu.Lock()
 			left := c - l.output
 			l.mu.Unlock()
 			if left <= 0 {
-				if release != nil {
-					release()
-				}
+				refused()
 				l.refuse(w, fmt.Errorf("the call's output cap of %d tokens is spent", c))
 				return
 			}
@@ -152,9 +163,7 @@ func (l *Lane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if grant.Model != "" || grant.MaxOutputTokens > 0 {
 			var err error
 			if body, path, err = applyGrant(rt, req, body, path, grant); err != nil {
-				if release != nil {
-					release()
-				}
+				refused()
 				l.deny(w, http.StatusBadRequest, "purser: "+err.Error())
 				return
 			}
@@ -169,6 +178,16 @@ func (l *Lane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				body = b
 			}
 		}
+		if wrapDone != nil {
+			// A body the door cannot make the wrap-up turn of goes as it
+			// came (the budget admitted it as such); the turn has no text.
+			if b, err := applyWrapUp(rt.api, body, grant.WrapUp); err == nil {
+				body = b
+			} else {
+				wrapDone("")
+				wrapDone = nil
+			}
+		}
 		rt.model = firstOf(req.model, l.cfg.Model)
 		l.mu.Lock()
 		l.requests++
@@ -177,7 +196,7 @@ func (l *Lane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if release == nil {
 		release = func() {}
 	}
-	l.forward(w, r, rt, path, body, input, release)
+	l.forward(w, r, rt, path, body, input, release, wrapDone)
 }
 
 // loopbackHost reports whether a Host header names this machine's
@@ -246,7 +265,16 @@ func (l *Lane) deny(w http.ResponseWriter, status int, msg string) {
 
 // forward sends the request upstream with the real key, and the reply
 // back through a bounded buffer, its usage booked as it arrives.
-func (l *Lane) forward(w http.ResponseWriter, r *http.Request, rt route, path string, body []byte, input int64, release func()) {
+// wrapDone, when not nil, receives the reply's text when it ends whole,
+// or "" when it does not.
+func (l *Lane) forward(w http.ResponseWriter, r *http.Request, rt route, path string, body []byte, input int64, release func(), wrapDone func(string)) {
+	if wrapDone != nil {
+		rel := release
+		release = func() {
+			rel()
+			wrapDone("") // after the pump's own call, if the reply came whole
+		}
+	}
 	// The upstream request lives with the lane, not the agent's connection:
 	// a reply the agent stops reading is still read to its end and booked
 	// (the provider bills it); the lane's end cuts it.
@@ -297,8 +325,12 @@ func (l *Lane) forward(w http.ResponseWriter, r *http.Request, rt route, path st
 	if rt.api != "" && resp.StatusCode/100 == 2 {
 		tap = meter.NewTap(rt.api, rt.model, sse, l.book)
 	}
+	var wrap *wrapUpReader
+	if wrapDone != nil && resp.StatusCode/100 == 2 {
+		wrap = &wrapUpReader{api: rt.api, sse: sse}
+	}
 	buf := newPipe(l.cfg.BufferBytes)
-	go l.pump(resp.Body, tap, buf, cancel, release, rt, input)
+	go l.pump(resp.Body, tap, buf, cancel, release, rt, input, wrap, wrapDone)
 
 	copyHeaders(w.Header(), resp.Header)
 	w.Header().Del("Content-Length") // the reply passes as it comes
@@ -341,7 +373,7 @@ func (l *Lane) forward(w http.ResponseWriter, r *http.Request, rt route, path st
 
 // pump reads the provider's reply as fast as it comes, reading its usage
 // and handing it to the agent's side through buf.
-func (l *Lane) pump(body io.ReadCloser, tap *meter.Tap, buf *pipe, cancel context.CancelFunc, release func(), rt route, input int64) {
+func (l *Lane) pump(body io.ReadCloser, tap *meter.Tap, buf *pipe, cancel context.CancelFunc, release func(), rt route, input int64, wrap *wrapUpReader, wrapDone func(string)) {
 	defer l.inflight.Done()
 	defer release()
 	defer cancel()
@@ -354,6 +386,9 @@ func (l *Lane) pump(body io.ReadCloser, tap *meter.Tap, buf *pipe, cancel contex
 			if tap != nil {
 				_, _ = tap.Write(read[:n])
 			}
+			if wrap != nil {
+				_, _ = wrap.Write(read[:n])
+			}
 			// The pipe owns what it is given: a copy the size of what came
 			// (a stream's events are small; 32 KiB each would be waste).
 			buf.write(append([]byte(nil), read[:n]...))
@@ -365,6 +400,9 @@ func (l *Lane) pump(body io.ReadCloser, tap *meter.Tap, buf *pipe, cancel contex
 				tap.End()
 			case l.ctx.Err() != nil && l.cfg.Report != nil && !tap.Booked():
 				l.bookCut(tap, rt, input)
+			}
+			if wrap != nil && errors.Is(err, io.EOF) {
+				wrapDone(wrap.end())
 			}
 			buf.closeWrite(err)
 			return

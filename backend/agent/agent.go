@@ -223,8 +223,17 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	dir := meter.Dir()
 	pruneOnce.Do(func() { meter.Prune(dir, journalAge) })
 	journal := meter.NewJournal(dir, "agent")
+	// The call's MaxOutputTokens bounds one request's reply; a lane's cap
+	// is a total over all of them. With per-request admission the engine
+	// bounds each request itself, and that total would stop a long agent
+	// after its first few thousand tokens of output: it is kept only where
+	// nothing admits each request.
+	outCap := req.MaxOutputTokens
+	if req.Hooks.Admit != nil {
+		outCap = 0
+	}
 	lane, err := gateway.Open(ctx, gateway.LaneConfig{Task: req.TaskID, Protocol: b.o.Wire, Upstream: b.o.Upstream, Key: b.key,
-		Model: model, Report: report, Admit: req.Hooks.Admit, Journal: journal, MaxOutputTokens: req.MaxOutputTokens})
+		Model: model, Report: report, Admit: req.Hooks.Admit, Journal: journal, MaxOutputTokens: outCap})
 	if err != nil {
 		return purser.CallResult{}, fmt.Errorf("agent: %w", err)
 	}

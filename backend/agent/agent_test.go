@@ -130,6 +130,38 @@ func TestAgentSeesARefusalInItsProvidersWords(t *testing.T) {
 	}
 }
 
+// admitAll admits every request as sent, as the engine does under its caps.
+type admitAll struct{}
+
+func (admitAll) AdmitWire(context.Context, purser.WireRequest) (purser.WireGrant, error) {
+	return purser.WireGrant{}, nil
+}
+
+// The call's MaxOutputTokens is a lane-wide total only where nothing
+// admits each request: with per-request admission, an agent's later
+// requests are not refused for the output of its earlier ones.
+func TestAgentOutputCapOnlyWithoutAdmission(t *testing.T) {
+	mock := backendtest.StartMock(t)
+	b := newAgent(t, mock, nil)
+	for _, tc := range []struct {
+		name   string
+		admit  purser.WireAdmitter
+		events int
+	}{{"admitted", admitAll{}, 2}, {"unadmitted", nil, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var u usage
+			res, _ := b.Call(context.Background(), purser.CallRequest{TaskID: "t1", Model: "claude-sonnet-4-5", Prompt: "write it MOCK_TOOL",
+				Workspace: t.TempDir(), MaxOutputTokens: 10, Hooks: purser.CallHooks{Admit: tc.admit}}, u.report)
+			u.mu.Lock()
+			n := len(u.evs)
+			u.mu.Unlock()
+			if n != tc.events {
+				t.Errorf("booked %d replies; want %d (%s)", n, tc.events, res.Text)
+			}
+		})
+	}
+}
+
 // The engine's cancel (the HARD cap) ends the call at once, with its cause,
 // even while the agent waits on a reply.
 func TestAgentStopsAtTheCap(t *testing.T) {
