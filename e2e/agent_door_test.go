@@ -393,13 +393,14 @@ func TestOpenCode(t *testing.T) {
 				`"direct":{"npm":"@ai-sdk/anthropic","options":{"baseURL":"{mock}/v1","apiKey":"not-through-the-door"},"models":{"claude-haiku-4-5":{}}}},` +
 				`"small_model":"direct/claude-haiku-4-5"}`},
 			check: openCodeInWorkspace},
-		// The answer's first event (message_start, 5,501 tokens) crosses a
-		// 3,000-token cap: BLOCKED, the agent stopped, and the ledger is still
-		// the mock's replies to the token (the door reads a reply to its end),
-		// within one reply of the cap.
+		// A 3,000-token cap: the small title request fits and is booked; the
+		// answer's request, whose input alone is counted over the cap at the
+		// door, is refused before it reaches the provider (per-request
+		// admission, issue 21): BLOCKED, the agent stopped, the ledger the
+		// title's reply to the token.
 		{name: "opencode-cap", goal: goalPlain, budget: budgetTok, validator: notDone, wantExit: 3, wantState: "BLOCKED",
-			wantTok: 5613, wantUSD: 0.00689, wantRequests: []string{"claude-haiku-4-5-20251001", "claude-sonnet-4-5"},
-			wantNote: "door (anthropic): 2 request(s), 2 reply(ies) booked"},
+			wantTok: 53, wantUSD: 0.000065, wantRequests: []string{"claude-haiku-4-5-20251001"},
+			wantNote: "door (anthropic): 1 request(s), 1 reply(ies) booked, 1 refused"},
 		// The answer hangs 120 s: the time cap cuts it in flight, before
 		// any of it came (the door counts it refused); only the title is
 		// booked — the mock billed nothing else.
@@ -430,10 +431,11 @@ func TestQwenCode(t *testing.T) {
 			wantTok: 11610, wantUSD: 0.0178, wantRequests: []string{"gpt-5.5", "gpt-5.5"},
 			wantNote: "door (openai-chat): 2 request(s), 2 reply(ies) booked",
 			wsFiles:  map[string]string{".qwen/settings.json": `{"modelProviders":{"openai":[{"id":"gpt-5.5","name":"gpt-5.5","baseUrl":"{mock}/v1","envKey":"OPENAI_API_KEY"}]}}`}},
-		// The answer (usage in its last chunk) crosses a 3,000-token cap:
-		// the memory request after it never reaches the mock.
+		// A 3,000-token cap under the answer's counted input: the door
+		// refuses the first request before it reaches the provider, and
+		// nothing is spent (per-request admission, issue 21).
 		{name: "qwen-cap", goal: goalPlain, budget: budgetTok, validator: notDone, wantExit: 3, wantState: "BLOCKED",
-			wantTok: 5805, wantUSD: 0.0089, wantRequests: []string{"gpt-5.5"}, wantNote: "door (openai-chat)"},
+			wantTok: 0, wantUSD: 0, wantRequests: []string{}, wantNote: "door (openai-chat): 0 request(s), 0 reply(ies) booked, 1 refused"},
 		// The answer hangs 120 s: the time cap cuts it in flight, before
 		// any of it came; nothing was billed.
 		{name: "qwen-time", goal: goalHang, budget: budgetTime, validator: notDone, wantExit: 3, wantState: "BLOCKED",
@@ -456,10 +458,11 @@ func TestCline(t *testing.T) {
 		{name: "cline-boxed", goal: goalPlain, budget: budgetUSD, validator: fileCheck, wantExit: 0, wantState: "DONE",
 			wantTok: 11065, wantUSD: 0.0187, wantRequests: []string{"gpt-5.5", "gpt-5.5"},
 			wantNote: "door (openai-chat): 2 request(s), 2 reply(ies) booked", boxed: true},
-		// The tool call's reply crosses a 3,000-token cap; the request after
-		// it would hang 120 s.
+		// A 3,000-token cap under the first request's counted input: the
+		// door refuses it before it reaches the provider, and nothing is
+		// spent (per-request admission, issue 21).
 		{name: "cline-cap", goal: goalHangAfter, budget: budgetTok, validator: notDone, wantExit: 3, wantState: "BLOCKED",
-			wantTok: 5260, wantUSD: 0.0098, wantRequests: []string{"gpt-5.5"}, wantNote: "door (openai-chat): 1 request(s), 1 reply(ies) booked"},
+			wantTok: 0, wantUSD: 0, wantRequests: []string{}, wantNote: "door (openai-chat): 0 request(s), 0 reply(ies) booked, 1 refused"},
 		// The second request hangs 120 s: the time cap cuts it in flight.
 		{name: "cline-time", goal: goalHangAfter, budget: budgetTime, validator: notDone, wantExit: 3, wantState: "BLOCKED",
 			wantTok: 5260, wantUSD: 0.0098, wantRequests: []string{"gpt-5.5"},
