@@ -74,11 +74,30 @@ func accepts(p, q string) bool {
 	return q == "" || family(p) == family(q)
 }
 
-// ServeHTTP is the door.
+// ServeHTTP is the door: it checks the request (checkRequest), has the
+// budget admit it and applies the grant (grant), and forwards it.
 func (l *Lane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt, body, ok := l.checkRequest(w, r)
+	if !ok {
+		return
+	}
+	g := grantedRequest{body: body, path: r.URL.Path, release: func() {}}
+	if rt.api != "" {
+		if g, ok = l.grant(w, &rt, body, r.URL.Path); !ok {
+			return
+		}
+	}
+	l.forward(w, r, rt, g.path, g.body, g.input, g.release, g.wrapDone)
+}
+
+// checkRequest checks who asks and what (loopback, a known route of the
+// lane's protocol, the call's token, a call still running) and reads the
+// body, bounded. It answers the request itself, and reports false, when
+// it is not to be forwarded.
+func (l *Lane) checkRequest(w http.ResponseWriter, r *http.Request) (route, []byte, bool) {
 	if !loopbackHost(r.Host) {
 		l.deny(w, http.StatusMisdirectedRequest, "purser: the door answers loopback names only, not Host "+strconv.Quote(r.Host))
-		return
+		return route{}, nil, false
 	}
 	if (r.Method == http.MethodHead || r.Method == http.MethodGet) && r.URL.Path == "/" {
 		w.Header().Set("Content-Type", "application/json")
@@ -86,117 +105,131 @@ func (l *Lane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet {
 			_, _ = io.WriteString(w, `{"purser":"door"}`)
 		}
-		return
+		return route{}, nil, false
 	}
 	rt, ok := routeOf(r)
 	if !ok {
 		l.deny(w, http.StatusNotFound, fmt.Sprintf("purser: the door does not pass %s %s (it passes %s)", r.Method, r.URL.Path, knownRoutes))
-		return
+		return route{}, nil, false
 	}
 	if !accepts(l.cfg.Protocol, rt.protocol) {
 		l.deny(w, http.StatusNotFound, fmt.Sprintf("purser: this door speaks %s; %s %s is %s", l.cfg.Protocol, r.Method, r.URL.Path, rt.protocol))
-		return
+		return route{}, nil, false
 	}
 	if l.token != "" && !l.sameToken(presentedKey(r)) {
 		l.deny(w, http.StatusUnauthorized, "purser: the door wants this call's token as the API key (a token dies when its task's call ends)")
-		return
+		return route{}, nil, false
 	}
 	if err := l.ctx.Err(); err != nil {
 		l.refuse(w, context.Cause(l.ctx))
-		return
+		return route{}, nil, false
 	}
 	var body []byte
 	if r.Body != nil {
 		var err error
 		body, err = io.ReadAll(io.LimitReader(r.Body, maxRequest+1))
 		if err != nil {
-			return // the agent hung up
+			return route{}, nil, false // the agent hung up
 		}
 		if len(body) > maxRequest {
 			l.deny(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("purser: a request body over %d bytes is not passed", maxRequest))
-			return
+			return route{}, nil, false
 		}
 	}
-	path := r.URL.Path
+	return rt, body, true
+}
+
+// grantedRequest is a request as the budget admitted it: its body and path
+// rewritten by the grant, its counted input, and what ends its hold and
+// its wrap-up turn.
+type grantedRequest struct {
+	body     []byte
+	path     string
+	input    int64
+	release  func()
+	wrapDone func(string)
+}
+
+// grant has the budget admit a model request, and rewrites it by the
+// grant: the model, the output bound, the budget note, the wrap-up turn.
+// It answers the request itself, and reports false, when it is refused.
+func (l *Lane) grant(w http.ResponseWriter, rt *route, body []byte, path string) (grantedRequest, bool) {
 	var release func()
 	var wrapDone func(string)
-	var input int64
-	if rt.api != "" {
-		req := readRequest(rt, body)
-		input = req.input
-		var grant purser.WireGrant
-		if l.cfg.Admit != nil {
-			var err error
-			grant, err = l.cfg.Admit.AdmitWire(l.ctx, purser.WireRequest{Protocol: rt.protocol, Model: req.model,
-				InputTokens: req.input, MaxOutputTokens: req.maxOut, Stream: req.stream})
-			if err != nil {
-				l.refuse(w, err)
-				return
-			}
-			release = once(grant.Release)
-			if grant.WrapUp != "" {
-				wrapDone = onceText(grant.WrapUpDone)
-			}
+	req := readRequest(*rt, body)
+	input := req.input
+	var grant purser.WireGrant
+	if l.cfg.Admit != nil {
+		var err error
+		grant, err = l.cfg.Admit.AdmitWire(l.ctx, purser.WireRequest{Protocol: rt.protocol, Model: req.model,
+			InputTokens: req.input, MaxOutputTokens: req.maxOut, Stream: req.stream})
+		if err != nil {
+			l.refuse(w, err)
+			return grantedRequest{}, false
 		}
-		// A wrap-up turn that does not reach the provider ends with no text.
-		refused := func() {
-			if release != nil {
-				release()
-			}
-			if wrapDone != nil {
-				wrapDone("")
-			}
+		release = once(grant.Release)
+		if grant.WrapUp != "" {
+			wrapDone = onceText(grant.WrapUpDone)
 		}
-		if c := l.cfg.MaxOutputTokens; c > 0 {
-			l.mu.Lock()
-			left := c - l.output
-			l.mu.Unlock()
-			if left <= 0 {
-				refused()
-				l.refuse(w, fmt.Errorf("the call's output cap of %d tokens is spent", c))
-				return
-			}
-			if grant.MaxOutputTokens == 0 || left < grant.MaxOutputTokens {
-				grant.MaxOutputTokens = left
-			}
-		}
-		if grant.Model != "" || grant.MaxOutputTokens > 0 {
-			var err error
-			if body, path, err = applyGrant(rt, req, body, path, grant); err != nil {
-				refused()
-				l.deny(w, http.StatusBadRequest, "purser: "+err.Error())
-				return
-			}
-			if grant.Model != "" {
-				req.model = grant.Model
-			}
-		}
-		if grant.Hint != "" {
-			// The note is the model's to read; a body the door cannot add
-			// it to goes as it came.
-			if b, err := appendHint(rt.api, body, grant.Hint); err == nil {
-				body = b
-			}
+	}
+	// A wrap-up turn that does not reach the provider ends with no text.
+	refused := func() {
+		if release != nil {
+			release()
 		}
 		if wrapDone != nil {
-			// A body the door cannot make the wrap-up turn of goes as it
-			// came (the budget admitted it as such); the turn has no text.
-			if b, err := applyWrapUp(rt.api, body, grant.WrapUp); err == nil {
-				body = b
-			} else {
-				wrapDone("")
-				wrapDone = nil
-			}
+			wrapDone("")
 		}
-		rt.model = firstOf(req.model, l.cfg.Model)
-		l.mu.Lock()
-		l.requests++
-		l.mu.Unlock()
 	}
+	if c := l.cfg.MaxOutputTokens; c > 0 {
+		l.mu.Lock()
+		left := c - l.output
+		l.mu.Unlock()
+		if left <= 0 {
+			refused()
+			l.refuse(w, fmt.Errorf("the call's output cap of %d tokens is spent", c))
+			return grantedRequest{}, false
+		}
+		if grant.MaxOutputTokens == 0 || left < grant.MaxOutputTokens {
+			grant.MaxOutputTokens = left
+		}
+	}
+	if grant.Model != "" || grant.MaxOutputTokens > 0 {
+		var err error
+		if body, path, err = applyGrant(*rt, req, body, path, grant); err != nil {
+			refused()
+			l.deny(w, http.StatusBadRequest, "purser: "+err.Error())
+			return grantedRequest{}, false
+		}
+		if grant.Model != "" {
+			req.model = grant.Model
+		}
+	}
+	if grant.Hint != "" {
+		// The note is the model's to read; a body the door cannot add
+		// it to goes as it came.
+		if b, err := appendHint(rt.api, body, grant.Hint); err == nil {
+			body = b
+		}
+	}
+	if wrapDone != nil {
+		// A body the door cannot make the wrap-up turn of goes as it
+		// came (the budget admitted it as such); the turn has no text.
+		if b, err := applyWrapUp(rt.api, body, grant.WrapUp); err == nil {
+			body = b
+		} else {
+			wrapDone("")
+			wrapDone = nil
+		}
+	}
+	rt.model = firstOf(req.model, l.cfg.Model)
+	l.mu.Lock()
+	l.requests++
+	l.mu.Unlock()
 	if release == nil {
 		release = func() {}
 	}
-	l.forward(w, r, rt, path, body, input, release, wrapDone)
+	return grantedRequest{body: body, path: path, input: input, release: release, wrapDone: wrapDone}, true
 }
 
 // loopbackHost reports whether a Host header names this machine's
@@ -335,6 +368,13 @@ func (l *Lane) forward(w http.ResponseWriter, r *http.Request, rt route, path st
 	copyHeaders(w.Header(), resp.Header)
 	w.Header().Del("Content-Length") // the reply passes as it comes
 	w.WriteHeader(resp.StatusCode)
+	l.relay(w, buf, rt.protocol, sse)
+}
+
+// relay hands the reply to the agent from buf as it comes. When the lane
+// ends (the hard cap) while it flows, the agent is told why where its
+// protocol can say it, and the reply is broken off.
+func (l *Lane) relay(w http.ResponseWriter, buf *pipe, protocol string, sse bool) {
 	flusher, _ := w.(http.Flusher)
 	for {
 		chunk, err := buf.read()
@@ -361,7 +401,7 @@ func (l *Lane) forward(w http.ResponseWriter, r *http.Request, rt route, path st
 			l.cut++
 			l.mu.Unlock()
 			if sse {
-				_, _ = w.Write(streamError(rt.protocol, RefusalText(context.Cause(l.ctx))))
+				_, _ = w.Write(streamError(protocol, RefusalText(context.Cause(l.ctx))))
 				if flusher != nil {
 					flusher.Flush()
 				}
