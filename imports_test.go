@@ -19,6 +19,11 @@ func TestDependencyArrow(t *testing.T) {
 		"github.com/purser-dev/purser/dashboard": {"/sqlite", "/postgres", "/backend/", "/engine", "/config"},
 		"github.com/purser-dev/purser/alert":     {"/sqlite", "/postgres", "/backend/", "/engine", "/config", "/tui"},
 		"github.com/purser-dev/purser/storetest": {"/sqlite", "/postgres", "/backend/", "/engine"},
+		// The forecast is arithmetic over histories: no I/O, no store.
+		"github.com/purser-dev/purser/forecast": {"/sqlite", "/postgres", "/engine", "/backend/", "/config", "/app", "/replay", "os", "io", "net", "database/sql"},
+		// Purser's door speaks the wire and asks the engine through
+		// purser.WireAdmitter: it knows no engine, store or config.
+		"github.com/purser-dev/purser/gateway": {"/engine", "/sqlite", "/postgres", "/config", "/app", "database/sql"},
 		// config reads files into domain types; the packages that deliver
 		// (alerts, the dashboard, the TUI) consume those types, never the
 		// other way round.
