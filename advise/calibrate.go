@@ -58,15 +58,23 @@ func SplitRuns(runs []replay.Run, how Split) (train, test []replay.Run, err erro
 			train, test = append(train, g.runs[:half]...), append(test, g.runs[half:]...)
 			continue
 		}
-		for i, r := range g.runs {
-			if i%2 == 0 {
-				train = append(train, r)
-			} else {
-				test = append(test, r)
-			}
-		}
+		even, odd := alternate(g.runs)
+		train, test = append(train, even...), append(test, odd...)
 	}
 	return train, test, nil
+}
+
+// alternate deals xs into two halves, every other one: the first, third,
+// … and the second, fourth, ….
+func alternate[T any](xs []T) (even, odd []T) {
+	for i, x := range xs {
+		if i%2 == 0 {
+			even = append(even, x)
+		} else {
+			odd = append(odd, x)
+		}
+	}
+	return even, odd
 }
 
 // firstCall is when a run's first call was made; the zero time (sorted
@@ -126,14 +134,7 @@ func Calibrate(prices *pricing.Catalogue, train, test []replay.Run, opts forecas
 		}
 		all, unpricedTrain := samples(prices, tg.runs)
 		c.Unpriced += unpricedTrain
-		var fit, held []forecast.Sample
-		for i, s := range all {
-			if i%2 == 0 {
-				fit = append(fit, s)
-			} else {
-				held = append(held, s)
-			}
-		}
+		fit, held := alternate(all)
 		c.Fit, c.Held = len(fit), len(held)
 		m := forecast.Fit(fit, opts)
 		c.Raw = m.Evaluate(testSamples)
@@ -170,14 +171,7 @@ func samples(prices *pricing.Catalogue, runs []replay.Run) ([]forecast.Sample, i
 // every other run: the model a live forecast uses.
 func FitForecast(prices *pricing.Catalogue, runs []replay.Run, opts forecast.Options) *forecast.Model {
 	all, _ := samples(prices, runs)
-	var fit, held []forecast.Sample
-	for i, s := range all {
-		if i%2 == 0 {
-			fit = append(fit, s)
-		} else {
-			held = append(held, s)
-		}
-	}
+	fit, held := alternate(all)
 	m := forecast.Fit(fit, opts)
 	m.Conformalize(held)
 	return m

@@ -54,14 +54,7 @@ type TriggerComparison struct {
 // starts.
 func CompareTrigger(prices *pricing.Catalogue, runs []replay.Run, hardCap, line budget.USD) TriggerComparison {
 	tc := TriggerComparison{Cap: hardCap, Line: line}
-	var fitOn, test []replay.Run
-	for i, r := range runs {
-		if i%2 == 0 {
-			fitOn = append(fitOn, r)
-		} else {
-			test = append(test, r)
-		}
-	}
+	fitOn, test := alternate(runs)
 	m := FitForecast(prices, fitOn, forecast.Options{})
 	tc.FitRuns = m.Runs()
 	var leftF, leftP []budget.USD
