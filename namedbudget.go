@@ -201,6 +201,11 @@ func (s NamedBudgetStatus) Tier() budget.Tier {
 	return max(s.Budget.MetricTier(budget.Money, int64(s.Spent.USD)), s.Budget.MetricTier(budget.Tokens, s.Spent.Tokens))
 }
 
+// Standing is where the budget stands, for a refusal that names it.
+func (s NamedBudgetStatus) Standing() *budget.NamedStanding {
+	return &budget.NamedStanding{Window: string(s.Window), Parent: s.Parent, Spent: s.Spent.Amount(), Caps: s.Caps()}
+}
+
 // Headroom is what a new hold on the budget could take in this window: its
 // caps after the window's spend and the holds of calls in flight. Both
 // stores admit by it, under their lock, and the engine sizes calls by it.

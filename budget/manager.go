@@ -548,9 +548,25 @@ type InsufficientBudgetError struct {
 	Metric    Metric // Money or Tokens
 	Want      Amount
 	Available Amount // what does fit in the task and its run together
+	// Named says, for ScopeNamed, where the named budget stands when it is
+	// known (nil otherwise), so that the refusal reads the way the tree is
+	// written: `day budget "payments-api" (under "payments"): $4.80 of
+	// $5.00 spent`.
+	Named *NamedStanding
+}
+
+// NamedStanding is a named budget's place and spend, as a refusal names it.
+type NamedStanding struct {
+	Window string // "day", "week" or "month"
+	Parent string // "" for a root
+	Spent  Amount // the window's spend (USD and tokens)
+	Caps   Amount // its hard caps (Unlimited where none)
 }
 
 func (e *InsufficientBudgetError) Error() string {
+	if e.Scope == ScopeNamed && e.Named != nil {
+		return e.namedError()
+	}
 	whose := e.Scope.String()
 	if e.Scope == ScopeNamed {
 		whose = fmt.Sprintf("named %q", e.Name)
@@ -571,6 +587,26 @@ func (e *InsufficientBudgetError) Error() string {
 
 // Unwrap lets errors.Is match ErrInsufficientBudget.
 func (e *InsufficientBudgetError) Unwrap() error { return ErrInsufficientBudget }
+
+// namedError names the node of the budget tree that refused, its window,
+// its spend against its cap, and what the call would have needed.
+func (e *InsufficientBudgetError) namedError() string {
+	n := e.Named
+	where := fmt.Sprintf("%s budget %q", n.Window, e.Name)
+	if n.Parent != "" {
+		where += fmt.Sprintf(" (under %q)", n.Parent)
+	}
+	if e.Metric == Money && e.Want.USD <= e.Available.USD {
+		// Nothing priced was refused: spend reached the cap.
+		return fmt.Sprintf("insufficient budget: %s: %s of %s spent, its hard cap is reached", where, n.Spent.USD, n.Caps.USD)
+	}
+	if e.Metric == Money {
+		return fmt.Sprintf("insufficient budget: %s: %s of %s spent, %s left; the call needs up to %s",
+			where, n.Spent.USD, n.Caps.USD, e.Available.USD, e.Want.USD)
+	}
+	return fmt.Sprintf("insufficient budget: %s: %d of %d tokens spent, %d left; the call needs up to %d",
+		where, n.Spent.Tokens, n.Caps.Tokens, e.Available.Tokens, e.Want.Tokens)
+}
 
 func (m *Manager) chain() []*Manager {
 	var cs []*Manager

@@ -136,12 +136,12 @@ func (t *taskRun) fitNamed(ctx context.Context, names []string, model string, in
 			// Spent to its cap: nothing more is admitted, even a call whose
 			// price is unknown (its worst case holds no dollars).
 			least, _ := t.worstCase(model, input, budget.MinOutputTokens)
-			return first, &budget.InsufficientBudgetError{Scope: budget.ScopeNamed, Name: name, Metric: m, Want: least, Available: bySpend}
+			return first, &budget.InsufficientBudgetError{Scope: budget.ScopeNamed, Name: name, Metric: m, Want: least, Available: bySpend, Named: st.Standing()}
 		}
 		if _, err := t.clampToFit(model, input, bySpend); err != nil {
 			var short *budget.InsufficientBudgetError
 			if errors.As(err, &short) {
-				short.Scope, short.Name = budget.ScopeNamed, name
+				short.Scope, short.Name, short.Named = budget.ScopeNamed, name, st.Standing()
 			}
 			return first, err
 		}
@@ -315,7 +315,7 @@ func (t *taskRun) checkNamedSpend(ctx context.Context, ev budget.UsageEvent, can
 			continue
 		}
 		stop := &budget.InsufficientBudgetError{Scope: budget.ScopeNamed, Name: name, Metric: m,
-			Available: budget.Headroom(st.Caps(), st.Spent.Amount(), budget.Amount{})}
+			Available: budget.Headroom(st.Caps(), st.Spent.Amount(), budget.Amount{}), Named: st.Standing()}
 		t.mu.Lock()
 		first := t.namedStop == nil
 		if first {

@@ -20,9 +20,11 @@ func TestNamedBudgetAdmission(t *testing.T) {
 		name        string
 		othersSpent int64 // tokens another run drawing from the budget spent today
 		wantState   purser.TaskState
+		underParent bool // the run draws from a child of the budget, which binds it
 	}{
-		{"the budget has room: the run's spend counts against it", 0, purser.StateDone},
-		{"other runs spent the budget: BLOCKED naming it, no call sent", 99_900, purser.StateBlocked},
+		{"the budget has room: the run's spend counts against it", 0, purser.StateDone, false},
+		{"other runs spent the budget: BLOCKED naming it, no call sent", 99_900, purser.StateBlocked, false},
+		{"other runs spent the parent of the budget drawn from: BLOCKED naming the parent", 99_900, purser.StateBlocked, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -33,7 +35,16 @@ func TestNamedBudgetAdmission(t *testing.T) {
 			tokens := int64(100_000)
 			must(t, f.store.CreateBudget(ctx, purser.NamedBudget{Name: "team", Window: purser.WindowMonth,
 				Budget: budget.Config{Hard: budget.HardLimits{Tokens: &tokens}}}))
-			must(t, f.store.DrawFrom(ctx, "run-1", []string{"team"}))
+			drawn := "team"
+			if tc.underParent {
+				// The child's own cap is far above what its parent has left:
+				// the parent still binds.
+				childTokens := int64(10_000_000)
+				must(t, f.store.CreateBudget(ctx, purser.NamedBudget{Name: "repo", Parent: "team", Window: purser.WindowDay,
+					Budget: budget.Config{Hard: budget.HardLimits{Tokens: &childTokens}}}))
+				drawn = "repo"
+			}
+			must(t, f.store.DrawFrom(ctx, "run-1", []string{drawn}))
 			must(t, f.store.DrawFrom(ctx, "other", []string{"team"}))
 			if tc.othersSpent > 0 {
 				must(t, f.store.AppendUsage(ctx, purser.LedgerEntry{Key: "o", TaskID: "other-task", RunID: "other", At: time.Now(),
@@ -64,8 +75,8 @@ func TestNamedBudgetAdmission(t *testing.T) {
 			if !errors.As(err, &ibe) || ibe.Scope != budget.ScopeNamed || ibe.Name != "team" {
 				t.Errorf("err = %v, want an InsufficientBudgetError naming the named budget team", err)
 			}
-			if !strings.Contains(rec.Reason, `named "team" budget`) {
-				t.Errorf("reason %q does not name the budget", rec.Reason)
+			if !strings.Contains(rec.Reason, `month budget "team"`) || !strings.Contains(rec.Reason, "99900 of 100000 tokens spent") {
+				t.Errorf("reason %q does not name the budget, its window and its spend of its cap", rec.Reason)
 			}
 			if n := len(f.calls()); n != 0 {
 				t.Errorf("%d calls sent past the named budget", n)

@@ -55,7 +55,7 @@ func TestNamedBudgetMoneyCapHoldsForAnUnpricedModel(t *testing.T) {
 			if !errors.As(err, &ibe) || ibe.Scope != budget.ScopeNamed || ibe.Name != "team" || ibe.Metric != budget.Money {
 				t.Errorf("err = %v, want an InsufficientBudgetError on money naming the named budget team", err)
 			}
-			if !strings.Contains(rec.Reason, `named "team" budget`) {
+			if !strings.Contains(rec.Reason, `budget "team"`) {
 				t.Errorf("reason %q does not name the budget", rec.Reason)
 			}
 			named := false

@@ -446,6 +446,10 @@ func (w *wireAdmitter) namedShort(ctx context.Context, extra budget.Amount) erro
 			return err
 		}
 		if err := budget.FitNamed(name, extra, st.Headroom()); err != nil {
+			var short *budget.InsufficientBudgetError
+			if errors.As(err, &short) {
+				short.Named = st.Standing()
+			}
 			return err
 		}
 	}

@@ -261,7 +261,7 @@ func (e Explanation) nextSteps() []string {
 			if st.Cause == budget.Money || st.Cause == budget.Tokens {
 				steps = append(steps, fmt.Sprintf("Or raise its cap in the database, recorded, from outside the workspace: purser raise %s --%s N (a BLOCKED job on the queue is queued again for a worker).", rec.ID, configKey(st.Cause)))
 			}
-		} else if strings.Contains(rec.Reason, `named "`) {
+		} else if namedRefusal(rec.Reason) {
 			steps = append(steps, fmt.Sprintf("A named budget its run draws from stopped it (the reason above names it): raise it with purser budgets raise NAME --file FILE, or wait for its window to reset, then: purser resume %s.", rec.ID))
 		} else {
 			steps = append(steps, fmt.Sprintf("Its own budget is not at HARD: the run's budget (or the next call's worst case not fitting) stopped it. Raise the run's budget (--run-budget) or the task's hard caps, then: purser resume %s --budget FILE.", rec.ID))
@@ -344,4 +344,15 @@ func (e Explanation) JSON() ExplanationJSON {
 		}
 	}
 	return j
+}
+
+// namedRefusal reports whether a BLOCKED reason is a named budget's
+// refusal: `named "team" …`, or `day budget "team" …` (and week, month).
+func namedRefusal(reason string) bool {
+	for _, w := range []string{`named "`, `day budget "`, `week budget "`, `month budget "`} {
+		if strings.Contains(reason, w) {
+			return true
+		}
+	}
+	return false
 }

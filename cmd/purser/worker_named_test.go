@@ -126,7 +126,7 @@ func TestWorkerHonoursNamedBudgets(t *testing.T) {
 				switch {
 				case rec.State == purser.StateDone:
 					done++
-				case rec.State == purser.StateBlocked && strings.Contains(rec.Reason, `named "team" budget`):
+				case rec.State == purser.StateBlocked && strings.Contains(rec.Reason, `budget "team"`):
 					blocked++
 				default:
 					t.Errorf("task %s ended %s (%q), want DONE or BLOCKED by the named budget team", rec.ID, rec.State, rec.Reason)
