@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -81,6 +83,27 @@ func TestScripts(t *testing.T) {
 				}
 				if got != want {
 					ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+				}
+			},
+			// eventually SECONDS REGEXP CMD ARGS... runs a command again
+			// and again until its stdout matches, for a state another
+			// process (a command started with &) reaches in its own time.
+			"eventually": func(ts *testscript.TestScript, neg bool, args []string) {
+				if len(args) < 3 {
+					ts.Fatalf("usage: eventually SECONDS REGEXP COMMAND [ARGS...]")
+				}
+				secs, err := strconv.Atoi(args[0])
+				ts.Check(err)
+				re, err := regexp.Compile(args[1])
+				ts.Check(err)
+				for deadline := time.Now().Add(time.Duration(secs) * time.Second); ; time.Sleep(200 * time.Millisecond) {
+					_ = ts.Exec(args[2], args[3:]...)
+					if re.MatchString(ts.ReadFile("stdout")) {
+						return
+					}
+					if time.Now().After(deadline) {
+						ts.Fatalf("%s: stdout did not match %q within %ds", args[2], args[1], secs)
+					}
 				}
 			},
 			"cp-demo": func(ts *testscript.TestScript, neg bool, args []string) {

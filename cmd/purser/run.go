@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -42,6 +44,20 @@ type session struct {
 	engine    *engine.Engine
 	view      *tui.Live
 	app       *app.App
+	// shown is the live view the engine's events go to: view, or the one
+	// of a task resumed after a raise (--wait-for-raise).
+	shown   atomic.Pointer[tui.Live]
+	newView func(tasks []purser.Task) *tui.Live
+}
+
+// observe passes an engine event to the live view shown.
+func (s *session) observe(ev purser.Event) { s.shown.Load().Observe(ev) }
+
+// show makes a new live view of tasks the one shown, and starts it.
+func (s *session) show(tasks []purser.Task) (stop func()) {
+	v := s.newView(tasks)
+	s.shown.Store(v)
+	return v.Start()
 }
 
 // newSession starts the alerts and the live view of the tasks, and the
@@ -51,15 +67,21 @@ func newSession(cmd *cobra.Command, a *app.App, proj *config.Project, tasks []pu
 		return nil, err
 	}
 	ctx, interrupt := context.WithCancelCause(cmd.Context())
-	view := tui.NewLive(cmd.OutOrStdout(), tui.LiveOptions{Tasks: tasks, RunBudget: runBudget,
-		Interrupt: func() { interrupt(errSignal) }, Quit: quitNow, JSON: asJSON})
-	e, err := a.NewEngine(app.EngineOptions{Observe: view.Observe, Prices: proj.Prices, Tasks: tasks})
+	s := &session{ctx: ctx, interrupt: interrupt, app: a}
+	s.newView = func(tasks []purser.Task) *tui.Live {
+		return tui.NewLive(cmd.OutOrStdout(), tui.LiveOptions{Tasks: tasks, RunBudget: runBudget,
+			Interrupt: func() { interrupt(errSignal) }, Quit: quitNow, JSON: asJSON})
+	}
+	s.view = s.newView(tasks)
+	s.shown.Store(s.view)
+	e, err := a.NewEngine(app.EngineOptions{Observe: s.observe, Prices: proj.Prices, Tasks: tasks})
 	if err != nil {
 		interrupt(nil)
 		a.EndAlerts()
 		return nil, err
 	}
-	return &session{ctx: ctx, interrupt: interrupt, engine: e, view: view, app: a}, nil
+	s.engine = e
+	return s, nil
 }
 
 // end stops the session: it delivers the alerts still queued (bounded by
@@ -73,8 +95,9 @@ func newRunCmd() *cobra.Command {
 	var db, runBudget, runName, ci, drawFrom string
 	var parallel int
 	var asJSON, acceptConfig bool
+	var waitRaise time.Duration
 	cmd := &cobra.Command{
-		Use:   "run TASKFILE... [--db PATH] [--parallel N] [--run-budget FILE] [--run NAME] [--draw-from BUDGET,...] [--json] [--ci github] [--accept-config]",
+		Use:   "run TASKFILE... [--db PATH] [--parallel N] [--run-budget FILE] [--run NAME] [--draw-from BUDGET,...] [--json] [--ci github] [--accept-config] [--wait-for-raise D]",
 		Short: "Run tasks under their budgets",
 		Long: `Runs each task iteration by iteration until its validators pass (DONE), its
 budget stops it (BLOCKED) or it fails (FAILED).
@@ -122,6 +145,13 @@ tasks that had not started are left untouched).`,
 			stopView := s.view.Start()
 			outcomes, err := s.engine.RunBatch(s.ctx, engine.Batch{Tasks: tasks, Name: runName, Budget: runCfg, Parallel: parallel})
 			stopView()
+			if err == nil && waitRaise > 0 {
+				notes := cmd.OutOrStdout()
+				if asJSON {
+					notes = cmd.ErrOrStderr()
+				}
+				outcomes = waitForRaises(s, a.Store, notes, waitRaise, outcomes)
+			}
 			s.end()
 			if err != nil {
 				return requestError(err)
@@ -137,6 +167,7 @@ tasks that had not started are left untouched).`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON Lines (for CI and scripts) instead of the live view")
 	cmd.Flags().StringVar(&ci, "ci", "", "report the run to a CI system when it ends: github (job summary in $GITHUB_STEP_SUMMARY, ::warning/::error annotations)")
 	cmd.Flags().BoolVar(&acceptConfig, "accept-config", false, acceptConfigHelp)
+	cmd.Flags().DurationVar(&waitRaise, "wait-for-raise", 0, "stay attached after tasks are BLOCKED by their budget, up to this long (e.g. 30m): a task raised meanwhile with purser raise is resumed here")
 	return cmd
 }
 
