@@ -126,10 +126,11 @@ func NewHandler(store purser.StoreReader, o Options) http.Handler {
 const tokenCookie = "purser_token"
 
 type handler struct {
-	store purser.StoreReader
-	o     Options
-	hosts hosts
-	feed  *feed
+	store   purser.StoreReader
+	o       Options
+	hosts   hosts
+	feed    *feed
+	budgets budgetTree
 }
 
 // secure checks the Host (against DNS rebinding), then the token, in
@@ -172,6 +173,9 @@ func (h *handler) secure(next http.Handler) http.Handler {
 func (h *handler) load(ctx context.Context) ([]byte, error) {
 	snap, err := Load(ctx, h.store)
 	if err != nil {
+		return nil, err
+	}
+	if snap.Budgets, err = h.budgets.get(ctx, h.store, time.Now()); err != nil {
 		return nil, err
 	}
 	addForecasts(ctx, &snap, h.o.Forecast)

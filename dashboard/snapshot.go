@@ -28,6 +28,10 @@ import (
 // with textContent, since the store holds agent output.
 type Snapshot struct {
 	Runs []RunView `json:"runs"`
+	// Budgets are the named budgets as their tree (org → team → repo …):
+	// each node's window, tier, spend against its caps and room, as
+	// purser budgets tree shows them.
+	Budgets []report.BudgetTreeJSON `json:"budgets"`
 }
 
 // RunView is one run: its budget (when it has one) and its tasks.
@@ -169,7 +173,7 @@ func Load(ctx context.Context, s purser.StoreReader) (Snapshot, error) {
 		}
 		rv.Tasks = append(rv.Tasks, tv)
 	}
-	snap := Snapshot{Runs: []RunView{}}
+	snap := Snapshot{Runs: []RunView{}, Budgets: []report.BudgetTreeJSON{}}
 	for _, id := range order {
 		rv := byRun[id]
 		slices.SortStableFunc(rv.Tasks, func(a, b TaskView) int { return strings.Compare(a.ID, b.ID) })

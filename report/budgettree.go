@@ -23,7 +23,10 @@ type BudgetTreeJSON struct {
 	// every ancestor's caps (omitted where nothing caps the metric).
 	HeadroomUSD    *json.Number     `json:"headroomUsd,omitempty"`
 	HeadroomTokens *int64           `json:"headroomTokens,omitempty"`
-	Children       []BudgetTreeJSON `json:"children"`
+	// Summary is the node in words, as budgets tree prints it after its
+	// name and tier: its window, spend against its caps, holds and room.
+	Summary  string           `json:"summary"`
+	Children []BudgetTreeJSON `json:"children"`
 
 	room, spent budget.Amount // as the text shows them
 }
@@ -58,6 +61,7 @@ func BudgetTree(sts []purser.NamedBudgetStatus) []BudgetTreeJSON {
 			t := room.Tokens
 			n.HeadroomTokens = &t
 		}
+		n.Summary = n.summary()
 		cs := kids[name]
 		slices.Sort(cs)
 		for _, c := range cs {
@@ -81,22 +85,7 @@ func BudgetTree(sts []purser.NamedBudgetStatus) []BudgetTreeJSON {
 func WriteBudgetTree(w io.Writer, roots []BudgetTreeJSON) {
 	var write func(n BudgetTreeJSON, indent, branch string)
 	write = func(n BudgetTreeJSON, indent, branch string) {
-		fmt.Fprintf(w, "%s%s%s  %s  per %s%s: spent %s, %d tokens of %s", indent, branch, n.Name, strings.ToUpper(n.Tier), n.Window,
-			ZoneText(n.Zone), n.spent.USD, n.SpentTokens, CapsText(budget.CapsOf(n.Budget)))
-		if n.HeldTokens > 0 || n.HeldUSD != "0" {
-			fmt.Fprintf(w, "; held $%s, %d tokens", n.HeldUSD, n.HeldTokens)
-		}
-		var room []string
-		if n.HeadroomUSD != nil {
-			room = append(room, n.room.USD.String())
-		}
-		if n.HeadroomTokens != nil {
-			room = append(room, fmt.Sprintf("%d tokens", *n.HeadroomTokens))
-		}
-		if len(room) > 0 {
-			fmt.Fprintf(w, "; room %s", strings.Join(room, ", "))
-		}
-		fmt.Fprintln(w)
+		fmt.Fprintf(w, "%s%s%s  %s  %s\n", indent, branch, n.Name, strings.ToUpper(n.Tier), n.Summary)
 		next := indent
 		switch branch {
 		case "├─ ":
@@ -115,4 +104,25 @@ func WriteBudgetTree(w io.Writer, roots []BudgetTreeJSON) {
 	for _, r := range roots {
 		write(r, "", "")
 	}
+}
+
+// summary says a node's window, its spend against its caps, the holds of
+// calls in flight and what a new hold could take there.
+func (n BudgetTreeJSON) summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "per %s%s: spent %s, %d tokens of %s", n.Window, ZoneText(n.Zone), n.spent.USD, n.SpentTokens, CapsText(budget.CapsOf(n.Budget)))
+	if n.HeldTokens > 0 || n.HeldUSD != "0" {
+		fmt.Fprintf(&b, "; held $%s, %d tokens", n.HeldUSD, n.HeldTokens)
+	}
+	var room []string
+	if n.HeadroomUSD != nil {
+		room = append(room, n.room.USD.String())
+	}
+	if n.HeadroomTokens != nil {
+		room = append(room, fmt.Sprintf("%d tokens", *n.HeadroomTokens))
+	}
+	if len(room) > 0 {
+		fmt.Fprintf(&b, "; room %s", strings.Join(room, ", "))
+	}
+	return b.String()
 }

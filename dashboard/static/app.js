@@ -136,7 +136,35 @@ function task(t) {
   return art;
 }
 
+// budgetNode is a named budget and, nested under it, its children.
+function budgetNode(n) {
+  const li = el("li", { "data-budget": n.name, "data-tier": n.tier.toUpperCase() },
+    el("b", {}, n.name), " ",
+    el("span", { class: "badge " + n.tier.toUpperCase() }, n.tier.toUpperCase()), " ",
+    el("span", { class: "note" }, n.summary));
+  if (n.children.length > 0) {
+    const ul = el("ul", {});
+    for (const c of n.children) ul.append(budgetNode(c));
+    li.append(ul);
+  }
+  return li;
+}
+
+function renderBudgets(budgets) {
+  const box = document.getElementById("budgets");
+  if (!budgets || budgets.length === 0) {
+    box.replaceChildren();
+    box.hidden = true;
+    return;
+  }
+  const ul = el("ul", { class: "tree" });
+  for (const n of budgets) ul.append(budgetNode(n));
+  box.replaceChildren(el("h2", {}, "Named budgets"), ul);
+  box.hidden = false;
+}
+
 function render(snap) {
+  renderBudgets(snap.budgets);
   const main = document.getElementById("runs");
   const open = new Set([...main.querySelectorAll("details[open]")].map((d) => d.dataset.key));
   const frag = document.createDocumentFragment();
