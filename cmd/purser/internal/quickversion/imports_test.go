@@ -1,39 +1,13 @@
 package quickversion_test
 
 import (
-	"go/parser"
-	"go/token"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/purser-dev/purser/internal/proctest"
 )
 
 // `purser --version` is quick only while this package is initialised
-// before the rest of purser: Go initialises packages in the order of their
-// import paths, each once its imports are, and an import that sorts late
-// (strings, golang.org/x/sys/unix, runtime/debug, …) would hold it back
-// behind every package of the CLI (issue 24). Nothing breaks then; it is
-// only slow again, which is why this test says so.
+// before the rest of purser (see proctest.ImportsOnly).
 func TestImportsOnlyPackagesInitialisedEarly(t *testing.T) {
-	early := map[string]bool{"bytes": true, "os": true, "runtime": true, "unsafe": true}
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, imp := range f.Imports {
-			path, _ := strconv.Unquote(imp.Path.Value)
-			if !early[path] {
-				t.Errorf("%s imports %s: measure where this init then runs (GODEBUG=inittrace=1 purser --version) before allowing it here", name, path)
-			}
-		}
-	}
+	proctest.ImportsOnly(t, []string{"bytes", "os", "runtime", "unsafe"}, "GODEBUG=inittrace=1 purser --version")
 }
