@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/redact"
 )
@@ -17,9 +19,54 @@ import (
 // a raise made by any process on any store.
 const raisePoll = 500 * time.Millisecond
 
-// raiseWatch is what an attached run needs of its store to see a raise.
+// raiseWatch is what an attached run needs of its store to see a raise:
+// of the task's own cap, and (where the store keeps them) of the named
+// budget that stopped it.
 type raiseWatch interface {
 	BudgetChanges(ctx context.Context, taskID string) ([]purser.BudgetChange, error)
+}
+
+// namedWatch is what it needs to see a named budget raised.
+type namedWatch interface {
+	NamedBudget(ctx context.Context, name string) (purser.NamedBudget, error)
+}
+
+// stopped is a BLOCKED task an attached run waits on: how many budget
+// changes it had when it stopped and, when a named budget stopped it, that
+// budget's name and caps then.
+type stopped struct {
+	changes int
+	named   string
+	caps    budget.Amount
+}
+
+// stoppedBy reads what a task's stop is to be compared against.
+func stoppedBy(ctx context.Context, store raiseWatch, o engine.TaskOutcome) (stopped, error) {
+	changes, err := store.BudgetChanges(ctx, o.Task.ID)
+	if err != nil {
+		return stopped{}, err
+	}
+	st := stopped{changes: len(changes)}
+	nw, ok := store.(namedWatch)
+	if name := namedStop(o.Err); ok && name != "" {
+		if nb, err := nw.NamedBudget(ctx, name); err == nil {
+			st.named, st.caps = name, nb.Caps()
+		}
+	}
+	return st, nil
+}
+
+// namedStop is the named budget that stopped a task ("" for another stop).
+func namedStop(err error) string {
+	var ibe *budget.InsufficientBudgetError
+	if errors.As(err, &ibe) && ibe.Scope == budget.ScopeNamed {
+		return ibe.Name
+	}
+	var be *budget.BudgetExhaustedError
+	if errors.As(err, &be) && be.Scope == budget.ScopeNamed {
+		return be.Name
+	}
+	return ""
 }
 
 // waitForRaises keeps a run attached after it ended with budget stops
@@ -32,19 +79,23 @@ type raiseWatch interface {
 // comes after, never instead.
 func waitForRaises(s *session, store raiseWatch, notes io.Writer, wait time.Duration, outcomes []engine.TaskOutcome) []engine.TaskOutcome {
 	ctx := s.ctx
-	seen := map[int]int{} // outcome index → budget changes recorded when it stopped
+	seen := map[int]stopped{} // by outcome index
 	for i, o := range outcomes {
 		if o.Err == nil || !engine.IsBudgetStop(o.Err) {
 			continue
 		}
-		changes, err := store.BudgetChanges(ctx, o.Task.ID)
+		st, err := stoppedBy(ctx, store, o)
 		if err != nil {
 			fmt.Fprintf(notes, "purser: --wait-for-raise: reading task %s's budget changes: %s; not waiting for it\n", o.Task.ID, redact.Display(err.Error()))
 			continue
 		}
-		seen[i] = len(changes)
-		fmt.Fprintf(notes, "task %s is BLOCKED: waiting up to %s for a raise (purser raise %s --usd N or --tokens N, from outside its workspace); Ctrl+C stops waiting\n",
-			o.Task.ID, wait, o.Task.ID)
+		seen[i] = st
+		how := fmt.Sprintf("purser raise %s --usd N or --tokens N", o.Task.ID)
+		if st.named != "" {
+			how = fmt.Sprintf("purser budgets raise %s --file FILE", st.named)
+		}
+		fmt.Fprintf(notes, "task %s is BLOCKED: waiting up to %s for a raise (%s, from outside its workspace); Ctrl+C stops waiting\n",
+			o.Task.ID, wait, how)
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
@@ -60,18 +111,16 @@ func waitForRaises(s *session, store raiseWatch, notes io.Writer, wait time.Dura
 			return outcomes
 		case <-tick.C:
 		}
-		for i, n := range seen {
-			raised, err := raisedSince(ctx, store, outcomes[i].Task.ID, n)
-			if err != nil || !raised {
+		for i, st := range seen {
+			if !raisedSince(ctx, store, outcomes[i].Task.ID, st) {
 				continue
 			}
 			delete(seen, i)
 			outcomes[i] = resumeRaised(ctx, s, notes, outcomes[i].Task)
 			if engine.IsBudgetStop(outcomes[i].Err) {
 				// Raised, but not enough: wait for the next raise.
-				changes, err := store.BudgetChanges(ctx, outcomes[i].Task.ID)
-				if err == nil {
-					seen[i] = len(changes)
+				if st, err := stoppedBy(ctx, store, outcomes[i]); err == nil {
+					seen[i] = st
 				}
 			}
 		}
@@ -79,19 +128,26 @@ func waitForRaises(s *session, store raiseWatch, notes io.Writer, wait time.Dura
 	return outcomes
 }
 
-// raisedSince reports whether a raise by purser raise was recorded for the
-// task after its first n budget changes.
-func raisedSince(ctx context.Context, store raiseWatch, taskID string, n int) (bool, error) {
-	changes, err := store.BudgetChanges(ctx, taskID)
-	if err != nil {
-		return false, err
-	}
-	for _, c := range changes[min(n, len(changes)):] {
-		if strings.HasPrefix(c.Source, purser.TaskRaiseSource) {
-			return true, nil
+// raisedSince reports whether, since the task stopped, purser raise moved
+// its cap or the named budget that stopped it has other caps. A store that
+// cannot be read now is read again at the next look.
+func raisedSince(ctx context.Context, store raiseWatch, taskID string, st stopped) bool {
+	if st.named != "" {
+		nb, err := store.(namedWatch).NamedBudget(ctx, st.named)
+		if err == nil && nb.Caps() != st.caps {
+			return true
 		}
 	}
-	return false, nil
+	changes, err := store.BudgetChanges(ctx, taskID)
+	if err != nil {
+		return false
+	}
+	for _, c := range changes[min(st.changes, len(changes)):] {
+		if strings.HasPrefix(c.Source, purser.TaskRaiseSource) {
+			return true
+		}
+	}
+	return false
 }
 
 // resumeRaised resumes a raised task in the attached run, its live view
