@@ -127,7 +127,8 @@ func TestBoxRefusesWhatItCannotKeep(t *testing.T) {
 		"door port":          {func(b *Box) { b.Door.Port = 0 }, "not a TCP port"},
 		"door socket":        {func(b *Box) { b.Door.Socket = "door.sock" }, "absolute"},
 		"few processes":      {func(b *Box) { b.Limits.Processes = 15 }, "below a box's least, 16"},
-		"allow":              {func(b *Box) { b.Allow = []string{"registry.npmjs.org:443"} }, "registry.npmjs.org:443"},
+		"allow without port": {func(b *Box) { b.Allow = []string{"registry.npmjs.org:443", "registry.npmjs.org"} }, `"registry.npmjs.org" is not host:port`},
+		"allow url":          {func(b *Box) { b.Allow = []string{"https://registry.npmjs.org:443"} }, "https://registry.npmjs.org:443"},
 	} {
 		b := testBox()
 		tc.edit(&b)
@@ -137,9 +138,9 @@ func TestBoxRefusesWhatItCannotKeep(t *testing.T) {
 		}
 	}
 	b := testBox()
-	b.Allow = []string{"x:1"}
-	if _, err := b.bwrapArgs(testLayout, "/p", "true", nil); !errors.Is(err, ErrAllowUnsupported) {
-		t.Errorf("Allow: %v, want ErrAllowUnsupported", err)
+	b.Allow = []string{"x.example:1"}
+	if _, err := b.bwrapArgs(testLayout, "/p", "true", nil); err == nil || !strings.Contains(err.Error(), "egress proxy") {
+		t.Errorf("Allow without the proxy started: %v", err)
 	}
 	if _, err := testBox().bwrapArgs(testLayout, "/p", "", nil); err == nil {
 		t.Error("an empty command was accepted")
@@ -169,5 +170,38 @@ func TestAvailableSaysWhatToInstall(t *testing.T) {
 	_, err := available()
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "apt-get install bubblewrap") || !strings.Contains(err.Error(), "sandbox: off") {
 		t.Errorf("available() without bwrap: %v", err)
+	}
+}
+
+// A box with an allow-list gets the egress proxy's socket, the init's
+// relay to it, and the proxy variables (whatever Env said), NO_PROXY
+// keeping the door direct; the door's port is left to the door.
+func TestBwrapArgsEgress(t *testing.T) {
+	b := testBox()
+	b.Door.Port = egressPort
+	b.Allow = []string{"registry.npmjs.org:443"}
+	b.Env["HTTPS_PROXY"] = "http://evil.example:1"
+	b.egressSocket = "/tmp/purser-egress-1/0.sock"
+	args, err := b.bwrapArgs(testLayout, "/p", "true", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://127.0.0.1:3129"
+	for _, seq := range [][]string{
+		{"--bind", "/tmp/purser-egress-1/0.sock", egressSock},
+		{initArg, "door=3128", "egress=3129"},
+		{"--setenv", "HTTPS_PROXY", url}, {"--setenv", "http_proxy", url}, {"--setenv", "ALL_PROXY", url},
+		{"--setenv", "NO_PROXY", "127.0.0.1,localhost"}, {"--setenv", "no_proxy", "127.0.0.1,localhost"},
+	} {
+		if !hasSeq(args, seq...) {
+			t.Errorf("bwrap args lack %q:\n%s", seq, strings.Join(args, " "))
+		}
+	}
+	if hasSeq(args, "--setenv", "HTTPS_PROXY", "http://evil.example:1") {
+		t.Error("Env's HTTPS_PROXY overrode the egress proxy")
+	}
+	c, err := parseInitArgs([]string{"door=3128", "egress=3129", "nproc=1", "data=1", "--", "true"})
+	if err != nil || c.egress != 3129 {
+		t.Errorf("parseInitArgs: %+v, %v", c, err)
 	}
 }

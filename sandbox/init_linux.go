@@ -33,13 +33,14 @@ func InitMain() { os.Exit(initMain(os.Args[2:])) }
 
 // initConfig is what Command tells the init on its command line.
 type initConfig struct {
-	door  int // TCP port on the box's 127.0.0.1 relayed to doorSocket; 0: none
+	door   int // TCP port on the box's 127.0.0.1 relayed to doorSocket; 0: none
+	egress int // TCP port on the box's 127.0.0.1 relayed to the egress proxy; 0: none
 	nproc int
 	data  int64
 	argv  []string // the command and its arguments
 }
 
-// parseInitArgs reads `door=PORT nproc=N data=BYTES -- NAME ARGS…` as
+// parseInitArgs reads `door=PORT egress=PORT nproc=N data=BYTES -- NAME ARGS…` as
 // bwrapArgs writes it. A negative limit means none.
 func parseInitArgs(args []string) (initConfig, error) {
 	var c initConfig
@@ -59,6 +60,8 @@ func parseInitArgs(args []string) (initConfig, error) {
 		switch k {
 		case "door":
 			c.door = int(n)
+		case "egress":
+			c.egress = int(n)
 		case "nproc":
 			c.nproc = int(n)
 		case "data":
@@ -89,13 +92,19 @@ func initMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "purser box: %v\n", err)
 		return exitBoxFailed
 	}
-	if c.door > 0 {
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(c.door)))
+	for _, r := range []struct {
+		port       int
+		path, what string
+	}{{c.door, doorSocket, "the door"}, {c.egress, egressSock, "the egress proxy"}} {
+		if r.port <= 0 {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port)))
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "purser box: opening the door: %v\n", err)
+			fmt.Fprintf(os.Stderr, "purser box: opening %s: %v\n", r.what, err)
 			return exitBoxFailed
 		}
-		go serveDoor(ln, doorSocket)
+		go serveRelay(ln, r.path, r.what)
 	}
 	path, err := exec.LookPath(c.argv[0])
 	if err != nil {
@@ -226,9 +235,10 @@ func countProcesses() int {
 	return n
 }
 
-// serveDoor relays each connection to ln to the unix socket at path, both
-// ways, until either side closes.
-func serveDoor(ln net.Listener, path string) {
+// serveRelay relays each connection to ln to the unix socket at path (the
+// door's, or the egress proxy's: what), both ways, until either side
+// closes.
+func serveRelay(ln net.Listener, path, what string) {
 	for {
 		in, err := ln.Accept()
 		if err != nil {
@@ -240,7 +250,7 @@ func serveDoor(ln net.Listener, path string) {
 			if err != nil {
 				// Said once per connection, on the boxed program's stderr,
 				// which Purser keeps: a closed door is Purser's fault to find.
-				fmt.Fprintf(os.Stderr, "purser box: the door is closed: %v\n", err)
+				fmt.Fprintf(os.Stderr, "purser box: %s is closed: %v\n", what, err)
 				return
 			}
 			defer out.Close()

@@ -60,6 +60,8 @@ func helper(name string, args []string) int {
 		var b bytes.Buffer
 		_, _ = b.ReadFrom(resp.Body)
 		fmt.Print(b.String())
+	case "proxyget", "connect":
+		return egressHelper(name, args)
 	case "resolve":
 		addrs, err := net.LookupHost(args[0])
 		if err != nil {

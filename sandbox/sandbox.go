@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,9 +52,14 @@ type Box struct {
 	// Door, when set, is the box's only way out: 127.0.0.1:Door.Port
 	// inside relays to a unix socket on the host.
 	Door *Door
-	// Allow names host:port destinations the task asked to reach besides
-	// the door. Not implemented yet: a box with any is refused with
-	// ErrAllowUnsupported rather than silently cut off or let through.
+	// Allow names host:port destinations (sandbox.network.allow: a
+	// package registry) the box may reach besides the door, through
+	// Purser's egress proxy: Command starts it (one per allow-list, for the
+	// life of the process), binds its unix socket into the box, where the
+	// init relays 127.0.0.1:EgressPort to it, and sets HTTP(S)_PROXY,
+	// ALL_PROXY (and their lower-case forms) to it, NO_PROXY to 127.0.0.1
+	// and localhost so the door stays direct. An entry is host:port or
+	// *.suffix:port; anything else is refused by Command, naming it.
 	Allow []string
 	// Limits bound what the program may consume.
 	Limits Limits
@@ -62,6 +68,10 @@ type Box struct {
 	// current executable. A small binary that does nothing else starts
 	// faster than a large program whose package initialisation runs first.
 	Init string
+
+	// egressSocket is the host path of the egress proxy's socket, set by
+	// Command when Allow is not empty (bwrapArgs stays pure).
+	egressSocket string
 }
 
 // Door is the single way out of the box's network namespace. The box has
@@ -122,16 +132,33 @@ func (l Limits) resolved() Limits {
 	return l
 }
 
-// ErrAllowUnsupported is returned by Command for a box whose Allow is not
-// empty: reaching a named host through Purser is not built yet, and a task
-// that needs it must know rather than fail later in the dark.
-var ErrAllowUnsupported = errors.New("sandbox: network allow-list (sandbox.network.allow) is not supported yet; the box reaches only Purser's door")
+// EgressPort is the TCP port on the box's 127.0.0.1 where its egress proxy
+// answers (when Allow is not empty): the port squid made the proxies'
+// habit, or the next one when the door holds it.
+func (b Box) EgressPort() int {
+	if b.Door != nil && b.Door.Port == egressPort {
+		return egressPort + 1
+	}
+	return egressPort
+}
+
+// egressPort is EgressPort's usual answer.
+const egressPort = 3128
+
+// EgressURL is the proxy URL a program in the box is given: "http://127.0.0.1:PORT".
+func (b Box) EgressURL() string { return "http://127.0.0.1:" + strconv.Itoa(b.EgressPort()) }
+
+// proxyEnv are the variables that point a program at the egress proxy (the
+// lower-case forms are curl's and most tools'; Go and Node read both).
+var proxyEnv = []string{"HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy"}
 
 // Paths inside the box that belong to the box itself, not to the host.
 const (
 	boxDir     = "/run/purser-box"
 	initPath   = boxDir + "/init"
 	doorSocket = boxDir + "/door.sock"
+	// egressSocket is where the egress proxy's socket is bound.
+	egressSock = boxDir + "/egress.sock"
 )
 
 // initArg is the hidden first argument that makes a binary the box's init.
@@ -154,11 +181,21 @@ func (b Box) Command(ctx context.Context, name string, args ...string) (*exec.Cm
 			return nil, fmt.Errorf("sandbox: finding the current executable to run as the box's init: %w", err)
 		}
 	}
-	argv, err := b.bwrapArgs(hostLayout(), self, name, args)
-	if err != nil {
+	if err := b.check(); err != nil {
 		return nil, err
 	}
+	if len(b.Allow) > 0 {
+		e, err := egressFor(b.Allow)
+		if err != nil {
+			return nil, err
+		}
+		b.egressSocket = e.socket
+	}
 	if err := b.checkHost(self); err != nil {
+		return nil, err
+	}
+	argv, err := b.bwrapArgs(hostLayout(), self, name, args)
+	if err != nil {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, probe.bwrap, argv...)
@@ -177,6 +214,17 @@ func (b Box) environ() []string {
 		}
 	}
 	env = append(env, "HOME="+b.Home)
+	if len(b.Allow) > 0 {
+		// The proxy's variables are the box's, whatever Env says.
+		env = slices.DeleteFunc(env, func(kv string) bool {
+			k, _, _ := strings.Cut(kv, "=")
+			return slices.Contains(proxyEnv, k) || strings.EqualFold(k, "NO_PROXY")
+		})
+		for _, k := range proxyEnv {
+			env = append(env, k+"="+b.EgressURL())
+		}
+		env = append(env, "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
+	}
 	sort.Strings(env)
 	return env
 }
@@ -287,6 +335,12 @@ func (b Box) bwrapArgs(l layout, self, name string, args []string) ([]string, er
 		// Writable: connecting to a unix socket needs write permission on it.
 		a = append(a, "--bind", filepath.Clean(b.Door.Socket), doorSocket)
 	}
+	if len(b.Allow) > 0 {
+		if b.egressSocket == "" {
+			return nil, errors.New("sandbox: a box with network.allow needs its egress proxy started (Box.Command does)")
+		}
+		a = append(a, "--bind", b.egressSocket, egressSock)
+	}
 	// The root itself (a tmpfs holding the mount points) read-only, once
 	// every mount is made: nothing is written outside the binds and /tmp.
 	a = append(a, "--remount-ro", "/")
@@ -298,6 +352,9 @@ func (b Box) bwrapArgs(l layout, self, name string, args []string) ([]string, er
 	if b.Door != nil {
 		a = append(a, "door="+strconv.Itoa(b.Door.Port))
 	}
+	if len(b.Allow) > 0 {
+		a = append(a, "egress="+strconv.Itoa(b.EgressPort()))
+	}
 	a = append(a, "nproc="+strconv.Itoa(lim.Processes), "data="+strconv.FormatInt(lim.MemoryBytes, 10))
 	a = append(a, "--", name)
 	return append(a, args...), nil
@@ -305,10 +362,11 @@ func (b Box) bwrapArgs(l layout, self, name string, args []string) ([]string, er
 
 // check refuses a box whose fields would make a box other than the one
 // described: relative paths, a HOME inside the workspace, an environment
-// bwrap cannot carry, a door without a port, an allow-list.
+// bwrap cannot carry, a door without a port, an allow-list entry that is
+// not host:port.
 func (b Box) check() error {
-	if len(b.Allow) > 0 {
-		return fmt.Errorf("%w (asked for %s)", ErrAllowUnsupported, strings.Join(b.Allow, ", "))
+	if _, err := parseAllowList(b.Allow); err != nil {
+		return fmt.Errorf("sandbox: network.allow: %w", err)
 	}
 	for _, p := range []struct{ what, path string }{{"workspace", b.Workspace}, {"home", b.Home}} {
 		if !filepath.IsAbs(p.path) {
@@ -369,6 +427,9 @@ func (b Box) checkHost(init string) error {
 	}
 	if b.Door != nil {
 		paths = append(paths, struct{ what, path string }{"door's socket", b.Door.Socket})
+	}
+	if b.egressSocket != "" {
+		paths = append(paths, struct{ what, path string }{"egress proxy's socket", b.egressSocket})
 	}
 	for _, p := range paths {
 		if _, err := os.Stat(p.path); err != nil {

@@ -36,6 +36,10 @@ type Setting struct {
 	// process's memory (see Limits).
 	Processes int
 	MemoryMiB int64
+	// Allow are the destinations (host:port, or *.suffix:port) the box may
+	// reach through Purser's egress proxy (network: {allow: [...]}); the
+	// caller passes them to Box.Allow.
+	Allow []string
 }
 
 // Limits are the bounds the setting asks for, as a Box takes them.
@@ -65,7 +69,7 @@ type SettingProblem struct {
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // settingKeys are the keys of the mapping form.
-var settingKeys = []string{"env", "memoryMiB", "mode", "processes", "readOnly"}
+var settingKeys = []string{"env", "memoryMiB", "mode", "network", "processes", "readOnly"}
 
 // ParseSetting reads a sandbox: value as a YAML library decodes it into an
 // any (a string, a bool, or a map[string]any), strictly: an unknown key is
@@ -132,6 +136,10 @@ func ParseSetting(v any, dir string) (Setting, []SettingProblem) {
 					probs = append(probs, SettingProblem{k, fmt.Sprintf("want a whole number of MiB from 64 to %d, got %v", 1<<30, x[k])})
 				}
 				s.MemoryMiB = n
+			case "network":
+				var np []SettingProblem
+				s.Allow, np = parseNetwork(x[k])
+				probs = append(probs, np...)
 			default:
 				probs = append(probs, SettingProblem{k, fmt.Sprintf("unknown key (known: %s)", strings.Join(settingKeys, ", "))})
 			}
@@ -200,4 +208,35 @@ func stringList(v any) ([]string, bool) {
 		out = append(out, s)
 	}
 	return out, true
+}
+
+// parseNetwork reads network: {allow: [host:port, ...]}, strictly: an
+// unknown key is refused by name, and so is each entry that is not
+// host:port or *.suffix:port (see parseAllowEntry).
+func parseNetwork(v any) ([]string, []SettingProblem) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, []SettingProblem{{"network", fmt.Sprintf("want {allow: [host:port, ...]}, got %v", v)}}
+	}
+	var allow []string
+	var probs []SettingProblem
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if k != "allow" {
+			probs = append(probs, SettingProblem{"network." + k, "unknown key (known: allow)"})
+			continue
+		}
+		list, ok := stringList(m[k])
+		if !ok {
+			probs = append(probs, SettingProblem{"network.allow", "want a list of host:port destinations, like [registry.npmjs.org:443]"})
+		}
+		for i, entry := range list {
+			e, err := parseAllowEntry(entry)
+			if err != nil {
+				probs = append(probs, SettingProblem{fmt.Sprintf("network.allow[%d]", i), err.Error()})
+				continue
+			}
+			allow = append(allow, e.String())
+		}
+	}
+	return allow, probs
 }
