@@ -43,6 +43,7 @@ type egress struct {
 	socket  string
 	ln      net.Listener
 	sem     chan struct{}
+	idle    time.Duration
 	log     *slog.Logger
 	resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	dial    func(ctx context.Context, addr string) (net.Conn, error)
@@ -90,7 +91,7 @@ func egressFor(allow []string) (*egress, error) {
 	}
 	var d net.Dialer
 	e := &egress{allow: l, socket: sock, ln: ln, sem: make(chan struct{}, egressMaxConns),
-		log: slog.Default().With("component", "sandbox egress"),
+		idle: egressIdle, log: slog.Default().With("component", "sandbox egress"),
 		resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		},
@@ -120,7 +121,7 @@ func (e *egress) serve() {
 			}()
 		default:
 			go func() {
-				e.refuse(c, http.StatusServiceUnavailable, fmt.Sprintf("purser: the box's egress proxy holds %d connections already, its most; try again when some have closed\n", egressMaxConns))
+				e.refuse(c, http.StatusServiceUnavailable, fmt.Sprintf("purser: the box's egress proxy holds %d connections already, its most; try again when some have closed\n", cap(e.sem)))
 				countRefused("(too many connections)")
 			}()
 		}
@@ -185,10 +186,10 @@ func (e *egress) handle(c net.Conn) {
 		if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 			return
 		}
-		o.up, o.down = tunnel(c, br, up)
+		o.up, o.down = tunnel(c, br, up, e.idle)
 		return
 	}
-	o.up, o.down = forward(c, req, up)
+	o.up, o.down = forward(c, req, up, e.idle)
 }
 
 // target is where a proxy request goes: a CONNECT's authority, or a plain
@@ -277,13 +278,13 @@ func (e *egress) record(o outcome) {
 
 // tunnel copies between the box's connection (whose reader br may hold
 // bytes already read) and up, both ways, half-closes included, until both
-// directions end or neither carries a byte for egressIdle. It returns the
+// directions end or neither carries a byte for idle. It returns the
 // bytes sent up and down.
-func tunnel(c net.Conn, br *bufio.Reader, up net.Conn) (int64, int64) {
+func tunnel(c net.Conn, br *bufio.Reader, up net.Conn, idle time.Duration) (int64, int64) {
 	var last atomic.Int64
 	last.Store(time.Now().UnixNano())
 	done := make(chan struct{})
-	go idleWatch(&last, done, c, up)
+	go idleWatch(&last, idle, done, c, up)
 	var sent int64
 	upDone := make(chan struct{})
 	go func() {
@@ -301,12 +302,12 @@ func tunnel(c net.Conn, br *bufio.Reader, up net.Conn) (int64, int64) {
 // forward sends a plain request to up in origin form, asking the server to
 // close after it, and copies the answer back. Only one request per
 // connection: the next one may name another host.
-func forward(c net.Conn, req *http.Request, up net.Conn) (int64, int64) {
+func forward(c net.Conn, req *http.Request, up net.Conn, idle time.Duration) (int64, int64) {
 	var last atomic.Int64
 	last.Store(time.Now().UnixNano())
 	done := make(chan struct{})
 	defer close(done)
-	go idleWatch(&last, done, c, up)
+	go idleWatch(&last, idle, done, c, up)
 	req.Header.Del("Proxy-Connection")
 	req.Header.Del("Proxy-Authorization")
 	req.Close = true
@@ -318,16 +319,16 @@ func forward(c net.Conn, req *http.Request, up net.Conn) (int64, int64) {
 	return cw.n, got
 }
 
-// idleWatch closes both connections once no byte has moved for egressIdle.
-func idleWatch(last *atomic.Int64, done <-chan struct{}, conns ...net.Conn) {
-	t := time.NewTicker(egressIdle / 4)
+// idleWatch closes both connections once no byte has moved for idle.
+func idleWatch(last *atomic.Int64, idle time.Duration, done <-chan struct{}, conns ...net.Conn) {
+	t := time.NewTicker(idle / 4)
 	defer t.Stop()
 	for {
 		select {
 		case <-done:
 			return
 		case now := <-t.C:
-			if now.Sub(time.Unix(0, last.Load())) >= egressIdle {
+			if now.Sub(time.Unix(0, last.Load())) >= idle {
 				for _, c := range conns {
 					_ = c.Close()
 				}

@@ -36,6 +36,9 @@ const maxHostLen = 253
 // parseAllowEntry reads one entry of sandbox.network.allow, saying what is
 // wrong with it.
 func parseAllowEntry(s string) (allowEntry, error) {
+	if strings.Contains(s, "/") {
+		return allowEntry{}, fmt.Errorf("%q is not host:port (like registry.npmjs.org:443): no scheme, no path", s)
+	}
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
 		return allowEntry{}, fmt.Errorf("%q is not host:port (like registry.npmjs.org:443)", s)

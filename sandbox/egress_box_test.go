@@ -85,7 +85,7 @@ func connectGet(proxyAddr, dest string) (int, string, error) {
 
 // namedServer is an HTTP server on the host's loopback that answers with
 // its name.
-func namedServer(t *testing.T, name string) string {
+func namedServer(t testing.TB, name string) string {
 	t.Helper()
 	s := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(rw, "%s says hello", name)

@@ -9,7 +9,7 @@ import (
 // destination: connections let through and refused, and the bytes the
 // allowed ones carried each way (up: from the box).
 type EgressCount struct {
-	Allowed, Refused  int64
+	Allowed, Refused   int64
 	BytesUp, BytesDown int64
 }
 

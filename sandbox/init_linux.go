@@ -35,9 +35,9 @@ func InitMain() { os.Exit(initMain(os.Args[2:])) }
 type initConfig struct {
 	door   int // TCP port on the box's 127.0.0.1 relayed to doorSocket; 0: none
 	egress int // TCP port on the box's 127.0.0.1 relayed to the egress proxy; 0: none
-	nproc int
-	data  int64
-	argv  []string // the command and its arguments
+	nproc  int
+	data   int64
+	argv   []string // the command and its arguments
 }
 
 // parseInitArgs reads `door=PORT egress=PORT nproc=N data=BYTES -- NAME ARGS…` as
