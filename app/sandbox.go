@@ -20,7 +20,7 @@ func Validators(proj *config.Project) validate.Runner {
 		return validate.Runner{}
 	}
 	return validate.Runner{Sandbox: &validate.Sandbox{Homes: config.BoxHomes(proj.Dir),
-		ReadOnly: proj.Sandbox.ReadOnly, Env: proj.Sandbox.Env, Limits: proj.Sandbox.Limits()}}
+		ReadOnly: proj.Sandbox.ReadOnly, Env: proj.Sandbox.Env, Limits: proj.Sandbox.Limits(), Allow: proj.Sandbox.Allow}}
 }
 
 // BackendSandbox is the sandbox: setting in force for a backend, and

@@ -80,7 +80,9 @@ backends:
 func TestSandboxSettingRefusedLocated(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{"sandbox: maybe\n", "purser.yaml:1:10: sandbox: want off, on or"},
-		{"sandbox: {mode: on, network: x}\n", "sandbox.network: unknown key (known: env, memoryMiB, mode, processes, readOnly)"},
+		{"sandbox: {mode: on, network: x}\n", "sandbox.network: want {allow: [host:port, ...]}, got x"},
+		{"sandbox: {mode: on, network: {allow: [registry.npmjs.org]}}\n", `sandbox.network.allow[0]: "registry.npmjs.org" is not host:port`},
+		{"sandbox: {mode: on, net: {}}\n", "sandbox.net: unknown key (known: env, memoryMiB, mode, network, processes, readOnly)"},
 		{"sandbox: {readOnly: [/x]}\n", "sandbox.mode: is required"},
 		{"sandbox: {mode: on, env: [PGPASSWORD]}\n", "sandbox.env[0]: PGPASSWORD never enters a box"},
 		{"sandbox: {mode: on, env: [SLACK_WEBHOOK_URL]}\n", "SLACK_WEBHOOK_URL never enters a box"},
@@ -124,3 +126,21 @@ type codexOptions struct {
 
 func (o *codexOptions) Validate() error    { return nil }
 func (o *codexOptions) Check(string) error { return nil }
+
+// network: {allow: [...]} on the project reaches a backend that inherits
+// it; a backend's own sandbox: holds its own list.
+func TestSandboxNetworkAllow(t *testing.T) {
+	p, err := loadBoxProject(t, `sandbox: {mode: on, network: {allow: ["registry.npmjs.org:443", "*.golang.org:443"]}}
+backends:
+  inherits: {type: box}
+  own: {type: box, sandbox: {mode: on, network: {allow: [pypi.org:443]}}}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inh := p.Backends["inherits"].Options.(*boxOptions).box
+	own := p.Backends["own"].Options.(*boxOptions).box
+	if !slices.Equal(inh.Allow, []string{"registry.npmjs.org:443", "*.golang.org:443"}) || !slices.Equal(own.Allow, []string{"pypi.org:443"}) {
+		t.Fatalf("inherits %q, own %q", inh.Allow, own.Allow)
+	}
+}

@@ -72,6 +72,11 @@ func TestSettingNetwork(t *testing.T) {
 	if len(probs) > 0 || strings.Join(s.Allow, " ") != "registry.npmjs.org:443 *.golang.org:443" {
 		t.Fatalf("allow %q, problems %v", s.Allow, probs)
 	}
+	// {allow: [pypi.org:443]} unquoted in a flow mapping reads as [{pypi.org: 443}].
+	s, probs = ParseSetting(map[string]any{"mode": "on", "network": map[string]any{"allow": []any{map[string]any{"pypi.org": uint64(443)}}}}, "/")
+	if len(probs) > 0 || strings.Join(s.Allow, " ") != "pypi.org:443" {
+		t.Fatalf("allow %q, problems %v", s.Allow, probs)
+	}
 	for name, tc := range map[string]struct {
 		v          any
 		path, want string

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -225,9 +226,9 @@ func parseNetwork(v any) ([]string, []SettingProblem) {
 			probs = append(probs, SettingProblem{"network." + k, "unknown key (known: allow)"})
 			continue
 		}
-		list, ok := stringList(m[k])
+		list, ok := allowItems(m[k])
 		if !ok {
-			probs = append(probs, SettingProblem{"network.allow", "want a list of host:port destinations, like [registry.npmjs.org:443]"})
+			probs = append(probs, SettingProblem{"network.allow", `want a list of host:port destinations, like ["registry.npmjs.org:443"]`})
 		}
 		for i, entry := range list {
 			e, err := parseAllowEntry(entry)
@@ -239,4 +240,35 @@ func parseNetwork(v any) ([]string, []SettingProblem) {
 		}
 	}
 	return allow, probs
+}
+
+// allowItems reads the allow list. In a flow mapping ({allow: [a.b:443]})
+// a YAML reader may take an unquoted host:port for a one-key mapping
+// {a.b: 443}: read back as the host:port it was written as.
+func allowItems(v any) ([]string, bool) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, v == nil
+	}
+	out := make([]string, 0, len(list))
+	for _, item := range list {
+		switch x := item.(type) {
+		case string:
+			out = append(out, x)
+		case map[string]any:
+			if len(x) != 1 {
+				return nil, false
+			}
+			for host, port := range x {
+				n, ok := wholeNumber(port)
+				if !ok {
+					return nil, false
+				}
+				out = append(out, host+":"+strconv.FormatInt(n, 10))
+			}
+		default:
+			return nil, false
+		}
+	}
+	return out, true
 }

@@ -27,6 +27,9 @@ type Sandbox struct {
 	Env []string
 	// Limits bound each validator's box (zero fields: the defaults).
 	Limits sandbox.Limits
+	// Allow are the destinations the box reaches through Purser's egress
+	// proxy (sandbox.network.allow; see sandbox.Box.Allow).
+	Allow []string
 }
 
 // command is sh -c run, directly or in the box.
@@ -39,7 +42,7 @@ func (r Runner) command(workspace, run string) (*exec.Cmd, error) {
 		return nil, err
 	}
 	box := sandbox.Box{Workspace: workspace, Home: home, ReadOnly: r.Sandbox.ReadOnly,
-		Env: sandbox.EnvAllowList(os.Environ(), r.Sandbox.Env...), Limits: r.Sandbox.Limits}
+		Env: sandbox.EnvAllowList(os.Environ(), r.Sandbox.Env...), Limits: r.Sandbox.Limits, Allow: r.Sandbox.Allow}
 	// Not bound to a context: the timeout and the kill are RunValidator's,
 	// through the process group, as for an unboxed validator.
 	return box.Command(context.Background(), "sh", "-c", run)

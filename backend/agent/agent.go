@@ -344,7 +344,7 @@ func (b *Backend) command(ctx context.Context, req purser.CallRequest, model str
 		}
 		url = door.URL()
 		box = &sandbox.Box{Workspace: req.Workspace, Home: home, ReadOnly: readOnly(argv[0], req.Workspace, b.o.box.ReadOnly),
-			Env: sandbox.EnvAllowList(os.Environ(), b.o.box.Env...), Door: door}
+			Env: sandbox.EnvAllowList(os.Environ(), b.o.box.Env...), Door: door, Allow: b.o.box.Allow}
 	}
 	set := map[string]string{}
 	maps.Copy(set, b.o.Env)

@@ -62,7 +62,7 @@ func (b *Backend) boxFor(req purser.CallRequest) (boxed, error) {
 	}
 	env := sandbox.EnvAllowList(os.Environ(), b.box.Env...)
 	maps.Copy(env, b.env)
-	return boxed{box: &sandbox.Box{Workspace: req.Workspace, Home: home, ReadOnly: readOnly(b.argv[0], req.Workspace, b.box.ReadOnly), Env: env, Limits: b.box.Limits()}}, nil
+	return boxed{box: &sandbox.Box{Workspace: req.Workspace, Home: home, ReadOnly: readOnly(b.argv[0], req.Workspace, b.box.ReadOnly), Env: env, Limits: b.box.Limits(), Allow: b.box.Allow}}, nil
 }
 
 // callRoot is where a call's prompt and usage files are made: in the

@@ -91,7 +91,7 @@ func (o CLIOptions) boxFor(req purser.CallRequest, wire *WireMeter, seed map[str
 		return nil, err
 	}
 	b := &boxCall{box: sandbox.Box{Workspace: req.Workspace, Home: home, ReadOnly: append(slices.Clone(o.box.ReadOnly), ro...),
-		Limits: o.box.Limits()}, env: o.box.Env, exe: exe}
+		Limits: o.box.Limits(), Allow: o.box.Allow}, env: o.box.Env, exe: exe}
 	if wire != nil {
 		port, err := urlPort(wire.URL())
 		if err != nil {

@@ -69,6 +69,10 @@ func boxAllows(c backend.SandboxConfig, home string, own map[string]string) stri
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
-	return fmt.Sprintf("files: %s; env: %s (values from your environment or the backend's env:, nothing else); network: "+noDoor,
+	line := fmt.Sprintf("files: %s; env: %s (values from your environment or the backend's env:, nothing else); network: "+noDoor,
 		strings.Join(files, ", "), strings.Join(names, ", "))
+	if len(c.Allow) > 0 {
+		line += "; and through Purser's egress proxy (HTTPS_PROXY, every connection logged) " + strings.Join(c.Allow, ", ") + " only"
+	}
+	return line
 }
