@@ -198,6 +198,9 @@ func TestCheckSaysTheSandbox(t *testing.T) {
 			"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "FOO",
 			"network: only Purser's door, 127.0.0.1:PORT inside relayed to the call's wire meter",
 			"sandbox     validators: off"}},
+		{"sandbox: {mode: on, network: {allow: [\"registry.npmjs.org:443\"]}}\nbackends:\n  a: {type: exec, command: [/bin/true]}\n", []string{
+			"sandbox     backend a: on: files:", "network: none (no door); and through Purser's egress proxy (HTTPS_PROXY, every connection logged) registry.npmjs.org:443 only",
+			"sandbox     validators: on: files:"}},
 		{"backends:\n  a: {type: codex, command: /bin/true, sandbox: on}\n", []string{
 			"sandbox     backend a: on: files:", "OPENAI_API_KEY", "network: only Purser's door",
 			"Codex's own sandbox is off inside the box"}},
