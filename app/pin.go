@@ -147,7 +147,7 @@ func Governing(proj *config.Project, t purser.Task) Pinned {
 	if proj.Durability != "" {
 		v[key+"durability"] = proj.Durability
 	}
-	v[key+"sandbox"] = settingText(proj.Sandbox.Mode, proj.Sandbox.ReadOnly, proj.Sandbox.Env)
+	v[key+"sandbox"] = settingText(proj.Sandbox.Mode, proj.Sandbox.ReadOnly, proj.Sandbox.Env, proj.Sandbox.Allow)
 	if proj.Budget != nil {
 		v[key+"budget"] = budgetText(proj.Budget)
 	}
@@ -184,7 +184,7 @@ func shownSecret(path string) string {
 	return shown + " [sha256 " + hex.EncodeToString(sum[:6]) + "]"
 }
 
-func settingText(mode any, ro, env []string) string {
+func settingText(mode any, ro, env, allow []string) string {
 	s := fmt.Sprint(mode)
 	if s == "" {
 		s = "(not set)"
@@ -194,6 +194,9 @@ func settingText(mode any, ro, env []string) string {
 	}
 	if len(env) > 0 {
 		s += " env " + strings.Join(env, ",")
+	}
+	if len(allow) > 0 {
+		s += " network.allow " + strings.Join(allow, ",")
 	}
 	return s
 }
