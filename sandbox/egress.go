@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -35,6 +36,7 @@ var (
 	egressIdle          = 2 * time.Minute  // a tunnel with no byte either way this long is closed
 	egressHeaderTimeout = 30 * time.Second // to send the request line and headers
 	egressDialTimeout   = 15 * time.Second
+	egressMaxHeader     = int64(64 << 10) // the request line and headers
 )
 
 // egress is one proxy, for one allow-list.
@@ -143,7 +145,10 @@ func (e *egress) handle(c net.Conn) {
 	o := outcome{startedAt: time.Now()}
 	defer func() { e.record(o) }()
 	_ = c.SetReadDeadline(time.Now().Add(egressHeaderTimeout))
-	br := bufio.NewReader(c)
+	// The request line and headers are bounded (ReadRequest itself is
+	// not); the bound is lifted for what follows them.
+	head := &io.LimitedReader{R: c, N: egressMaxHeader}
+	br := bufio.NewReader(head)
 	req, err := http.ReadRequest(br)
 	if err != nil {
 		o.dest, o.reason = "(unreadable request)", err.Error()
@@ -151,6 +156,7 @@ func (e *egress) handle(c net.Conn) {
 		return
 	}
 	_ = c.SetReadDeadline(time.Time{})
+	head.N = math.MaxInt64
 	hostport, err := target(req)
 	if err != nil {
 		o.dest, o.reason = "(bad target)", err.Error()

@@ -240,6 +240,21 @@ func TestEgressBounds(t *testing.T) {
 	}
 }
 
+// A request whose headers never end is cut at the bound: 400, not memory.
+func TestEgressHeaderBound(t *testing.T) {
+	e, _ := testEgress(t, []string{"x.example:443"}, nil)
+	c, err := net.Dial("unix", e.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go fmt.Fprintf(c, "CONNECT x.example:443 HTTP/1.1\r\nX-Pad: %s", strings.Repeat("a", int(egressMaxHeader)*2))
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("an endless header: %v %v, want 400", resp, err)
+	}
+}
+
 // BenchmarkEgressConnect is the latency the proxy adds to opening a
 // connection (CONNECT, the tunnel's first request and answer), against the
 // same request sent directly on a new connection each time. Here (2
