@@ -270,6 +270,9 @@ func (e *egress) refuse(c net.Conn, status int, body string) {
 	_ = c.Close()
 }
 
+// maxReason bounds a refusal's reason in the log.
+const maxReason = 300
+
 // record logs a connection (never what it carried) and counts it.
 func (e *egress) record(o outcome) {
 	d := time.Since(o.startedAt)
@@ -278,7 +281,11 @@ func (e *egress) record(o outcome) {
 		countAllowed(o.dest, o.up, o.down)
 		return
 	}
-	e.log.Warn("egress refused", "destination", o.dest, "allowed", false, "reason", o.reason, "duration", d)
+	reason := o.reason
+	if len(reason) > maxReason { // it may quote what the box sent
+		reason = reason[:maxReason] + "…"
+	}
+	e.log.Warn("egress refused", "destination", o.dest, "allowed", false, "reason", reason, "duration", d)
 	countRefused(o.dest)
 }
 
