@@ -21,8 +21,8 @@ type BudgetTreeJSON struct {
 	Parent string `json:"parent"`
 	// HeadroomUSD and HeadroomTokens are what fits under this budget and
 	// every ancestor's caps (omitted where nothing caps the metric).
-	HeadroomUSD    *json.Number     `json:"headroomUsd,omitempty"`
-	HeadroomTokens *int64           `json:"headroomTokens,omitempty"`
+	HeadroomUSD    *json.Number `json:"headroomUsd,omitempty"`
+	HeadroomTokens *int64       `json:"headroomTokens,omitempty"`
 	// Summary is the node in words, as budgets tree prints it after its
 	// name and tier: its window, spend against its caps, holds and room.
 	Summary  string           `json:"summary"`
