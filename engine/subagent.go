@@ -42,6 +42,9 @@ type subAgentState struct {
 	spent   budget.Amount
 	held    budget.Amount // worst cases of its requests in flight
 	refused error
+	// lastRefusal is the refusal last told to the live view: each is told
+	// once, not at every request the agent retries.
+	lastRefusal string
 }
 
 // subAgentGrant is a sub-agent's request as its cap admits it.
@@ -61,6 +64,12 @@ func (w *wireAdmitter) subAgent(r purser.WireRequest, model string, maxOut int64
 		return g, nil
 	}
 	b := &w.t.subs
+	var refused *subAgentState // told once, to the live view, after b.mu
+	defer func() {
+		if refused != nil {
+			w.t.e.emit(w.t, purser.Event{Type: purser.EventWarning, Call: w.pc.kind, Message: "refused at the door, the agent goes on: " + refused.refused.Error()})
+		}
+	}()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.agents == nil {
@@ -79,10 +88,16 @@ func (w *wireAdmitter) subAgent(r purser.WireRequest, model string, maxOut int64
 		}
 	}
 	if st.refused != nil {
+		if st.lastRefusal == "" {
+			st.lastRefusal, refused = st.refused.Error(), st
+		}
 		return g, st.refused
 	}
 	out, err := w.subAgentRoom(st, lim.Each, model, r.InputTokens, maxOut)
 	if err != nil {
+		if st.lastRefusal != err.Error() {
+			st.lastRefusal, refused = err.Error(), &subAgentState{refused: err}
+		}
 		return g, err
 	}
 	if out < maxOut {

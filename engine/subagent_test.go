@@ -119,6 +119,15 @@ func TestSubAgentCapsAtTheDoor(t *testing.T) {
 			t.Errorf("request %d refused %q, want %q", i, d.refused[i], msg)
 		}
 	}
+	var told []string
+	for _, ev := range f.events {
+		if ev.Type == purser.EventWarning && strings.Contains(ev.Message, "sub-agent") {
+			told = append(told, ev.Message)
+		}
+	}
+	if len(told) != 2 || told[0] != "refused at the door, the agent goes on: "+want[3] || told[1] != "refused at the door, the agent goes on: "+want[4] {
+		t.Errorf("the live view was told %q, want each refusal once", told)
+	}
 	for _, i := range []int{0, 2, 6} {
 		if d.grants[i].Used != nil != (d.reqs[i].who > 0) {
 			t.Errorf("request %d (who %d): Used set %t", i, d.reqs[i].who, d.grants[i].Used != nil)
