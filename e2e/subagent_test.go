@@ -137,11 +137,18 @@ func (m *agentModel) calls() []modelCall {
 }
 
 // runDelegating runs the real Claude Code under purser against m with the
-// task's subAgents: line, and returns purser's output and the ledger's
-// tokens per agent.
-func runDelegating(t *testing.T, m *agentModel, subAgents string) (string, map[string]int64) {
+// task's subAgents: line, in Purser's box when box is set, and returns
+// purser's output and the ledger's tokens per agent.
+func runDelegating(t *testing.T, m *agentModel, subAgents string, box bool) (string, map[string]int64) {
 	t.Helper()
 	dir := clis(t)
+	sandbox := ""
+	env := []string{"ANTHROPIC_API_KEY=test"}
+	if box {
+		requireBox(t)
+		sandbox = "\n  sandbox: on"
+		env = append(env, "XDG_STATE_HOME="+t.TempDir())
+	}
 	m.seen = map[string]int{}
 	srv := httptest.NewServer(m)
 	t.Cleanup(srv.Close)
@@ -155,8 +162,8 @@ func runDelegating(t *testing.T, m *agentModel, subAgents string) (string, map[s
 	}
 	task := fmt.Sprintf("id: delegate\ngoal: Split the work between sub-agents.\nworkspace: ./ws\nbackend:\n"+
 		"  type: claude\n  command: %s\n  models: {standard: claude-sonnet-4-5}\n  allowedTools: [Bash, Read, Agent]\n"+
-		"  env: {HOME: %s, ANTHROPIC_BASE_URL: %q}\nvalidators:\n  - {name: ok, run: 'true'}\n"+
-		"budget:\n  hard: {usd: 5.0, maxIterations: 1}\n%s\n", filepath.Join(dir, "claude"), home, srv.URL, subAgents)
+		"  env: {HOME: %s, ANTHROPIC_BASE_URL: %q}%s\nvalidators:\n  - {name: ok, run: 'true'}\n"+
+		"budget:\n  hard: {usd: 5.0, maxIterations: 1}\n%s\n", filepath.Join(dir, "claude"), home, srv.URL, sandbox, subAgents)
 	if err := os.WriteFile(filepath.Join(work, "task.yaml"), []byte(task), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +172,7 @@ func runDelegating(t *testing.T, m *agentModel, subAgents string) (string, map[s
 	db := filepath.Join(work, "purser.db")
 	cmd := exec.CommandContext(ctx, bin, "run", "task.yaml")
 	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "ANTHROPIC_API_KEY=test", "PURSER_DB="+db)
+	cmd.Env = append(append(os.Environ(), env...), "PURSER_DB="+db)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("purser run: %v\n%s", err, out)
@@ -195,7 +202,7 @@ func runDelegating(t *testing.T, m *agentModel, subAgents string) (string, map[s
 func TestClaudeCodeSpawnPastMaxSpawnRefused(t *testing.T) {
 	m := &agentModel{prompts: []string{"SUBTASK-ONE: count the files.", "SUBTASK-TWO: count the lines."},
 		subInput: 2_000, mainInput: 1_000, subTurns: 1}
-	out, per := runDelegating(t, m, "subAgents: {maxSpawn: 1}")
+	out, per := runDelegating(t, m, "subAgents: {maxSpawn: 1}", false)
 	calls := m.calls()
 	var told bool
 	subs := map[string]int{}
@@ -226,10 +233,17 @@ func TestClaudeCodeSpawnPastMaxSpawnRefused(t *testing.T) {
 // The sub-agent's own cap: its first reply reports 190,000 input tokens,
 // so its next request (a Bash call's result) does not fit the 200,000 of
 // each: it is refused, the sub-agent stops, the main agent is told and
-// finishes DONE, and the ledger books the sub-agent only what it spent.
+// finishes DONE, and the ledger books the sub-agent only what it spent;
+// in Purser's box (the door its only way out) as out of it.
 func TestClaudeCodeSubAgentStoppedAtItsCap(t *testing.T) {
+	for _, box := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sandbox=%v", box), func(t *testing.T) { subAgentStoppedAtItsCap(t, box) })
+	}
+}
+
+func subAgentStoppedAtItsCap(t *testing.T, box bool) {
 	m := &agentModel{prompts: []string{"SUBTASK-ONE: count the files."}, subInput: 190_000, mainInput: 1_000, subTurns: 3}
-	out, per := runDelegating(t, m, "subAgents: {maxSpawn: 8, each: {usd: 5.0, tokens: 200000}}")
+	out, per := runDelegating(t, m, "subAgents: {maxSpawn: 8, each: {usd: 5.0, tokens: 200000}}", box)
 	calls := m.calls()
 	var told bool
 	subs := map[string]int{}
