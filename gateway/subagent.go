@@ -154,11 +154,25 @@ func (s *subAgents) watch(api string, sse bool, body io.ReadCloser) io.ReadClose
 	if api != meter.APIAnthropic {
 		return body
 	}
-	w := &spawnWatcher{subs: s, sse: sse, open: map[int]*bytes.Buffer{}}
-	return struct {
-		io.Reader
-		io.Closer
-	}{io.TeeReader(body, w), body}
+	return &spawnReader{ReadCloser: body, w: &spawnWatcher{subs: s, sse: sse, open: map[int]*bytes.Buffer{}}}
+}
+
+// spawnReader hands a reply's bytes to its watcher as they are read, and
+// tells it the reply's end.
+type spawnReader struct {
+	io.ReadCloser
+	w *spawnWatcher
+}
+
+func (r *spawnReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if n > 0 {
+		_, _ = r.w.Write(p[:n])
+	}
+	if err == io.EOF && !r.w.sse {
+		r.w.jsonReply()
+	}
+	return n, err
 }
 
 // spawnWatcher finds the spawns in a reply: in a stream, a tool_use
@@ -181,8 +195,6 @@ func (w *spawnWatcher) Write(p []byte) (int, error) {
 	if !w.sse {
 		if w.body = append(w.body, p...); len(w.body) > maxSpawnInput {
 			w.over, w.body = true, nil
-		} else if json.Valid(w.body) {
-			w.jsonReply()
 		}
 		return len(p), nil
 	}
@@ -249,8 +261,11 @@ func (w *spawnWatcher) event(line []byte) {
 	}
 }
 
-// jsonReply records the spawns of a whole JSON reply, once.
+// jsonReply records the spawns of a whole JSON reply (at its end), once.
 func (w *spawnWatcher) jsonReply() {
+	if w.over {
+		return
+	}
 	var reply struct {
 		Content []struct {
 			Type  string          `json:"type"`
