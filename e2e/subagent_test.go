@@ -217,10 +217,10 @@ func TestClaudeCodeSpawnPastMaxSpawnRefused(t *testing.T) {
 		t.Errorf("requests per agent %v: want the main agent's 2, the first sub-agent's 1, none of the second's", subs)
 	}
 	// Main: 2 replies of 1,000 + 50; the first sub-agent: 1 of 2,000 + 50;
-	// nothing of the refused one. Claude Code's own report (the source of
-	// the claude backend's ledger) books this sub-agent's share to the main
-	// agent when two spawns share a reply: the total is exact, the split
-	// is TestClaudeCodeSubAgentStoppedAtItsCap's to check.
+	// nothing of the refused one. Sub-agents spawned together stream none
+	// of their messages to Claude Code's stdout, and the claude backend
+	// settles its reported total to the main agent: the total is exact, the
+	// split per sub-agent is TestClaudeCodeSubAgentStoppedAtItsCap's to check.
 	var total int64
 	for _, n := range per {
 		total += n
