@@ -178,3 +178,26 @@ func TestSubAgentClampedThenStoppedAtItsTokenCap(t *testing.T) {
 		}
 	}
 }
+
+// The task's caps bind a sub-agent's requests as the main agent's: a
+// sub-agent well inside its own cap is refused at the task's hard cap, in
+// the task's words, and the task stops BLOCKED.
+func TestSubAgentStillBoundByTheTasksCap(t *testing.T) {
+	r := func(who int) subReq { return subReq{who: who, input: 10_000, maxOut: 4_000, output: 500} }
+	d := &subAgentDoor{refused: map[int]string{}, grants: map[int]purser.WireGrant{}, reqs: []subReq{r(0), r(1), r(1)}}
+	f := newFixture(t, "steps: []\n")
+	d.workspace, d.prices = f.workspace, pricing.Builtin()
+	f.cfg.Backends = func(purser.BackendSpec) (purser.Backend, error) { return d, nil }
+	f.task.Backend.Models = map[string]string{"cheap": haiku, "standard": sonnet}
+	f.task.Budget = budget.Config{Hard: budget.HardLimits{USD: usd("0.08"), MaxIterations: ptr(3)}}
+	f.task.Degrade = purser.DegradePolicy{}
+	f.task.SubAgents = purser.SubAgentLimits{Each: purser.SubAgentCap{USD: usd("1.00")}}
+	_ = f.run()
+	if rec := f.state(); rec.State != purser.StateBlocked {
+		t.Fatalf("state %s, want BLOCKED", rec.State)
+	}
+	// $0.0375 each: two fit under $0.08, the third does not.
+	if got := d.refused[2]; got != "purser: budget exhausted (hard usd $0.08)" {
+		t.Errorf("the sub-agent's second request refused %q (refused %v)", got, d.refused)
+	}
+}
