@@ -83,17 +83,11 @@ func (s *subAgents) whoSent(body []byte) (int, string) {
 	if none {
 		return 0, "" // nothing to read for on a lane with no spawn
 	}
-	var req struct {
-		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-	}
-	if json.Unmarshal(body, &req) != nil || len(req.Messages) == 0 || req.Messages[0].Role != "user" {
+	msg, first, ok := firstMessage(body)
+	if !ok || msg.Role != "user" {
 		return 0, ""
 	}
-	texts := messageTexts(req.Messages[0].Content)
-	first := len(req.Messages) == 1
+	texts := messageTexts(msg.Content)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	found := 0
@@ -114,6 +108,43 @@ func (s *subAgents) whoSent(body []byte) (int, string) {
 		return 0, ""
 	}
 	return found, s.spawns[found-1].name
+}
+
+// message is the part of a conversation's message the door reads.
+type message struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// firstMessage reads a request's first message, and whether it is the only
+// one, without reading past it: Claude Code sends the messages before its
+// system prompt and tools, the bulk of a request.
+func firstMessage(body []byte) (m message, alone, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return m, false, false
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return m, false, false
+		}
+		if key != "messages" {
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return m, false, false
+			}
+			continue
+		}
+		if t, err := dec.Token(); err != nil || t != json.Delim('[') || !dec.More() {
+			return m, false, false
+		}
+		if dec.Decode(&m) != nil {
+			return m, false, false
+		}
+		return m, !dec.More(), true
+	}
+	return m, false, false
 }
 
 // messageTexts is a message content's text: the string, or each text block.
