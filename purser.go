@@ -137,6 +137,8 @@ type Task struct {
 	// Draws are the run's, since a named budget counts a run's spend:
 	// every task of the run then draws from them.
 	DrawFrom []string
+	// SubAgents caps the sub-agents the agent spawns (subAgents:).
+	SubAgents SubAgentLimits
 }
 
 // BackendSpec names a backend and its model tiers.

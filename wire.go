@@ -1,6 +1,10 @@
 package purser
 
-import "context"
+import (
+	"context"
+
+	"github.com/purser-dev/purser/budget"
+)
 
 // WireRequest is one model request an agent sends through Purser's door
 // (the gateway), as the door reads it before forwarding anything: the
@@ -18,6 +22,13 @@ type WireRequest struct {
 	MaxOutputTokens int64
 	// Stream reports whether the reply is streamed (it can be cut mid-reply).
 	Stream bool
+	// SubAgent is who in the agent sent the request, as the door tells it
+	// from the conversation: 0 for the main agent, k for the k-th
+	// sub-agent spawn it saw on this lane (gateway/subagent.go).
+	SubAgent int
+	// SubAgentName is the k-th sub-agent's type and description
+	// ("general-purpose: find the flaky test"); "" for the main agent.
+	SubAgentName string
 }
 
 // WireGrant is what the engine admitted a WireRequest for.
@@ -47,6 +58,10 @@ type WireGrant struct {
 	// WrapUpDone receives the text of the wrap-up reply (never nil when
 	// WrapUp is set), for STATUS.md.
 	WrapUpDone func(text string)
+	// Used, when not nil, receives the reply's usage as the door read it,
+	// before Release: what a sub-agent spent counts against its own cap
+	// whoever books the ledger (the door, or the CLI's own report).
+	Used func(ev budget.UsageEvent)
 }
 
 // WireAdmitter admits the requests of one call at Purser's door. A

@@ -54,6 +54,7 @@ type taskFile struct {
 	Budget     *budget.Config  `yaml:"budget"`
 	Degrade    *degradeFile    `yaml:"degrade"`
 	DrawFrom   []string        `yaml:"drawFrom"`
+	SubAgents  *subAgentsFile  `yaml:"subAgents"`
 }
 
 // priceFile is one model's prices in purser.yaml, dollars per million
@@ -84,6 +85,8 @@ type projectFile struct {
 	DrawFrom []string `yaml:"drawFrom"`
 	// Sandbox is whether agents and validators run in a box (sandbox.go).
 	Sandbox any `yaml:"sandbox"`
+	// SubAgents caps the sub-agents of the project's tasks (subAgents:).
+	SubAgents *subAgentsFile `yaml:"subAgents"`
 }
 
 // Project is what purser.yaml holds: project-level defaults.
@@ -108,6 +111,9 @@ type Project struct {
 	// Sandbox is the project's sandbox: (off when not said): the validators'
 	// and, unless a backend says otherwise, every backend's.
 	Sandbox sandbox.Setting
+	// SubAgents caps the sub-agents of every task that says none itself
+	// (subAgents:).
+	SubAgents purser.SubAgentLimits
 
 	doc *document // the file, to locate problems with its backends found later
 }
@@ -190,6 +196,13 @@ func (l Loader) LoadProject(path string) (*Project, error) {
 		return nil, err
 	}
 	p.DrawFrom = pf.DrawFrom
+	if pf.SubAgents != nil {
+		lim, errs := readSubAgents(d, *pf.SubAgents, "subAgents.")
+		if len(errs) > 0 {
+			return nil, errors.Join(errs...)
+		}
+		p.SubAgents = lim
+	}
 	if err := p.prices(&pf, data); err != nil {
 		return nil, err
 	}
@@ -351,6 +364,7 @@ func (l Loader) ParseTask(path string, proj *Project) (purser.Task, error) {
 	r.budget()
 	r.degrade()
 	r.drawFrom()
+	r.subAgents()
 	if len(r.errs) > 0 {
 		return purser.Task{}, errors.Join(sortErrors(r.errs)...)
 	}

@@ -38,6 +38,7 @@ type taskRun struct {
 
 	fc    *forecastState // the spend forecast (forecast.go)
 	stuck stuckState     // iterations failing the same way, unchanged (stuck.go)
+	subs  subAgentBook   // the sub-agents spawned and what each spent (subagent.go)
 
 	// draws are the named budgets the call in flight was admitted against,
 	// and namedRoom the money they had left for it (its own hold included;

@@ -150,8 +150,17 @@ func (w *wireAdmitter) AdmitWire(ctx context.Context, r purser.WireRequest) (pur
 	if maxOut != r.MaxOutputTokens {
 		grant.MaxOutputTokens = maxOut
 	}
+	sub, err := w.subAgent(r, grant.Model, maxOut) // subagent.go: refused as it is, the call goes on
+	if err != nil {
+		return purser.WireGrant{}, err
+	}
+	if sub.maxOut < maxOut {
+		maxOut, grant.MaxOutputTokens, grant.Actions = sub.maxOut, sub.maxOut, append(grant.Actions, sub.action)
+	}
+	grant.Used = sub.used
 	h, size, err := w.hold(ctx, grant.Model, r.InputTokens, maxOut)
 	if err != nil {
+		sub.release()
 		return purser.WireGrant{}, w.refuse(ctx, grant.Model, err)
 	}
 	if size.maxOut < maxOut {
@@ -165,6 +174,7 @@ func (w *wireAdmitter) AdmitWire(ctx context.Context, r purser.WireRequest) (pur
 		w.forget(h)
 		w.mu.Unlock()
 		h.releaseAll()
+		sub.release()
 		if err := w.stopped(); err != nil {
 			return purser.WireGrant{}, err
 		}
@@ -185,6 +195,7 @@ func (w *wireAdmitter) AdmitWire(ctx context.Context, r purser.WireRequest) (pur
 			w.forget(h)
 			w.mu.Unlock()
 			h.releaseAll()
+			sub.release()
 		})
 	}
 	if why, due := w.wrapUpDue(size.want); due {

@@ -182,6 +182,7 @@ type Lane struct {
 	journal   *meter.Journal
 
 	carried atomic.Int64 // reply bytes read from the provider
+	subs    subAgents    // the sub-agents spawned on the lane (subagent.go)
 
 	reportMu sync.Mutex // serialises Report
 	mu       sync.Mutex // guards what follows

@@ -25,6 +25,8 @@ type route struct {
 	api      string // meter.API* for a model request; "" for a pass-through route
 	model    string // the model the path names (Gemini)
 	stream   bool   // the path asks for a stream (Gemini)
+	subAgent string // the sub-agent that sent the request ("" the main agent)
+	used     func(budget.UsageEvent)
 }
 
 var (
@@ -159,14 +161,17 @@ func (l *Lane) grant(w http.ResponseWriter, rt *route, body []byte, path string)
 	req := readRequest(*rt, body)
 	input := req.input
 	var grant purser.WireGrant
+	sub, subName := l.subAgentOf(*rt, body)
+	rt.subAgent = subName
 	if l.cfg.Admit != nil {
 		var err error
 		grant, err = l.cfg.Admit.AdmitWire(l.ctx, purser.WireRequest{Protocol: rt.protocol, Model: req.model,
-			InputTokens: req.input, MaxOutputTokens: req.maxOut, Stream: req.stream})
+			InputTokens: req.input, MaxOutputTokens: req.maxOut, Stream: req.stream, SubAgent: sub, SubAgentName: subName})
 		if err != nil {
 			l.refuse(w, err)
 			return grantedRequest{}, false
 		}
+		rt.used = grant.Used
 		release = once(grant.Release)
 		if grant.WrapUp != "" {
 			wrapDone = onceText(grant.WrapUpDone)
@@ -276,7 +281,7 @@ func RefusalText(err error) string {
 		err = errors.New("the call has ended")
 	}
 	msg := err.Error()
-	if strings.HasPrefix(msg, "purser: budget exhausted") {
+	if strings.HasPrefix(msg, "purser: budget exhausted") || purser.IsSubAgentRefusal(msg) {
 		return msg
 	}
 	msg = strings.TrimPrefix(strings.TrimPrefix(msg, "purser: "), "budget exhausted: ")
@@ -356,7 +361,8 @@ func (l *Lane) forward(w http.ResponseWriter, r *http.Request, rt route, path st
 	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	var tap *meter.Tap
 	if rt.api != "" && resp.StatusCode/100 == 2 {
-		tap = meter.NewTap(rt.api, rt.model, sse, l.book)
+		tap = meter.NewTap(rt.api, rt.model, sse, l.bookFor(rt))
+		resp.Body = l.subs.watch(rt.api, sse, resp.Body)
 	}
 	var wrap *wrapUpReader
 	if wrapDone != nil && resp.StatusCode/100 == 2 {
@@ -469,10 +475,18 @@ func (l *Lane) bookCut(tap *meter.Tap, rt route, input int64) {
 }
 
 // book is a reply's usage, whole: journalled, then reported.
-func (l *Lane) book(u meter.Usage) {
+func (l *Lane) book(u meter.Usage) { l.bookAs(u, "", nil) }
+
+// bookAs books a reply's usage as agent's ("" the main agent's), handing
+// it to used first when not nil.
+func (l *Lane) bookAs(u meter.Usage, agent string, used func(budget.UsageEvent)) {
 	ev := u.Event()
 	if ev.Model == "" {
 		ev.Model = l.cfg.Model
+	}
+	ev.Agent = agent
+	if used != nil {
+		used(ev)
 	}
 	if l.journal != nil {
 		l.journal.Record(u)

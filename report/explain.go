@@ -25,6 +25,7 @@ type Explanation struct {
 	unvalidated int                     // the last iteration, when it ended before its validators ran
 	interrupted bool
 	changes     []purser.BudgetChange // the task's budget changes, oldest first
+	agents      []*group              // spend per agent, when a sub-agent spent any (explainagents.go)
 }
 
 // ExplainStore is what an explanation reads of a store.
@@ -61,6 +62,9 @@ func ReadExplanation(ctx context.Context, store ExplainStore, id string, gone fu
 		if e.changes, err = bc.BudgetChanges(ctx, id); err != nil {
 			return Explanation{}, err
 		}
+	}
+	if e.agents, err = readAgentSpend(ctx, store, id); err != nil {
+		return Explanation{}, err
 	}
 	e.last = lastValidated(its)
 	if n := len(its); n > 0 && its[n-1].EndedAt.After(its[n-1].StartedAt) && len(its[n-1].Validators) == 0 {
@@ -106,6 +110,9 @@ func (e Explanation) Write(w io.Writer) error {
 	}
 	e.writeTier(p)
 	if err := e.writeMetrics(w); err != nil {
+		return err
+	}
+	if err := e.writeAgents(w); err != nil {
 		return err
 	}
 	e.writeDegrades(p)
@@ -294,6 +301,9 @@ type ExplanationJSON struct {
 	// BudgetChanges are the task's budget changes, oldest first: by whom,
 	// when, from where, from and to.
 	BudgetChanges []BudgetChangeJSON `json:"budgetChanges"`
+	// Agents is the spend per agent when a sub-agent spent any: the main
+	// agent's and each sub-agent's (empty when only the main agent spent).
+	Agents []AgentSpendJSON `json:"agents"`
 }
 
 // BudgetChangeJSON is one change of a task's budget.
@@ -329,7 +339,7 @@ type ValidatorJSON struct {
 // JSON is the explanation's figures.
 func (e Explanation) JSON() ExplanationJSON {
 	j := ExplanationJSON{ID: e.rec.ID, State: string(e.rec.State), Interrupted: e.interrupted, Reason: redact.Display(e.rec.Reason),
-		RunID: e.rec.RunID, Workspace: e.rec.Workspace, Budget: e.status, Degrades: []DegradeJSON{}, Validators: []ValidatorJSON{}, BudgetChanges: []BudgetChangeJSON{}}
+		RunID: e.rec.RunID, Workspace: e.rec.Workspace, Budget: e.status, Degrades: []DegradeJSON{}, Validators: []ValidatorJSON{}, BudgetChanges: []BudgetChangeJSON{}, Agents: e.agentsJSON()}
 	for _, c := range e.changes {
 		j.BudgetChanges = append(j.BudgetChanges, BudgetChangeJSON{At: c.At, By: c.By, Source: c.Source, From: c.From, To: c.To})
 	}

@@ -142,6 +142,7 @@ func BudgetMD(r Report) []byte {
 		metricTable(&b, r.RunBudget, *r.RunStatus)
 	}
 	usageSections(&b, r.Usage)
+	b.WriteString(subAgentCaps(r.Task.SubAgents))
 	callsSection(&b, r.Calls, r.Usage)
 	pricesSection(&b, r.Prices)
 	retriesSection(&b, r.Calls)

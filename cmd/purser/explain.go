@@ -20,8 +20,9 @@ func newExplainCmd() *cobra.Command {
 		Use:   "explain TASK [--db PATH] [--json]",
 		Short: "Say in plain words why a task is in its tier, what was degraded and what to do next",
 		Long: `Explains a task from the database: its state and budget tier, which metric
-put it there (each metric against its lines), the degrade actions taken and
-why, the validators' last results, and what to do next.`,
+put it there (each metric against its lines), what each sub-agent spent (when
+one spent any), the degrade actions taken and why, the validators' last
+results, and what to do next.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeTaskIDs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -48,6 +49,6 @@ why, the validators' last results, and what to do next.`,
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print {id, state, reason, budget, degrades, iteration, validators} as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {id, state, reason, budget, degrades, iteration, validators, budgetChanges, agents} as JSON")
 	return cmd
 }
