@@ -15,13 +15,14 @@ import (
 )
 
 // Calibration is how the spend forecast fared for one system and model:
-// fitted on half of its training runs, corrected (conformal) on the other
-// half, and scored on test runs it never saw.
+// fitted on its training runs, corrected (cross-conformal, by period)
+// on them, and scored on test runs it never saw.
 type Calibration struct {
 	System, Model string
-	// Fit, Held and Test are how many runs each part had; Unpriced how
+	// Fit and Test are how many runs each part had; Folds how many
+	// periods the fit runs were corrected over; Unpriced how
 	// many runs were left out because what they spent is unknown.
-	Fit, Held, Test, Unpriced int
+	Fit, Folds, Test, Unpriced int
 	// Raw is the score of the intervals as read from the fitted runs;
 	// Calibrated after the conformal correction.
 	Raw, Calibrated forecast.Score
@@ -110,9 +111,12 @@ func groupRuns(runs []replay.Run) []*runGroup {
 }
 
 // Calibrate fits the spend forecast on train and scores it on test, per
-// system and model: the training runs of a group are split alternately
-// into the runs the forecast reads and the held-out runs its intervals are
-// corrected on. A test group with no training runs is reported unscored.
+// system and model. The forecast reads every training run of a group and
+// its intervals are corrected by cross-conformal prediction over periods
+// (Folds: contiguous blocks in time order, see foldSamples), so the
+// correction is learned on runs of periods the fit never saw — the shift a
+// forecast meets on runs after its history. A test group with no training
+// runs is reported unscored.
 func Calibrate(prices *pricing.Catalogue, train, test []replay.Run, opts forecast.Options) []Calibration {
 	trained := map[[2]string]*runGroup{}
 	for _, g := range groupRuns(train) {
@@ -132,18 +136,21 @@ func Calibrate(prices *pricing.Catalogue, train, test []replay.Run, opts forecas
 			out = append(out, c)
 			continue
 		}
-		all, unpricedTrain := samples(prices, tg.runs)
+		folds, unpricedTrain := foldSamples(prices, tg.runs)
 		c.Unpriced += unpricedTrain
-		fit, held := alternate(all)
-		c.Fit, c.Held = len(fit), len(held)
-		m := forecast.Fit(fit, opts)
-		c.Raw = m.Evaluate(testSamples)
+		var all []forecast.Sample
+		for _, f := range folds {
+			all = append(all, f...)
+		}
+		c.Fit, c.Folds = len(all), len(folds)
+		c.Raw = forecast.Fit(all, opts).Evaluate(testSamples)
+		m := forecast.FitCross(folds, opts)
 		minReached := cmp.Or(opts.MinReached, forecast.DefaultMinReached)
 		switch {
-		case len(fit) < minReached:
-			c.Why = fmt.Sprintf("too few training runs: %d fitted, a forecast needs %d that got as far", len(fit), minReached)
-		case m.Conformalize(held) == 0:
-			c.Why = "too few held-out runs to correct the intervals on"
+		case len(all) < minReached:
+			c.Why = fmt.Sprintf("too few training runs: %d fitted, a forecast needs %d that got as far", len(all), minReached)
+		case m.Calibrated() == 0:
+			c.Why = "too few runs outside each period to correct the intervals on"
 		}
 		c.Calibrated = m.Evaluate(testSamples)
 		out = append(out, c)
@@ -167,14 +174,36 @@ func samples(prices *pricing.Catalogue, runs []replay.Run) ([]forecast.Sample, i
 	return out, unpriced
 }
 
-// FitForecast fits a spend forecast on runs, correcting its intervals on
-// every other run: the model a live forecast uses.
+// crossFolds is how many folds a history is cut into for the
+// cross-conformal correction: the usual ten, not tuned on any corpus.
+const crossFolds = 10
+
+// foldSamples are the priced runs as the forecast reads them, in time
+// order (of their first call; file order where none is recorded) cut into
+// crossFolds contiguous blocks: each block's runs are then corrected by a
+// forecast fitted on the other periods, so the correction holds a shift
+// between periods (and, in a corpus kept by repository, between
+// repositories), which a correction read from runs dealt alternately
+// cannot see. The second result is how many runs were left out, unpriced.
+func foldSamples(prices *pricing.Catalogue, runs []replay.Run) ([][]forecast.Sample, int) {
+	ordered := append([]replay.Run(nil), runs...)
+	sort.SliceStable(ordered, func(i, j int) bool { return firstCall(ordered[i]).Before(firstCall(ordered[j])) })
+	all, unpriced := samples(prices, ordered)
+	var folds [][]forecast.Sample
+	for i := range crossFolds {
+		if fold := all[i*len(all)/crossFolds : (i+1)*len(all)/crossFolds]; len(fold) > 0 {
+			folds = append(folds, fold)
+		}
+	}
+	return folds, unpriced
+}
+
+// FitForecast fits a spend forecast on runs, its intervals corrected by
+// cross-conformal prediction over periods (foldSamples): the model a live
+// forecast uses.
 func FitForecast(prices *pricing.Catalogue, runs []replay.Run, opts forecast.Options) *forecast.Model {
-	all, _ := samples(prices, runs)
-	fit, held := alternate(all)
-	m := forecast.Fit(fit, opts)
-	m.Conformalize(held)
-	return m
+	folds, _ := foldSamples(prices, runs)
+	return forecast.FitCross(folds, opts)
 }
 
 // Pooled sums the scores of several groups (coverage and Brier weighted by
@@ -206,10 +235,10 @@ func WriteCalibration(w io.Writer, cs []Calibration, coverage float64, split Spl
 	fmt.Fprintf(w, "Spend forecast calibration: %.0f %% intervals of the final spend, scored at every checkpoint\n", coverage*100)
 	fmt.Fprintf(w, "(nothing spent, then $0.01, $0.02, $0.04, … that each test run passed) on runs the forecast never saw.\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "system\tmodel\truns fit/held/test\tforecasts\tcoverage raw\tcoverage calibrated\tmedian error\tBrier P(solved)\t")
+	fmt.Fprintln(tw, "system\tmodel\truns fit/test, folds\tforecasts\tcoverage raw\tcoverage calibrated\tmedian error\tBrier P(solved)\t")
 	for _, c := range cs {
 		if c.Why != "" && c.Calibrated.Checkpoints == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t%d/%d/%d\t0\t-\t-\t-\t-\t%s\n", c.System, c.Model, c.Fit, c.Held, c.Test, c.Why)
+			fmt.Fprintf(tw, "%s\t%s\t%d/%d, %d\t0\t-\t-\t-\t-\t%s\n", c.System, c.Model, c.Fit, c.Test, c.Folds, c.Why)
 			continue
 		}
 		s := c.Calibrated
@@ -217,7 +246,7 @@ func WriteCalibration(w io.Writer, cs []Calibration, coverage float64, split Spl
 		if split == SplitTime && !c.Timed {
 			note = "no call times recorded: split in file order"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d/%d/%d\t%d\t%.1f %%\t%.1f %%\t%.0f %% (%s)\t%s\t%s\n", c.System, c.Model, c.Fit, c.Held, c.Test,
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d, %d\t%d\t%.1f %%\t%.1f %%\t%.0f %% (%s)\t%s\t%s\n", c.System, c.Model, c.Fit, c.Test, c.Folds,
 			s.Checkpoints, c.Raw.Coverage*100, s.Coverage*100, s.MedianRelError*100, cents(s.MedianAbsError), brier(s), note)
 	}
 	raw, cal := Pooled(cs, func(c Calibration) forecast.Score { return c.Raw }), Pooled(cs, func(c Calibration) forecast.Score { return c.Calibrated })

@@ -38,7 +38,8 @@ type TriggerComparison struct {
 	Cap  budget.USD `json:"capUsd"`
 	Line budget.USD `json:"lineUsd"`
 	// Runs is how many runs were scored: every other run, the forecast
-	// fitted on the rest (FitRuns of them read, the others calibrating).
+	// fitted on the rest (FitRuns of them, which also correct its
+	// intervals: cross-conformal, FitForecast).
 	Runs     int          `json:"runs"`
 	FitRuns  int          `json:"fitRuns"`
 	Forecast WarningScore `json:"forecast"`

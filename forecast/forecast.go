@@ -225,6 +225,12 @@ func (m *Model) score(spent, final budget.USD) (float64, bool) {
 // the interval is moved out (or in) by the finite-sample quantile of those
 // scores at the model's coverage. It reports how many pairs were scored.
 func (m *Model) Conformalize(held []Sample) int {
+	return m.setWiden(m.scores(held))
+}
+
+// scores are the conformal scores of held's runs at each checkpoint with
+// enough history.
+func (m *Model) scores(held []Sample) []float64 {
 	var scores []float64
 	for _, s := range held {
 		for _, c := range Checkpoints(s.Final) {
@@ -233,6 +239,12 @@ func (m *Model) Conformalize(held []Sample) int {
 			}
 		}
 	}
+	return scores
+}
+
+// setWiden sets the correction to the finite-sample conformal quantile of
+// scores, and reports how many there were (0: no correction).
+func (m *Model) setWiden(scores []float64) int {
 	if len(scores) == 0 {
 		return 0
 	}
@@ -243,6 +255,37 @@ func (m *Model) Conformalize(held []Sample) int {
 	m.calibrated = n
 	return n
 }
+
+// FitCross makes a model from all the runs of folds, its intervals
+// corrected by cross-conformal prediction: each fold's runs are scored by
+// a model fitted on the other folds only, and the correction is the
+// conformal quantile of all those scores. Folds are groups of runs that
+// are alike among themselves and may differ from the rest (the runs of
+// one repository): a correction read from runs of groups the fit never saw
+// holds on a new group too, where one read from runs like the fitted ones
+// (Conformalize on an alternate half) under-covers. Every run serves both
+// to fit and to correct, so fewer runs are needed before any number.
+func FitCross(folds [][]Sample, opts Options) *Model {
+	var scores []float64
+	var every []Sample
+	for i, fold := range folds {
+		var rest []Sample
+		for j, other := range folds {
+			if j != i {
+				rest = append(rest, other...)
+			}
+		}
+		scores = append(scores, Fit(rest, opts).scores(fold)...)
+		every = append(every, fold...)
+	}
+	m := Fit(every, opts)
+	m.setWiden(scores)
+	return m
+}
+
+// Calibrated is how many (run, checkpoint) scores the model's correction
+// was read from; 0 when its intervals are uncorrected.
+func (m *Model) Calibrated() int { return m.calibrated }
 
 // Score is how a model's forecasts fared on runs it never saw, at every
 // checkpoint of each run.

@@ -241,7 +241,7 @@ func calibrationJSON(cs []advise.Calibration) any {
 		System     string `json:"system"`
 		Model      string `json:"model"`
 		Fit        int    `json:"fitRuns"`
-		Held       int    `json:"heldRuns"`
+		Folds      int    `json:"folds"`
 		Test       int    `json:"testRuns"`
 		Unpriced   int    `json:"unpricedRuns"`
 		Raw        score  `json:"raw"`
@@ -257,7 +257,7 @@ func calibrationJSON(cs []advise.Calibration) any {
 		} `json:"pooled"`
 	}{Groups: []group{}}
 	for _, c := range cs {
-		out.Groups = append(out.Groups, group{c.System, c.Model, c.Fit, c.Held, c.Test, c.Unpriced, toScore(c.Raw), toScore(c.Calibrated), c.Why, c.Timed})
+		out.Groups = append(out.Groups, group{c.System, c.Model, c.Fit, c.Folds, c.Test, c.Unpriced, toScore(c.Raw), toScore(c.Calibrated), c.Why, c.Timed})
 	}
 	out.Pooled.Raw = toScore(advise.Pooled(cs, func(c advise.Calibration) forecast.Score { return c.Raw }))
 	out.Pooled.Calibrated = toScore(advise.Pooled(cs, func(c advise.Calibration) forecast.Score { return c.Calibrated }))
