@@ -47,7 +47,7 @@ func (f SpendForecast) String() string {
 	if !f.OK {
 		return "no forecast: " + f.Why
 	}
-	s := fmt.Sprintf("forecast to finish %s (%.0f %%: %s–%s)", f.Median, f.Coverage*100, f.Low, f.High)
+	s := f.Headline()
 	if !f.Calibrated {
 		s += ", uncalibrated"
 	}
@@ -55,6 +55,12 @@ func (f SpendForecast) String() string {
 		s += fmt.Sprintf("; of past runs that reached %s, %.0f %% were solved", f.Spent, f.PSolved*100)
 	}
 	return s
+}
+
+// Headline is the forecast's figures alone: "forecast to finish $1.40
+// (80 %: $0.90–$2.60)".
+func (f SpendForecast) Headline() string {
+	return fmt.Sprintf("forecast to finish %s (%.0f %%: %s–%s)", f.Median, f.Coverage*100, f.Low, f.High)
 }
 
 // SpendForecaster forecasts a task's final spend from what it has spent.

@@ -166,6 +166,9 @@ type Manager struct {
 	tier      Tier
 	listeners []listener
 	nextID    int
+	// warningHeld: HoldWarning put this budget in WARNING whatever its
+	// spend says.
+	warningHeld bool
 }
 
 // NewManager validates cfg and returns a Manager for it.
@@ -267,8 +270,18 @@ func (m *Manager) SetExternal(others Totals) Tier {
 	return t
 }
 
-// tierLocked is the overall tier: the highest of any configured metric.
+// tierLocked is the overall tier: the highest of any configured metric,
+// and at least WARNING (by money) while HoldWarning holds it there.
 func (m *Manager) tierLocked(now time.Time) (Tier, Metric) {
+	tier, cause := m.spendTierLocked(now)
+	if m.warningHeld && tier < Warning {
+		return Warning, Money
+	}
+	return tier, cause
+}
+
+// spendTierLocked is the tier the budget's figures alone put it in.
+func (m *Manager) spendTierLocked(now time.Time) (Tier, Metric) {
 	tier, cause := Optimal, NoMetric
 	for _, metric := range Metrics {
 		if t := m.limits[metric].tier(m.usedLocked(metric, now)); t > tier {

@@ -22,7 +22,7 @@ type forecastState struct {
 	mu        sync.Mutex
 	last      *purser.SpendForecast
 	said      string // the last forecast said (EventForecast): an unchanged one is not said again
-	triggered string // why the forecast trigger entered WARNING; "" until it does
+	triggered string // why the forecast trigger put the budget in WARNING; "" until it does
 }
 
 // startForecast resolves the task's forecaster and makes its first
@@ -57,11 +57,13 @@ func (t *taskRun) updateForecast(ctx context.Context) {
 	t.checkForecastTrigger(ctx, f)
 }
 
-// checkForecastTrigger enters WARNING (for the degrade policy: the
-// budget's own tier stays what its spend says) once the forecast's upper
-// bound passes hard.usd, if the budget asks for it (warning.forecast:
-// hard). It never leaves it: a forecast that falls back is no reason to
-// spend freely again within the same task run.
+// checkForecastTrigger puts the task's budget in WARNING (HoldWarning)
+// once the forecast's upper bound passes hard.usd, if the budget asks for
+// it (warning.forecast: hard): its degrade policy acts, status says
+// WARNING, and the budget's tier change is announced — the tier event and
+// the WARNING alert — once, saying why (tierMessage). It never leaves it: a
+// forecast that falls back is no reason to spend freely again within the
+// same task run. HARD is still reached by the spend alone.
 func (t *taskRun) checkForecastTrigger(_ context.Context, f purser.SpendForecast) {
 	cfg := t.task.Budget
 	if cfg.Warning.Forecast != budget.ForecastHard || cfg.Hard.USD == nil || !f.OK || f.High <= *cfg.Hard.USD {
@@ -70,17 +72,32 @@ func (t *taskRun) checkForecastTrigger(_ context.Context, f purser.SpendForecast
 	t.fc.mu.Lock()
 	fired := t.fc.triggered == ""
 	if fired {
-		t.fc.triggered = fmt.Sprintf("forecast: its upper bound %s passes the hard cap %s", f.High, *cfg.Hard.USD)
+		t.fc.triggered = fmt.Sprintf("%s passes the hard %s", f.Headline(), *cfg.Hard.USD)
 	}
 	why := t.fc.triggered
 	t.fc.mu.Unlock()
 	if !fired {
 		return
 	}
-	if st := t.budget.Status(); st.Tier < budget.Warning {
-		t.e.emit(t, purser.Event{Type: purser.EventTier, Message: fmt.Sprintf("task budget: %s → %s by %s", st.Tier, budget.Warning, why)})
-	}
 	t.log.Warn("forecast trigger: WARNING before the spend gets there", "why", why)
+	t.budget.HoldWarning() // its listener announces the change (tierMessage)
+}
+
+// tierMessage is the tier event for a budget's change of tier, which the
+// alerts are made from: "task budget: optimal → warning by money", with the
+// forecast when the task enters WARNING (where the money is heading), or,
+// when the forecast trigger put it there, why: "task budget: optimal →
+// warning: forecast to finish $1.40 (80 %: $0.90–$2.60) passes the hard
+// $1.00".
+func (t *taskRun) tierMessage(c budget.Change) string {
+	msg := fmt.Sprintf("%s budget: %s → %s by %s", c.Scope, c.From, c.To, c.Status.Cause)
+	if c.To != budget.Warning || c.Scope != budget.ScopeTask {
+		return msg
+	}
+	if why := t.forecastTriggered(); why != "" && t.budget.WarningHeld() {
+		return fmt.Sprintf("%s budget: %s → %s: %s", c.Scope, c.From, c.To, why)
+	}
+	return msg + t.forecastNote(c.Status.UsedUSD)
 }
 
 // forecastTriggered is why the forecast trigger put the task in WARNING,
@@ -114,21 +131,14 @@ func (t *taskRun) forecastNote(spent budget.USD) string {
 	return "; " + t.fc.f.ForecastSpend(spent).String()
 }
 
-// degrade is the degrade decision for a call: the budget's, or, when only
-// the forecast trigger put the task in WARNING, the policy's WARNING
-// actions with the forecast as their reason. Actions staged at the warning
-// line wait for the spend, as ever.
+// degrade is the degrade decision for a call: the budget's, with the
+// forecast as the reason when only the forecast trigger put the task in
+// WARNING (its figures would not). Actions staged at the warning line wait
+// for the spend, as ever.
 func (t *taskRun) degrade() degradeState {
 	d := decideDegrade(t.task.Degrade, t.budget)
-	why := t.forecastTriggered()
-	if why == "" || d.tier >= budget.Warning {
-		return d
-	}
-	d.tier, d.metric, d.scope, d.why = budget.Warning, budget.Money, budget.ScopeTask, why
-	for _, step := range t.task.Degrade.Steps {
-		if step.At != purser.AtWarningLine {
-			d.active[step.Action] = true
-		}
+	if why := t.forecastTriggered(); why != "" && d.scope == budget.ScopeTask && d.tier == budget.Warning && t.budget.WarningHeld() {
+		d.why = why
 	}
 	return d
 }

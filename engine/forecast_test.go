@@ -2,13 +2,18 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/alert"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/prompt"
@@ -78,19 +83,21 @@ func TestForecastUpdatedAfterEveryCall(t *testing.T) {
 	}
 }
 
-// warning.forecast: hard enters WARNING once the forecast's upper bound
-// passes the hard money cap — here after the first call ($0.30 spent, $3.00
-// forecast at most, cap $2.50), long before the spend gets there — and the
-// second iteration is degraded with the forecast as the reason.
+// warning.forecast: hard puts the task's budget in WARNING once the
+// forecast's upper bound passes the hard money cap — here after the first
+// call ($0.30 spent, $3.00 forecast at most, cap $2.50), long before the
+// spend gets there — and the second iteration is degraded with the
+// forecast as the reason.
 func TestForecastTriggerEntersWarningEarly(t *testing.T) {
 	t.Parallel()
 	cfg := budget.Config{Warning: budget.Limits{Forecast: budget.ForecastHard}, Hard: budget.HardLimits{USD: usd("2.50"), MaxIterations: ptr(5)}}
 	f, _ := forecastFixture(t, thirtyThenFix, cfg)
 	must(t, f.run())
+	const why = "forecast to finish $1.50 (80 %: $0.30–$3.00) passes the hard $2.50"
 	ds := assertDegrade(t, f, purser.RepairOnlyMode, budget.Money)
 	for _, d := range ds {
-		if d.Iteration != 2 || !strings.Contains(d.Detail, "forecast: its upper bound $3.00 passes the hard cap $2.50") {
-			t.Errorf("degrade %+v: want iteration 2, the forecast as its reason", d)
+		if d.Iteration != 2 || d.Tier != budget.Warning || !strings.Contains(d.Detail, why) {
+			t.Errorf("degrade %+v: want iteration 2 in WARNING, the forecast as its reason", d)
 		}
 	}
 	for _, c := range f.calls() {
@@ -99,18 +106,90 @@ func TestForecastTriggerEntersWarningEarly(t *testing.T) {
 			t.Errorf("iteration %d: repair-only %v", c.Iteration, repair)
 		}
 	}
-	var tier []string
+	var tier []purser.Event
 	for _, ev := range f.events {
 		if ev.Type == purser.EventTier {
-			tier = append(tier, ev.Message)
+			tier = append(tier, ev)
 		}
 	}
-	if len(tier) != 1 || !strings.HasPrefix(tier[0], "task budget: optimal → warning by forecast") {
-		t.Errorf("tier events %q: want one WARNING by forecast", tier)
+	if len(tier) != 1 || tier[0].Message != "task budget: optimal → warning: "+why || tier[0].Status.Tier != budget.Warning {
+		t.Errorf("tier events %+v: want one, the budget in WARNING by the forecast", tier)
 	}
-	if st := budgetOf(t, f); st.Tier != budget.Optimal {
-		t.Errorf("the budget's own tier is %s: the spend never left OPTIMAL", st.Tier)
+	if st := f.events[len(f.events)-1].Status; st.Tier != budget.Warning || st.UsedUSD != mustUSD(t, "0.60") {
+		t.Errorf("the budget's own tier at the end is %s at %s, want the forecast's WARNING at $0.60", st.Tier, st.UsedUSD)
 	}
+}
+
+// The forecast trigger moves the budget's own tier: the WARNING alert is
+// sent once, saying why; the spend still reaches HARD, which BLOCKs the
+// task with nothing retried.
+func TestForecastTriggerAlertsOnceAndHardStillBlocks(t *testing.T) {
+	t.Parallel()
+	cfg := budget.Config{Warning: budget.Limits{Forecast: budget.ForecastHard}, Hard: budget.HardLimits{USD: usd("1.0"), MaxIterations: ptr(10)}}
+	f, _ := forecastFixture(t, runaway, cfg)
+	hook := &webhook{}
+	n := alert.New(alert.Config{Webhooks: []alert.Webhook{{Name: "ops", URL: "http://alerts.invalid/hook", Format: alert.FormatSlack}}},
+		alert.Options{Client: hook})
+	f.observe = n.Observe
+	err := f.run()
+	if res := n.Close(); res.Undelivered != 0 {
+		t.Fatalf("%d alerts undelivered", res.Undelivered)
+	}
+	var be *budget.BudgetExhaustedError
+	if !errors.As(err, &be) || be.Metric != budget.Money || f.state().State != purser.StateBlocked {
+		t.Fatalf("RunTask = %v, state %s: want BLOCKED by BudgetExhaustedError on money", err, f.state().State)
+	}
+	if recs, _ := f.store.Calls(context.Background(), f.task.ID); len(recs) != 3 || len(f.calls()) != 3 {
+		t.Fatalf("%d call records, %d calls: want 3 (the third cut at the cap), nothing retried", len(recs), len(f.calls()))
+	}
+	const warning = "Purser: task " + "%s entered WARNING (money): used $0.40"
+	var warnings, hard int
+	for _, text := range hook.texts() {
+		switch {
+		case strings.Contains(text, "entered WARNING"):
+			warnings++
+			if !strings.HasPrefix(text, fmt.Sprintf(warning, f.task.ID)) ||
+				!strings.HasSuffix(text, "; forecast to finish $2.00 (80 %: $0.40–$4.00) passes the hard $1.00") {
+				t.Errorf("WARNING alert %q: want it sent at $0.40 spent, saying the forecast passes the cap", text)
+			}
+		case strings.Contains(text, "reached its HARD cap"):
+			hard++
+		}
+	}
+	if warnings != 1 || hard != 1 {
+		t.Errorf("alerts %q: want one WARNING (the forecast's) and one HARD", hook.texts())
+	}
+}
+
+// webhook is an alert receiver that takes every delivery.
+type webhook struct {
+	mu     sync.Mutex
+	bodies []string
+}
+
+func (w *webhook) Do(r *http.Request) (*http.Response, error) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	w.bodies = append(w.bodies, string(b))
+	w.mu.Unlock()
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+}
+
+// texts are the Slack payloads' texts received, in order.
+func (w *webhook) texts() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, b := range w.bodies {
+		var p struct{ Text string }
+		if json.Unmarshal([]byte(b), &p) == nil {
+			out = append(out, p.Text)
+		}
+	}
+	return out
 }
 
 // onHard: finish-call lets the call that crosses the hard cap end and books

@@ -82,11 +82,7 @@ func (e *Engine) RunTask(ctx context.Context, task purser.Task, run *budget.Mana
 	// cancelled — unless that budget says onHard: finish-call, when the
 	// call ends by itself and the stop comes after it (outcome).
 	onHard := func(c budget.Change) {
-		msg := fmt.Sprintf("%s budget: %s → %s by %s", c.Scope, c.From, c.To, c.Status.Cause)
-		if c.To == budget.Warning && c.Scope == budget.ScopeTask {
-			msg += t.forecastNote(c.Status.UsedUSD) // the WARNING alert carries it
-		}
-		e.emit(t, purser.Event{Type: purser.EventTier, Message: msg})
+		e.emit(t, purser.Event{Type: purser.EventTier, Message: t.tierMessage(c)}) // the alerts are made from it
 		if c.To == budget.Hard {
 			if t.finishesCall(c.Scope) {
 				t.log.Warn("hard cap crossed: the call in flight is let end (onHard: finish-call)", "scope", c.Scope, "metric", c.Status.Cause)
