@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -19,26 +20,34 @@ import (
 
 // forecasters fits each task's spend forecast (engine.ForecastResolver):
 // from the corpus its budget names (forecastFrom.corpus), else from this
-// project's own database — the finished runs of the task's model. A model's
-// forecast is fitted once per engine and shared by its tasks.
+// project's own database — the finished runs of the task's model, read from
+// the stored totals (history). A fitted forecast is shared by the tasks of
+// its model, and kept until the history gains or changes a finished run.
 type forecasters struct {
-	store  Store
+	hist   *history
 	prices *pricing.Catalogue
 	dir    string // the project's directory: a corpus of a task with no file is relative to it
 
 	mu    sync.Mutex
-	cache map[[3]string]purser.SpendForecaster
-	runs  []replay.Run // the database's history, read once
-	read  bool
-	err   error
+	cache map[[3]string]fitted
+}
+
+// fitted is a forecaster and the version of the history it was fitted on
+// (0 for a corpus's: a corpus is read once).
+type fitted struct {
+	fc      purser.SpendForecaster
+	version uint64
 }
 
 func newForecasters(s Store, prices *pricing.Catalogue, dir string) engine.ForecastResolver {
+	return newForecastersOf(newHistory(s, 0), prices, dir).resolve
+}
+
+func newForecastersOf(h *history, prices *pricing.Catalogue, dir string) *forecasters {
 	if prices == nil {
 		prices = pricing.New()
 	}
-	f := &forecasters{store: s, prices: prices, dir: dir, cache: map[[3]string]purser.SpendForecaster{}}
-	return f.resolve
+	return &forecasters{hist: h, prices: prices, dir: dir, cache: map[[3]string]fitted{}}
 }
 
 func (f *forecasters) resolve(ctx context.Context, t purser.Task) purser.SpendForecaster {
@@ -61,35 +70,37 @@ func (f *forecasters) resolveWithout(ctx context.Context, t purser.Task, exclude
 		}
 	}
 	key := [3]string{corpus, model, exclude}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if fc, ok := f.cache[key]; ok {
-		return fc
-	}
-	var fc purser.SpendForecaster
 	if corpus != "" {
-		runs, err := replay.ParseFile(corpus)
-		if err != nil {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if c, ok := f.cache[key]; ok {
+			return c.fc
+		}
+		var fc purser.SpendForecaster
+		if runs, err := replay.ParseFile(corpus); err != nil {
 			fc = advise.NoForecaster(fmt.Sprintf("the forecast's corpus could not be read: %v", err))
 		} else {
 			fc = advise.LiveForecaster(f.prices, runs, model, "corpus "+filepath.Base(corpus), true)
 		}
-	} else {
-		if !f.read {
-			f.runs, f.err, f.read = nil, nil, true
-			f.runs, f.err = replay.FromStore(ctx, f.store)
-		}
-		runs, err := f.runs, f.err
-		if exclude != "" {
-			runs = slices.DeleteFunc(slices.Clone(runs), func(r replay.Run) bool { return r.InstanceID == exclude })
-		}
-		if err != nil {
-			fc = advise.NoForecaster(fmt.Sprintf("the project's history could not be read: %v", err))
-		} else {
-			fc = advise.LiveForecaster(f.prices, runs, model, "this project's database", false)
-		}
+		f.cache[key] = fitted{fc: fc}
+		return fc
 	}
-	f.cache[key] = fc
+	runs, version, err := f.hist.runs(ctx)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.cache[key]; ok && c.version == version && err == nil {
+		return c.fc
+	}
+	var fc purser.SpendForecaster
+	if err != nil {
+		fc = advise.NoForecaster(fmt.Sprintf("the project's history could not be read: %v", err))
+	} else {
+		if exclude != "" {
+			runs = slices.DeleteFunc(runs, func(r replay.Run) bool { return r.InstanceID == exclude })
+		}
+		fc = advise.LiveForecaster(f.prices, runs, model, "this project's database", false)
+		f.cache[key] = fitted{fc: fc, version: version}
+	}
 	return fc
 }
 
@@ -106,22 +117,23 @@ func (a *App) TaskForecasts(ctx context.Context, recs []purser.TaskRecord, tasks
 }
 
 // StoredForecasts forecasts the tasks of the database as they stand, for
-// readers that are not the engine (status, the dashboard): the history is
-// read again when it is older than refresh (0: never).
+// readers that are not the engine (status, the dashboard). The history is
+// read from the stored totals, never the ledger; its task list is read
+// again when older than refresh (0: never), and only tasks new or changed
+// since are read, so a long-lived reader (serve) pays for what changed.
 func (a *App) StoredForecasts(refresh time.Duration) *StoredForecasts {
-	return &StoredForecasts{a: a, refresh: refresh}
+	h := newHistory(a.Store, refresh)
+	if refresh == 0 {
+		h.minAge = time.Duration(math.MaxInt64) // read once
+	}
+	return &StoredForecasts{a: a, f: newForecastersOf(h, a.Project.Prices, a.Project.Dir)}
 }
 
 // StoredForecasts is what StoredForecasts returns. It is safe for
 // concurrent use.
 type StoredForecasts struct {
-	a       *App
-	refresh time.Duration
-
-	mu     sync.Mutex
-	f      *forecasters
-	models map[string]string // task → the model of its first call
-	at     time.Time
+	a *App
+	f *forecasters
 }
 
 // Forecast is the spend forecast of the task id, nil when it is DONE or
@@ -142,24 +154,12 @@ func (s *StoredForecasts) forecast(ctx context.Context, rec purser.TaskRecord, s
 	if rec.State == purser.StateDone {
 		return nil
 	}
-	s.mu.Lock()
-	if s.f == nil || (s.refresh > 0 && time.Since(s.at) > s.refresh) {
-		proj := s.a.Project
-		f := &forecasters{store: s.a.Store, prices: proj.Prices, dir: proj.Dir, cache: map[[3]string]purser.SpendForecaster{}}
-		if f.prices == nil {
-			f.prices = pricing.New()
-		}
-		f.runs, f.err = replay.FromStore(ctx, s.a.Store)
-		f.read = true
-		s.models = map[string]string{}
-		for _, r := range f.runs {
-			s.models[r.InstanceID] = r.Model
-		}
-		s.f, s.at = f, time.Now()
+	if _, _, err := s.f.hist.runs(ctx); err != nil {
+		fc := advise.NoForecaster(fmt.Sprintf("the project's history could not be read: %v", err)).ForecastSpend(spent)
+		return &fc
 	}
-	f, model := s.f, s.models[rec.ID]
-	s.mu.Unlock()
+	model := s.f.hist.model(rec.ID)
 	t := purser.Task{ID: rec.ID, File: rec.File, Budget: rec.Budget, Backend: purser.BackendSpec{Models: map[string]string{"": model}}}
-	fc := f.resolveWithout(ctx, t, rec.ID).ForecastSpend(spent)
+	fc := s.f.resolveWithout(ctx, t, rec.ID).ForecastSpend(spent)
 	return &fc
 }
