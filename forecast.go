@@ -32,8 +32,8 @@ type SpendForecast struct {
 	PSolved  float64 `json:"pSolved"`
 	Labelled int     `json:"labelled"`
 	// Reached is how many past runs got this far, of the Runs the
-	// forecast reads (about half the history: the other half calibrated
-	// its interval).
+	// forecast reads (every finished run of the history; they also
+	// calibrate its interval, cross-conformal).
 	Reached int `json:"reached"`
 	Runs    int `json:"runs"`
 	// Source says which history it was read from.

@@ -33,9 +33,9 @@ func (f Forecaster) ForecastSpend(spent budget.USD) purser.SpendForecast {
 		g.Low = max(g.Low/cent*cent, min(spent, g.Low))
 		g.High = (g.High + cent - 1) / cent * cent
 	}
-	return purser.SpendForecast{OK: g.OK, Why: g.Why, Spent: spent, Median: g.Median, Low: g.Low, High: g.High,
-		Coverage: g.Coverage, Calibrated: g.Calibrated, PSolved: g.PSolved, Labelled: g.Labelled,
-		Reached: g.Reached, Runs: f.Model.Runs(), Source: f.Source}
+	sf := g.Spend()
+	sf.Runs, sf.Source = f.Model.Runs(), f.Source
+	return sf
 }
 
 // NoForecaster is a forecaster that forecasts nothing and says why (a

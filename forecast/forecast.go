@@ -19,6 +19,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 )
 
@@ -360,19 +361,14 @@ func (m *Model) Evaluate(test []Sample) Score {
 	return sc
 }
 
-// String says the forecast in one line, the way STATUS.md and alerts say
-// it: "forecast to finish $1.40 (80 %: $0.90–$2.60); of past runs that
-// reached $0.80, 31 % were solved", or why there is none.
-func (f Forecast) String() string {
-	if !f.OK {
-		return "no forecast: " + f.Why
-	}
-	s := fmt.Sprintf("forecast to finish %s (%.0f %%: %s–%s)", f.Median, f.Coverage*100, f.Low, f.High)
-	if !f.Calibrated {
-		s += ", uncalibrated"
-	}
-	if f.Labelled > 0 {
-		s += fmt.Sprintf("; of past runs that reached %s, %.0f %% were solved", f.Spent, f.PSolved*100)
-	}
-	return s
+// Spend is the forecast as the domain carries it to every view (the
+// engine's events, STATUS.md, status --json, the dashboard, alerts).
+func (f Forecast) Spend() purser.SpendForecast {
+	return purser.SpendForecast{OK: f.OK, Why: f.Why, Spent: f.Spent, Median: f.Median, Low: f.Low, High: f.High,
+		Coverage: f.Coverage, Calibrated: f.Calibrated, PSolved: f.PSolved, Labelled: f.Labelled, Reached: f.Reached}
 }
+
+// String says the forecast in one line, as purser.SpendForecast.String
+// does: "forecast to finish $1.40 (80 %: $0.90–$2.60); of past runs that
+// reached $0.80, 31 % were solved", or why there is none.
+func (f Forecast) String() string { return f.Spend().String() }
