@@ -17,11 +17,15 @@ import (
 	"github.com/purser-dev/purser/replay"
 )
 
+// adviseFlags are advise's flags.
+type adviseFlags struct {
+	pricingPath, db, plot  string
+	asJSON, fromDB         bool
+	calibrate, test, split string
+}
+
 func newAdviseCmd() *cobra.Command {
-	var pricingPath, db, plot string
-	var asJSON bool
-	var fromDB bool
-	var calibrate, test, split string
+	var fl adviseFlags
 	cmd := &cobra.Command{
 		Use:   "advise (CORPUS.jsonl | --from-db) [--plot FILE.svg] | --calibrate TRAIN.jsonl [--test TEST.jsonl | --split time|alternate]",
 		Short: "Propose budgets from recorded runs, with the trade-off of candidate hard caps",
@@ -33,87 +37,104 @@ chart of the distribution, and the proposal as a budget. --plot writes the
 distribution of solved and unsolved runs with the proposed lines as SVG.
 
 --calibrate checks the spend forecast instead: fitted on the runs of TRAIN
-(or of the database, with --from-db), corrected on held-out runs, and scored
-on TEST — or, without --test, on TRAIN split by --split (time: each system's
-later half is the test) — it prints how often the 80 % interval held the
-final spend, and the median's error, per system and model.`,
+(or of the database, with --from-db), its intervals corrected on periods of
+TRAIN held out in turn (cross-conformal), and scored on TEST — or, without
+--test, on TRAIN split by --split (time: each system's later half is the
+test) — it prints how often the 80 % interval held the final spend, and the
+median's error, per system and model.`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			prices, err := loadPrices(pricingPath)
-			if err != nil {
-				return badInput(err)
-			}
-			if calibrate != "" || test != "" {
-				return runCalibrate(cmd, prices, calibrate, test, split, fromDB, db, asJSON, args)
-			}
-			runs, err := loadCorpus(cmd.Context(), args, fromDB, db)
-			if err != nil {
-				return err
-			}
-			if len(runs) == 0 {
-				return badInput(fmt.Errorf("no runs to advise from"))
-			}
-			groups, err := advise.Advise(prices, runs)
-			if err != nil {
-				return err
-			}
-			for _, g := range groups {
-				if asJSON {
-					continue
-				}
-				if err := advise.WriteText(cmd.OutOrStdout(), g); err != nil {
-					return err
-				}
-				if err := writeTrigger(cmd, prices, runs, g); err != nil {
-					return err
-				}
-			}
-			if !asJSON {
-				// Stuck runs (stuckAfter) are told apart by validator
-				// results, which only Purser's own history records.
-				stuck := "this corpus records no validator results per iteration, so a stuck run cannot be told from it"
-				if fromDB {
-					if stuck, err = stuckInDB(cmd, db); err != nil {
-						return err
-					}
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "\nstuck runs (stuckAfter): %s\n", stuck)
-			}
-			if plot != "" {
-				f, err := os.Create(plot)
-				if err != nil {
-					return err
-				}
-				if err := advise.WriteSVG(f, groups); err != nil {
-					f.Close()
-					return err
-				}
-				if err := f.Close(); err != nil {
-					return err
-				}
-				if !asJSON {
-					fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", plot)
-				}
-			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(adviceJSON(groups, func(g advise.Group) (*advise.TriggerComparison, *advise.Overshoot) {
-					return triggerOf(prices, runs, g)
-				}))
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return runAdvise(cmd, fl, args) },
 	}
-	cmd.Flags().StringVar(&pricingPath, "pricing", "", "prices in LiteLLM's format, for calls with no recorded cost")
-	cmd.Flags().BoolVar(&fromDB, "from-db", false, "advise from Purser's own history instead of a corpus")
-	cmd.Flags().StringVar(&db, "db", "", "database path, with --from-db")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print {groups: [{system, model, runs, solved, budget, maxIterationsIsDefault, tradeOff}]} as JSON")
-	cmd.Flags().StringVar(&calibrate, "calibrate", "", "check the spend forecast: fit it on this corpus (JSON Lines; \"db\" for --from-db)")
-	cmd.Flags().StringVar(&test, "test", "", "with --calibrate: score the forecast on this corpus")
-	cmd.Flags().StringVar(&split, "split", string(advise.SplitTime), "with --calibrate and no --test: how to split the corpus (time or alternate)")
-	cmd.Flags().StringVar(&plot, "plot", "", "write the distribution with the proposed lines to this SVG file")
+	cmd.Flags().StringVar(&fl.pricingPath, "pricing", "", "prices in LiteLLM's format, for calls with no recorded cost")
+	cmd.Flags().BoolVar(&fl.fromDB, "from-db", false, "advise from Purser's own history instead of a corpus")
+	cmd.Flags().StringVar(&fl.db, "db", "", "database path, with --from-db")
+	cmd.Flags().BoolVar(&fl.asJSON, "json", false, "print {groups: [{system, model, runs, solved, budget, maxIterationsIsDefault, tradeOff}]} as JSON")
+	cmd.Flags().StringVar(&fl.calibrate, "calibrate", "", "check the spend forecast: fit it on this corpus (JSON Lines; \"db\" for --from-db)")
+	cmd.Flags().StringVar(&fl.test, "test", "", "with --calibrate: score the forecast on this corpus")
+	cmd.Flags().StringVar(&fl.split, "split", string(advise.SplitTime), "with --calibrate and no --test: how to split the corpus (time or alternate)")
+	cmd.Flags().StringVar(&fl.plot, "plot", "", "write the distribution with the proposed lines to this SVG file")
 	return cmd
+}
+
+// runAdvise is advise: the proposal per group, in text or JSON, and the
+// plot; or, with --calibrate, the forecast's calibration.
+func runAdvise(cmd *cobra.Command, fl adviseFlags, args []string) error {
+	prices, err := loadPrices(fl.pricingPath)
+	if err != nil {
+		return badInput(err)
+	}
+	if fl.calibrate != "" || fl.test != "" {
+		return runCalibrate(cmd, prices, fl, args)
+	}
+	runs, err := loadCorpus(cmd.Context(), args, fl.fromDB, fl.db)
+	if err != nil {
+		return err
+	}
+	if len(runs) == 0 {
+		return badInput(fmt.Errorf("no runs to advise from"))
+	}
+	groups, err := advise.Advise(prices, runs)
+	if err != nil {
+		return err
+	}
+	if !fl.asJSON {
+		if err := writeAdvice(cmd, prices, runs, groups, fl); err != nil {
+			return err
+		}
+	}
+	if fl.plot != "" {
+		if err := writePlot(fl.plot, groups); err != nil {
+			return err
+		}
+		if !fl.asJSON {
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", fl.plot)
+		}
+	}
+	if fl.asJSON {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		return enc.Encode(adviceJSON(groups, func(g advise.Group) (*advise.TriggerComparison, *advise.Overshoot) {
+			return triggerOf(prices, runs, g)
+		}))
+	}
+	return nil
+}
+
+// writeAdvice writes each group's advice as text, the forecast trigger
+// beside it, and what can be said of stuck runs.
+func writeAdvice(cmd *cobra.Command, prices *pricing.Catalogue, runs []replay.Run, groups []advise.Group, fl adviseFlags) error {
+	for _, g := range groups {
+		if err := advise.WriteText(cmd.OutOrStdout(), g); err != nil {
+			return err
+		}
+		if err := writeTrigger(cmd, prices, runs, g); err != nil {
+			return err
+		}
+	}
+	// Stuck runs (stuckAfter) are told apart by validator results, which
+	// only Purser's own history records.
+	stuck := "this corpus records no validator results per iteration, so a stuck run cannot be told from it"
+	if fl.fromDB {
+		var err error
+		if stuck, err = stuckInDB(cmd, fl.db); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(cmd.OutOrStdout(), "\nstuck runs (stuckAfter): %s\n", stuck)
+	return err
+}
+
+// writePlot writes the groups' distributions as SVG to path.
+func writePlot(path string, groups []advise.Group) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := advise.WriteSVG(f, groups); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // adviceGroupJSON is one group's advice as advise --json prints it; the
@@ -177,17 +198,18 @@ func adviceJSON(groups []advise.Group, trigger func(advise.Group) (*advise.Trigg
 
 // runCalibrate is advise --calibrate: the forecast fitted on one corpus and
 // scored on another (or on a split of the first).
-func runCalibrate(cmd *cobra.Command, prices *pricing.Catalogue, trainPath, testPath, split string, fromDB bool, db string, asJSON bool, args []string) error {
+func runCalibrate(cmd *cobra.Command, prices *pricing.Catalogue, fl adviseFlags, args []string) error {
 	if len(args) > 0 {
 		return badInput(fmt.Errorf("with --calibrate, give the corpora as --calibrate and --test, not as an argument"))
 	}
+	trainPath, testPath, split := fl.calibrate, fl.test, fl.split
 	if trainPath == "" {
 		return badInput(fmt.Errorf("--test needs --calibrate TRAIN.jsonl (the runs the forecast is fitted on)"))
 	}
 	var train []replay.Run
 	var err error
-	if trainPath == "db" && fromDB {
-		train, err = loadCorpus(cmd.Context(), nil, true, db)
+	if trainPath == "db" && fl.fromDB {
+		train, err = loadCorpus(cmd.Context(), nil, true, fl.db)
 	} else {
 		train, err = loadCorpus(cmd.Context(), []string{trainPath}, false, "")
 	}
@@ -207,7 +229,7 @@ func runCalibrate(cmd *cobra.Command, prices *pricing.Catalogue, trainPath, test
 	}
 	opts := forecast.Options{Coverage: forecast.DefaultCoverage, MinReached: forecast.DefaultMinReached}
 	cs := advise.Calibrate(prices, train, test, opts)
-	if asJSON {
+	if fl.asJSON {
 		enc := json.NewEncoder(cmd.OutOrStdout())
 		enc.SetIndent("", "  ")
 		return enc.Encode(calibrationJSON(cs))
