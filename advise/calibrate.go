@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -207,12 +208,14 @@ func FitForecast(prices *pricing.Catalogue, runs []replay.Run, opts forecast.Opt
 }
 
 // Pooled sums the scores of several groups (coverage and Brier weighted by
-// checkpoints; the median errors are not poolable and are left zero).
+// checkpoints, coverage's standard error from the groups' as independent;
+// the median errors are not poolable and are left zero).
 func Pooled(cs []Calibration, pick func(Calibration) forecast.Score) forecast.Score {
 	var p forecast.Score
-	var brier float64
+	var brier, variance float64
 	for _, c := range cs {
 		s := pick(c)
+		variance += math.Pow(s.CoverageSE*float64(s.Checkpoints), 2)
 		p.Runs += s.Runs
 		p.Checkpoints += s.Checkpoints
 		p.Skipped += s.Skipped
@@ -222,6 +225,7 @@ func Pooled(cs []Calibration, pick func(Calibration) forecast.Score) forecast.Sc
 	}
 	if p.Checkpoints > 0 {
 		p.Coverage = float64(p.Covered) / float64(p.Checkpoints)
+		p.CoverageSE = math.Sqrt(variance) / float64(p.Checkpoints) // the groups are independent
 	}
 	if p.BrierN > 0 {
 		p.Brier = brier / float64(p.BrierN)
@@ -235,7 +239,7 @@ func WriteCalibration(w io.Writer, cs []Calibration, coverage float64, split Spl
 	fmt.Fprintf(w, "Spend forecast calibration: %.0f %% intervals of the final spend, scored at every checkpoint\n", coverage*100)
 	fmt.Fprintf(w, "(nothing spent, then $0.01, $0.02, $0.04, … that each test run passed) on runs the forecast never saw.\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "system\tmodel\truns fit/test, folds\tforecasts\tcoverage raw\tcoverage calibrated\tmedian error\tBrier P(solved)\t")
+	fmt.Fprintln(tw, "system\tmodel\truns fit/test, folds\tforecasts\tcoverage raw\tcoverage calibrated (95 % CI)\tmedian error\tBrier P(solved)\t")
 	for _, c := range cs {
 		if c.Why != "" && c.Calibrated.Checkpoints == 0 {
 			fmt.Fprintf(tw, "%s\t%s\t%d/%d, %d\t0\t-\t-\t-\t-\t%s\n", c.System, c.Model, c.Fit, c.Test, c.Folds, c.Why)
@@ -246,11 +250,11 @@ func WriteCalibration(w io.Writer, cs []Calibration, coverage float64, split Spl
 		if split == SplitTime && !c.Timed {
 			note = "no call times recorded: split in file order"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d/%d, %d\t%d\t%.1f %%\t%.1f %%\t%.0f %% (%s)\t%s\t%s\n", c.System, c.Model, c.Fit, c.Test, c.Folds,
-			s.Checkpoints, c.Raw.Coverage*100, s.Coverage*100, s.MedianRelError*100, cents(s.MedianAbsError), brier(s), note)
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d, %d\t%d\t%.1f %%\t%s\t%.0f %% (%s)\t%s\t%s\n", c.System, c.Model, c.Fit, c.Test, c.Folds,
+			s.Checkpoints, c.Raw.Coverage*100, withCI(s), s.MedianRelError*100, cents(s.MedianAbsError), brier(s), note)
 	}
 	raw, cal := Pooled(cs, func(c Calibration) forecast.Score { return c.Raw }), Pooled(cs, func(c Calibration) forecast.Score { return c.Calibrated })
-	fmt.Fprintf(tw, "all\t\t\t%d\t%.1f %%\t%.1f %%\t\t%s\t\n", cal.Checkpoints, raw.Coverage*100, cal.Coverage*100, brier(cal))
+	fmt.Fprintf(tw, "all\t\t\t%d\t%.1f %%\t%s\t\t%s\t\n", cal.Checkpoints, raw.Coverage*100, withCI(cal), brier(cal))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -261,6 +265,12 @@ func WriteCalibration(w io.Writer, cs []Calibration, coverage float64, split Spl
 	}
 	_, err := fmt.Fprintf(w, "\n%d checkpoints had too little history to forecast (no number made up); %d runs left out, their spend unknown.\n", skipped, unpriced)
 	return err
+}
+
+// withCI is a coverage with its 95 % confidence half-width (1.96 standard
+// errors, the runs as the draws): "79.6 % ± 2.1".
+func withCI(s forecast.Score) string {
+	return fmt.Sprintf("%.1f %% ± %.1f", s.Coverage*100, 1.96*s.CoverageSE*100)
 }
 
 func brier(s forecast.Score) string {

@@ -298,6 +298,11 @@ type Score struct {
 	// share.
 	Covered  int
 	Coverage float64
+	// CoverageSE is the standard error of Coverage, the runs taken as the
+	// independent draws (a run's checkpoints are not: they share its
+	// final): a coverage within about two of them of the goal does not
+	// miss it.
+	CoverageSE float64
 	// MedianRelError is the median of |median − final| / final over the
 	// forecasts (finals of zero left out); MedianAbsError the median of
 	// |median − final|.
@@ -316,8 +321,10 @@ func (m *Model) Evaluate(test []Sample) Score {
 	var rel []float64
 	var abs []budget.USD
 	var brier float64
+	var perRun [][2]int // each run's covered and scored checkpoints
 	for _, s := range test {
 		sc.Runs++
+		var run [2]int
 		for _, c := range Checkpoints(s.Final) {
 			f := m.Forecast(c)
 			if !f.OK {
@@ -325,8 +332,10 @@ func (m *Model) Evaluate(test []Sample) Score {
 				continue
 			}
 			sc.Checkpoints++
+			run[1]++
 			if f.Low <= s.Final && s.Final <= f.High {
 				sc.Covered++
+				run[0]++
 			}
 			d := f.Median - s.Final
 			if d < 0 {
@@ -345,9 +354,11 @@ func (m *Model) Evaluate(test []Sample) Score {
 				sc.BrierN++
 			}
 		}
+		perRun = append(perRun, run)
 	}
 	if sc.Checkpoints > 0 {
 		sc.Coverage = float64(sc.Covered) / float64(sc.Checkpoints)
+		sc.CoverageSE = clusterSE(perRun, sc.Coverage, sc.Checkpoints)
 		sort.Float64s(rel)
 		if len(rel) > 0 {
 			sc.MedianRelError = rel[(len(rel)-1)/2]
@@ -366,6 +377,22 @@ func (m *Model) Evaluate(test []Sample) Score {
 func (f Forecast) Spend() purser.SpendForecast {
 	return purser.SpendForecast{OK: f.OK, Why: f.Why, Spent: f.Spent, Median: f.Median, Low: f.Low, High: f.High,
 		Coverage: f.Coverage, Calibrated: f.Calibrated, PSolved: f.PSolved, Labelled: f.Labelled, Reached: f.Reached}
+}
+
+// clusterSE is the standard error of a share p of n checkpoints grouped
+// in runs (covered, scored): the ratio estimator's, with the runs as the
+// independent units.
+func clusterSE(runs [][2]int, p float64, n int) float64 {
+	var ss float64
+	for _, r := range runs {
+		d := float64(r[0]) - p*float64(r[1])
+		ss += d * d
+	}
+	k := float64(len(runs))
+	if k < 2 {
+		return 0
+	}
+	return math.Sqrt(ss*k/(k-1)) / float64(n)
 }
 
 // String says the forecast in one line, as purser.SpendForecast.String

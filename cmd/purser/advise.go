@@ -247,12 +247,13 @@ func calibrationJSON(cs []advise.Calibration) any {
 		Forecasts      int        `json:"forecasts"`
 		Skipped        int        `json:"skipped"`
 		Coverage       float64    `json:"coverage"`
+		CoverageSE     float64    `json:"coverageSE"`
 		MedianRelError float64    `json:"medianRelError"`
 		MedianAbsError budget.USD `json:"medianAbsErrorUsd"`
 		Brier          *float64   `json:"brierSolved"`
 	}
 	toScore := func(s forecast.Score) score {
-		out := score{Forecasts: s.Checkpoints, Skipped: s.Skipped, Coverage: s.Coverage, MedianRelError: s.MedianRelError, MedianAbsError: s.MedianAbsError}
+		out := score{Forecasts: s.Checkpoints, Skipped: s.Skipped, Coverage: s.Coverage, CoverageSE: s.CoverageSE, MedianRelError: s.MedianRelError, MedianAbsError: s.MedianAbsError}
 		if s.BrierN > 0 {
 			b := s.Brier
 			out.Brier = &b
