@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -91,6 +92,9 @@ func (f *forecasters) resolveWithout(ctx context.Context, t purser.Task, exclude
 	if c, ok := f.cache[key]; ok && c.version == version && err == nil {
 		return c.fc
 	}
+	// Forecasts fitted on an older history are of no more use (a
+	// long-lived reader would otherwise keep one per task it ever showed).
+	maps.DeleteFunc(f.cache, func(k [3]string, c fitted) bool { return k[0] == "" && c.version != version })
 	var fc purser.SpendForecaster
 	if err != nil {
 		fc = advise.NoForecaster(fmt.Sprintf("the project's history could not be read: %v", err))
