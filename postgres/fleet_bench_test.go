@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/postgres"
@@ -49,44 +51,76 @@ func latencies(b *testing.B, ds []time.Duration, elapsed time.Duration, unit str
 }
 
 // Admission: a hold on the shared run budget and its release, by N
-// workers at once on one run.
+// workers at once on one run ("purser"), beside its baseline in the same
+// run: one bare guarded UPDATE of a counter row per admission
+// ("bare-update"), the least a hold decided by the database can cost.
 func BenchmarkFleetAdmission(b *testing.B) {
+	ctx := context.Background()
+	caps := budget.Amount{USD: budget.UnlimitedUSD, Tokens: 1 << 60}
 	for _, n := range fleetSizes {
-		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("workers=%d/purser", n), func(b *testing.B) {
 			pools := openPools(b, pgtest.NewSchema(b), n)
-			ctx := context.Background()
-			caps := budget.Amount{USD: budget.UnlimitedUSD, Tokens: 1 << 60}
-			var mu sync.Mutex
-			var all []time.Duration
-			var next atomic.Int64
-			b.ResetTimer()
-			start := time.Now()
-			var wg sync.WaitGroup
-			for _, s := range pools {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					var mine []time.Duration
-					for next.Add(1) <= int64(b.N) {
-						t0 := time.Now()
-						release, err := s.ReserveRun(ctx, "fleet", purser.Holder{}, caps, budget.Amount{Tokens: 1000}, time.Minute)
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						mine = append(mine, time.Since(t0))
-						release()
-					}
-					mu.Lock()
-					all = append(all, mine...)
-					mu.Unlock()
-				}()
+			admissions(b, n, func(w int) (func(), error) {
+				return pools[w].ReserveRun(ctx, "fleet", purser.Holder{}, caps, budget.Amount{Tokens: 1000}, time.Minute)
+			})
+		})
+		b.Run(fmt.Sprintf("workers=%d/bare-update", n), func(b *testing.B) {
+			dbURL := pgtest.NewSchema(b)
+			pools := make([]*pgxpool.Pool, n)
+			for i := range pools {
+				p, err := pgxpool.New(ctx, dbURL)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(p.Close)
+				pools[i] = p
 			}
-			wg.Wait()
-			b.StopTimer()
-			latencies(b, all, time.Since(start), "admissions")
+			if _, err := pools[0].Exec(ctx, `CREATE TABLE bare (id TEXT PRIMARY KEY, held BIGINT NOT NULL, cap BIGINT NOT NULL);
+				INSERT INTO bare VALUES ('fleet', 0, 1::bigint << 60)`); err != nil {
+				b.Fatal(err)
+			}
+			admissions(b, n, func(w int) (func(), error) {
+				var held int64
+				err := pools[w].QueryRow(ctx, `UPDATE bare SET held = held + $2 WHERE id = $1 AND held + $2 <= cap RETURNING held`, "fleet", int64(1000)).Scan(&held)
+				return func() {}, err
+			})
 		})
 	}
+}
+
+// admissions runs b.N admissions on n workers at once, admit(w) on worker
+// w, each released right after it is granted, and reports the admissions'
+// latencies and rate.
+func admissions(b *testing.B, n int, admit func(w int) (func(), error)) {
+	var mu sync.Mutex
+	var all []time.Duration
+	var next atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for next.Add(1) <= int64(b.N) {
+				t0 := time.Now()
+				release, err := admit(w)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				mine = append(mine, time.Since(t0))
+				release()
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	latencies(b, all, time.Since(start), "admissions")
 }
 
 // Claim: N workers take b.N jobs off the queue until it is empty.

@@ -15,6 +15,13 @@ var (
 	_ purser.HoldReaper  = (*Store)(nil)
 )
 
+// holdTables are the tables of holds, and for run holds the CTE that takes
+// what a statement dropped off the runs' held sums (runDroppedSums).
+var holdTables = []struct {
+	table, key, unhold string
+	scope              budget.Scope
+}{{"run_reservations", "run_id", runDroppedSums, budget.ScopeRun}, {"named_reservations", "name", "", budget.ScopeNamed}}
+
 // DropHolds deletes the holds owner placed for taskID (every task of
 // owner's when taskID is ""), on runs and named budgets, in one
 // transaction, and returns what the unexpired ones held, by the server's
@@ -26,13 +33,10 @@ func (s *Store) DropHolds(ctx context.Context, owner, taskID string) ([]purser.D
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		out = out[:0]
-		for _, t := range []struct {
-			table, key string
-			scope      budget.Scope
-		}{{"run_reservations", "run_id", budget.ScopeRun}, {"named_reservations", "name", budget.ScopeNamed}} {
+		for _, t := range holdTables {
 			rows, err := tx.Query(ctx, `WITH dropped AS (
 					DELETE FROM `+t.table+` WHERE owner = $1 AND ($2 = '' OR task_id = $2)
-					RETURNING `+t.key+` AS k, usd_nanos, tokens, expires_at)
+					RETURNING `+t.key+` AS k, usd_nanos, tokens, expires_at)`+t.unhold+`
 				SELECT k, COUNT(*), SUM(usd_nanos)::bigint, SUM(tokens)::bigint FROM dropped
 				WHERE expires_at > `+serverNanos+` GROUP BY k ORDER BY k`, owner, taskID)
 			if err != nil {
@@ -89,14 +93,11 @@ func (s *Store) DropLapsedHolds(ctx context.Context) ([]purser.DroppedHolds, err
 	out := []purser.DroppedHolds{}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		out = out[:0]
-		for _, t := range []struct {
-			table, key string
-			scope      budget.Scope
-		}{{"run_reservations", "run_id", budget.ScopeRun}, {"named_reservations", "name", budget.ScopeNamed}} {
+		for _, t := range holdTables {
 			rows, err := tx.Query(ctx, `WITH dropped AS (
 					DELETE FROM `+t.table+` r WHERE r.owner <> '' AND EXISTS (SELECT 1 FROM jobs j WHERE j.task_id = r.task_id
 						AND j.worker = r.owner AND j.state = 'leased' AND j.lease_until <= `+serverNanos+`)
-					RETURNING r.owner AS o, r.`+t.key+` AS k, r.usd_nanos, r.tokens, r.expires_at)
+					RETURNING r.owner AS o, r.`+t.key+` AS k, r.usd_nanos, r.tokens, r.expires_at)`+t.unhold+`
 				SELECT o, k, COUNT(*), SUM(usd_nanos)::bigint, SUM(tokens)::bigint FROM dropped
 				WHERE expires_at > `+serverNanos+` GROUP BY o, k ORDER BY o, k`)
 			if err != nil {

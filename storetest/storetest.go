@@ -67,6 +67,7 @@ func Run(t *testing.T, newDatabase func(t *testing.T) Opener) {
 		{"SharedRunCountsSpendAndHolds", testSharedRunCountsSpendAndHolds},
 		{"SharedRunHoldsNeverJointlyExceedTheCaps", testSharedRunUnderConcurrency},
 		{"SharedRunHoldExpiresAfterItsTTL", testSharedRunHoldExpires},
+		{"SharedRunHoldsComeBackHoweverTheyEnd", testSharedRunHoldsComeBackHoweverTheyEnd},
 		{"NamedBudgetCountsOnlyItsRunsInsideTheWindow", testNamedBudgetWindows},
 		{"NamedBudgetHoldsNeverJointlyExceedTheCaps", testNamedBudgetUnderConcurrency},
 		{"NamedBudgetCreateRaiseAndDraw", testNamedBudgetLifecycle},
