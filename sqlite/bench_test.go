@@ -156,6 +156,59 @@ func BenchmarkAppendUsageGrouped(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendUsageCall is a call's events made durable, 10 events a
+// call: one transaction per event as the engine's usage sink appends them
+// today ("one-per-transaction"), or the call's events in one transaction
+// ("call-per-transaction", what AppendUsage takes when given them together).
+// Figures are per event; the baseline is BenchmarkAppendUsageGrouped's
+// one-row transaction.
+func BenchmarkAppendUsageCall(b *testing.B) {
+	const perCall = 10
+	ctx := context.Background()
+	callEntry := func(i int) purser.LedgerEntry {
+		e := entry(i / perCall)
+		e.Key = fmt.Sprintf("%s-%d", e.Key, i%perCall)
+		return e
+	}
+	for _, batched := range []bool{false, true} {
+		name := "one-per-transaction"
+		if batched {
+			name = "call-per-transaction"
+		}
+		b.Run(name, func(b *testing.B) {
+			s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "p.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			m := startIOMeter()
+			events := 0
+			for b.Loop() {
+				var err error
+				if batched {
+					es := make([]purser.LedgerEntry, perCall)
+					for j := range es {
+						es[j] = callEntry(events + j)
+					}
+					err = s.AppendUsage(ctx, es...)
+					events += perCall
+				} else {
+					err = s.AppendUsage(ctx, callEntry(events))
+					events++
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			m.reportPer(b, events)
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(events), "µs/event")
+			if tot, err := s.UsageTotals(ctx, "task"); err != nil || tot.Tokens != int64(events)*1500 {
+				b.Fatalf("totals %+v, %v: want every event once", tot, err)
+			}
+		})
+	}
+}
+
 // ioMeter measures what a benchmark wrote (write(2) bytes, /proc/self/io's
 // wchar: the WAL frames, whatever the machine's load) and the CPU it used,
 // per operation: figures that a loaded machine does not blur as it does
@@ -167,9 +220,12 @@ type ioMeter struct {
 
 func startIOMeter() ioMeter { return ioMeter{wchar: wchar(), cpu: selfCPU()} }
 
-func (m ioMeter) report(b *testing.B) {
-	b.ReportMetric(float64(wchar()-m.wchar)/float64(b.N), "B-written/event")
-	b.ReportMetric(float64((selfCPU()-m.cpu).Microseconds())/float64(b.N), "cpu-µs/event")
+func (m ioMeter) report(b *testing.B) { m.reportPer(b, b.N) }
+
+// reportPer reports what was written and the CPU used per event, of events.
+func (m ioMeter) reportPer(b *testing.B, events int) {
+	b.ReportMetric(float64(wchar()-m.wchar)/float64(events), "B-written/event")
+	b.ReportMetric(float64((selfCPU()-m.cpu).Microseconds())/float64(events), "cpu-µs/event")
 }
 
 func wchar() int64 {

@@ -1,2 +1,0 @@
--- No statements here: PostgreSQL's 021 keeps a run's holds summed beside its spend; SQLite decides a hold in one
--- IMMEDIATE transaction and needs no such row.
