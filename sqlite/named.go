@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/internal/storerow"
+	"github.com/purser-dev/purser/internal/storesql"
 )
 
 var _ purser.NamedBudgets = (*Store)(nil)
@@ -27,7 +27,7 @@ func (s *Store) CreateBudget(ctx context.Context, b purser.NamedBudget) error {
 	}
 	defer tx.Rollback()
 	if b.Parent != "" {
-		parents, err := budgetParents(ctx, tx)
+		parents, err := storesql.BudgetParents(ctx, sqlDB{tx})
 		if err != nil {
 			return err
 		}
@@ -49,27 +49,6 @@ func (s *Store) CreateBudget(ctx context.Context, b purser.NamedBudget) error {
 	return nil
 }
 
-// budgetParents is every named budget's parent, by name ("" for a root).
-func budgetParents(ctx context.Context, q rowQuerier) (map[string]string, error) {
-	rows, err := q.QueryContext(ctx, `SELECT name, parent FROM named_budgets`)
-	if err != nil {
-		return nil, fmt.Errorf("named budgets' parents: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var n, p string
-		if err := rows.Scan(&n, &p); err != nil {
-			return nil, fmt.Errorf("named budgets' parents: %w", err)
-		}
-		out[n] = p
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("named budgets' parents: %w", err)
-	}
-	return out, nil
-}
-
 // SetBudgetParent moves a named budget under parent ("" makes it a root),
 // refusing a loop, and records the move as a raise, in one IMMEDIATE
 // transaction.
@@ -79,11 +58,11 @@ func (s *Store) SetBudgetParent(ctx context.Context, name, parent, by, source st
 		return fmt.Errorf("move named budget %s: %w", name, err)
 	}
 	defer tx.Rollback()
-	b, err := namedBudget(ctx, tx, name)
+	b, err := storesql.NamedBudget(ctx, sqlDB{tx}, name)
 	if err != nil {
 		return err
 	}
-	parents, err := budgetParents(ctx, tx)
+	parents, err := storesql.BudgetParents(ctx, sqlDB{tx})
 	if err != nil {
 		return err
 	}
@@ -104,27 +83,14 @@ func (s *Store) SetBudgetParent(ctx context.Context, name, parent, by, source st
 	return tx.Commit()
 }
 
-type rowQuerier interface {
-	QueryRowContext(context.Context, string, ...any) *sql.Row
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}
-
-func namedBudget(ctx context.Context, q rowQuerier, name string) (purser.NamedBudget, error) {
-	return storerow.NamedBudget(q.QueryRowContext(ctx, `SELECT `+storerow.NamedBudgetColumns+` FROM named_budgets WHERE name = ?`, name), name)
-}
-
 // NamedBudget returns one named budget.
 func (s *Store) NamedBudget(ctx context.Context, name string) (purser.NamedBudget, error) {
-	return namedBudget(ctx, s.db, name)
+	return storesql.NamedBudget(ctx, sqlDB{s.db}, name)
 }
 
 // NamedBudgetList returns every named budget, by name.
 func (s *Store) NamedBudgetList(ctx context.Context) ([]purser.NamedBudget, error) {
-	out, err := query(ctx, s.db, "named budgets", storerow.ScanNamedBudget, `SELECT `+storerow.NamedBudgetColumns+` FROM named_budgets ORDER BY name`)
-	if out == nil && err == nil {
-		out = []purser.NamedBudget{}
-	}
-	return out, err
+	return storesql.NamedBudgetList(ctx, sqlDB{s.db})
 }
 
 // RaiseBudget replaces a named budget's tiers and records the raise, in one
@@ -135,7 +101,7 @@ func (s *Store) RaiseBudget(ctx context.Context, r purser.NamedBudgetRaise) erro
 		return fmt.Errorf("raise named budget %s: %w", r.Name, err)
 	}
 	defer tx.Rollback()
-	b, err := namedBudget(ctx, tx, r.Name)
+	b, err := storesql.NamedBudget(ctx, sqlDB{tx}, r.Name)
 	if err != nil {
 		return err
 	}
@@ -155,8 +121,7 @@ func (s *Store) RaiseBudget(ctx context.Context, r purser.NamedBudgetRaise) erro
 
 // BudgetRaises returns a named budget's raises, oldest first.
 func (s *Store) BudgetRaises(ctx context.Context, name string) ([]purser.NamedBudgetRaise, error) {
-	return query(ctx, s.db, "raises of named budget "+name, storerow.Of(name, storerow.ScanBudgetRaise),
-		`SELECT `+storerow.BudgetChangeColumns+` FROM named_budget_raises WHERE name = ? ORDER BY id`, name)
+	return storesql.BudgetRaises(ctx, sqlDB{s.db}, name)
 }
 
 // DrawFrom records that a run draws from the named budgets.
@@ -167,7 +132,7 @@ func (s *Store) DrawFrom(ctx context.Context, runID string, names []string) erro
 	}
 	defer tx.Rollback()
 	for _, n := range names {
-		if _, err := namedBudget(ctx, tx, n); err != nil {
+		if _, err := storesql.NamedBudget(ctx, sqlDB{tx}, n); err != nil {
 			return fmt.Errorf("run %s draws from %w", runID, err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO run_draws (run_id, name) VALUES (?, ?) ON CONFLICT DO NOTHING`, runID, n); err != nil {
@@ -177,48 +142,10 @@ func (s *Store) DrawFrom(ctx context.Context, runID string, names []string) erro
 	return tx.Commit()
 }
 
-func namedStatus(ctx context.Context, q rowQuerier, name string, now time.Time) (purser.NamedBudgetStatus, error) {
-	b, err := namedBudget(ctx, q, name)
-	if err != nil {
-		return purser.NamedBudgetStatus{}, err
-	}
-	st, err := b.StatusAt(now)
-	if err != nil {
-		return st, err
-	}
-	now0 := time.Now().UnixNano()
-	if err := storerow.ScanNamedSpend(q.QueryRowContext(ctx, subtreeRuns+`
-		SELECT
-			COALESCE((SELECT SUM(u.usd_nanos) FROM usage u WHERE u.run_id IN (SELECT run_id FROM runs) AND u.at >= ?2 AND u.at < ?3), 0),
-			COALESCE((SELECT SUM(u.input_tokens + u.output_tokens) FROM usage u WHERE u.run_id IN (SELECT run_id FROM runs) AND u.at >= ?2 AND u.at < ?3), 0),
-			COALESCE((SELECT SUM(usd_nanos) FROM named_reservations WHERE name = ?1 AND expires_at > ?4), 0),
-			COALESCE((SELECT SUM(tokens) FROM named_reservations WHERE name = ?1 AND expires_at > ?4), 0)`,
-		name, nanos(st.WindowStart), nanos(st.WindowEnd), now0),
-		&st); err != nil {
-		return st, err
-	}
-	rows, err := q.QueryContext(ctx, subtreeRuns+` SELECT run_id FROM runs ORDER BY run_id`, name)
-	if err != nil {
-		return st, fmt.Errorf("runs drawing from %s: %w", name, err)
-	}
-	defer rows.Close()
-	if st.Runs, err = storerow.Collect(rows, storerow.ScanString); err != nil {
-		return st, fmt.Errorf("runs drawing from %s: %w", name, err)
-	}
-	return st, nil
-}
-
-// subtreeRuns names, for the budget ?1, the runs whose spend it counts:
-// those drawing from it or from any budget under it (UNION, not UNION ALL,
-// so that even a loop ends).
-const subtreeRuns = `WITH RECURSIVE sub(name) AS (
-		SELECT ?1 UNION SELECT b.name FROM named_budgets b JOIN sub ON b.parent = sub.name),
-	runs(run_id) AS (SELECT DISTINCT run_id FROM run_draws WHERE name IN (SELECT name FROM sub))`
-
 // NamedBudgetStatus is a named budget's spend and holds in the window
 // holding now.
 func (s *Store) NamedBudgetStatus(ctx context.Context, name string, now time.Time) (purser.NamedBudgetStatus, error) {
-	return namedStatus(ctx, s.db, name, now)
+	return storesql.NamedStatus(ctx, sqlDB{s.db}, name, now, storesql.Nanos(time.Now()))
 }
 
 // ReserveNamed holds want on a named budget and its every ancestor.
@@ -236,7 +163,7 @@ func (s *Store) ReserveNamedAll(ctx context.Context, names []string, h purser.Ho
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer tx.Rollback()
-	parents, err := budgetParents(ctx, tx)
+	parents, err := storesql.BudgetParents(ctx, sqlDB{tx})
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +172,7 @@ func (s *Store) ReserveNamedAll(ctx context.Context, names []string, h purser.Ho
 		return nil, err
 	}
 	for _, n := range nodes {
-		st, err := namedStatus(ctx, tx, n, now)
+		st, err := storesql.NamedStatus(ctx, sqlDB{tx}, n, now, storesql.Nanos(time.Now()))
 		if err != nil {
 			return nil, err
 		}
@@ -282,28 +209,5 @@ func (s *Store) ReserveNamedAll(ctx context.Context, names []string, h purser.Ho
 // RunDraws returns the named budgets a run draws from and their
 // ancestors, roots first, then by name.
 func (s *Store) RunDraws(ctx context.Context, runID string) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, drawnLineage, runID)
-	if err != nil {
-		return nil, fmt.Errorf("budgets run %s draws from: %w", runID, err)
-	}
-	defer rows.Close()
-	parents := map[string]string{}
-	for rows.Next() {
-		var n, p string
-		if err := rows.Scan(&n, &p); err != nil {
-			return nil, fmt.Errorf("budgets run %s draws from: %w", runID, err)
-		}
-		parents[n] = p
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("budgets run %s draws from: %w", runID, err)
-	}
-	return storerow.RootsFirst(parents), nil
+	return storesql.RunDraws(ctx, sqlDB{s.db}, runID)
 }
-
-// drawnLineage is the budgets the run ?1 draws from and their ancestors,
-// each with its parent.
-const drawnLineage = `WITH RECURSIVE up(name) AS (
-		SELECT name FROM run_draws WHERE run_id = ?1
-		UNION SELECT b.parent FROM named_budgets b JOIN up ON b.name = up.name WHERE b.parent <> '')
-	SELECT b.name, b.parent FROM named_budgets b WHERE b.name IN (SELECT name FROM up)`
