@@ -3,8 +3,6 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,38 +12,10 @@ import (
 	"github.com/purser-dev/purser/postgres/pgtest"
 )
 
-// namedAdmissions runs b.N admissions on n workers, each with its own pool,
-// and reports their latencies.
+// namedAdmissions runs b.N admissions on the workers' pools, each with its
+// own, and reports their latencies.
 func namedAdmissions(b *testing.B, pools []*postgres.Store, admit func(s *postgres.Store) (func(), error)) {
-	var mu sync.Mutex
-	var all []time.Duration
-	var next atomic.Int64
-	b.ResetTimer()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for _, s := range pools {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var mine []time.Duration
-			for next.Add(1) <= int64(b.N) {
-				t0 := time.Now()
-				release, err := admit(s)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				mine = append(mine, time.Since(t0))
-				release()
-			}
-			mu.Lock()
-			all = append(all, mine...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	b.StopTimer()
-	latencies(b, all, time.Since(start), "admissions")
+	admissions(b, len(pools), func(w int) (func(), error) { return admit(pools[w]) })
 }
 
 func namedCaps() budget.Config {

@@ -23,6 +23,7 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/internal/storerow"
+	"github.com/purser-dev/purser/internal/storesql"
 )
 
 // Store is a purser.Store and purser.SharedRunBudget in a PostgreSQL
@@ -295,16 +296,7 @@ func (s *Store) Task(ctx context.Context, id string) (purser.TaskRecord, error) 
 
 // collect runs a query and scans each row with scan.
 func collect[T any](ctx context.Context, s *Store, what string, scan func(storerow.Scanner) (T, error), query string, args ...any) ([]T, error) {
-	rows, err := s.pool.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer rows.Close()
-	out, err := storerow.Collect(rows, scan)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return out, nil
+	return storesql.Collect(ctx, pgDB{s.pool}, what, scan, query, args...)
 }
 
 // Tasks returns every task, oldest first.

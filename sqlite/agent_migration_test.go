@@ -2,13 +2,7 @@ package sqlite_test
 
 import (
 	"context"
-	"database/sql"
-	"io/fs"
-	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -24,34 +18,7 @@ import (
 func TestMigration017KeepsTheLedgerAsTheMainAgents(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "purser.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := fs.Glob(os.DirFS("testdata/line1"), "*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(names)
-	mustExec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := db.ExecContext(ctx, q, args...); err != nil {
-			t.Fatalf("%.60s: %v", q, err)
-		}
-	}
-	mustExec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`)
-	for _, n := range names {
-		v, _ := strconv.Atoi(strings.SplitN(n, "_", 2)[0])
-		if v >= 17 {
-			continue
-		}
-		body, err := os.ReadFile(filepath.Join("testdata/line1", n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		mustExec(string(body))
-		mustExec(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)`, v)
-	}
+	db, mustExec := databaseBefore(t, path, "testdata/line1", 17)
 	at := time.Now().UnixNano()
 	mustExec(`INSERT INTO usage (idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read, cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown)
 		VALUES ('c1/1', 't', 'r', 'c1', 1, 'main', 'm', 100, 10, 0, 0, 0, 5, 'reported', 0, 0, ?, '', 0)`, at)

@@ -24,34 +24,9 @@ import (
 func TestMigration021KeepsTheLedgerAndItsOrder(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "purser.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustExec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := db.ExecContext(ctx, q, args...); err != nil {
-			t.Fatalf("%.60s: %v", q, err)
-		}
-	}
-	names, err := fs.Glob(os.DirFS("migrations"), "*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(names)
-	mustExec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`)
+	db, mustExec := databaseBefore(t, path, "migrations", 21)
 	mustExec(`CREATE TABLE schema_version_line (line INTEGER NOT NULL)`)
 	mustExec(`INSERT INTO schema_version_line (line) VALUES (?)`, migrate.Line)
-	for _, n := range names {
-		if v, _ := strconv.Atoi(strings.SplitN(n, "_", 2)[0]); v < 21 {
-			body, err := os.ReadFile(filepath.Join("migrations", n))
-			if err != nil {
-				t.Fatal(err)
-			}
-			mustExec(string(body))
-			mustExec(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)`, v)
-		}
-	}
 	// Three rows with a gap in seq (as AUTOINCREMENT may leave), the call's totals.
 	for i, seq := range []int{1, 2, 7} {
 		mustExec(`INSERT INTO usage (seq, idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, usd_nanos, cost_source, at, agent)
@@ -109,4 +84,39 @@ func TestMigration021KeepsTheLedgerAndItsOrder(t *testing.T) {
 			t.Errorf("%s after 021: %q (has %s: %v)", table, ddl, want, has)
 		}
 	}
+}
+
+// databaseBefore makes the database at path as the migrations in dir (as
+// numbered there) below version left it, each recorded as applied, and
+// returns it open with a statement runner that fails the test.
+func databaseBefore(t *testing.T, path, dir string, version int) (*sql.DB, func(q string, args ...any)) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	mustExec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(q, args...); err != nil {
+			t.Fatalf("%.60s: %v", q, err)
+		}
+	}
+	names, err := fs.Glob(os.DirFS(dir), "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(names)
+	mustExec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`)
+	for _, n := range names {
+		if v, _ := strconv.Atoi(strings.SplitN(n, "_", 2)[0]); v < version {
+			body, err := os.ReadFile(filepath.Join(dir, n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustExec(string(body))
+			mustExec(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)`, v)
+		}
+	}
+	return db, mustExec
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/internal/storerow"
+	"github.com/purser-dev/purser/internal/storesql"
 )
 
 // Store is a purser.Store in one SQLite file.
@@ -298,16 +299,7 @@ func (s *Store) Tasks(ctx context.Context) ([]purser.TaskRecord, error) {
 // query runs a query and scans each of its rows with scan, saying what it
 // read when it fails.
 func query[T any](ctx context.Context, db *sql.DB, what string, scan func(storerow.Scanner) (T, error), q string, args ...any) ([]T, error) {
-	rows, err := db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer rows.Close()
-	out, err := storerow.Collect(rows, scan)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return out, nil
+	return storesql.Collect(ctx, sqlDB{db}, what, scan, q, args...)
 }
 
 func (s *Store) execOne(ctx context.Context, what, id, query string, args ...any) error {
