@@ -29,8 +29,9 @@ import (
 // Store is a purser.Store and purser.SharedRunBudget in a PostgreSQL
 // database.
 type Store struct {
-	pool  *pgxpool.Pool
-	where string // the URL without its password, for messages
+	pool     *pgxpool.Pool
+	where    string       // the URL without its password, for messages
+	lineages lineageCache // the named budgets last held on (namedhold.go)
 }
 
 var (

@@ -91,3 +91,48 @@ func churn(t *testing.T, open Opener, caps budget.Amount) {
 	}
 	wg.Wait()
 }
+
+// A handle that held on a tree before sees a change another handle made to
+// it since: a cap lowered on the root refuses what the old cap let in, and
+// a budget moved under another root holds there, not on its old root.
+func testNamedHoldsSeeChangesFromAnotherHandle(t *testing.T, open Opener) {
+	ctx := t.Context()
+	a, b := open(t), open(t)
+	now := time.Now()
+	for _, nb := range []purser.NamedBudget{
+		{Name: "org", Budget: capped(budget.Dollars(100), 1000)},
+		{Name: "other", Budget: capped(budget.Dollars(100), 10_000)},
+		{Name: "team", Parent: "org", Budget: capped(budget.Dollars(100), 10_000)},
+	} {
+		nb.Window = purser.WindowMonth
+		if err := b.CreateBudget(ctx, nb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold := func(tokens int64) error {
+		_, err := a.ReserveNamed(ctx, "team", purser.Holder{}, budget.Amount{Tokens: tokens}, now, time.Hour)
+		return err
+	}
+	if err := hold(600); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.RaiseBudget(ctx, purser.NamedBudgetRaise{Name: "org", At: now, By: "u@h", Source: "test",
+		From: capped(budget.Dollars(100), 1000), To: capped(budget.Dollars(100), 700)}); err != nil {
+		t.Fatal(err)
+	}
+	var ibe *budget.InsufficientBudgetError
+	if err := hold(200); !errors.As(err, &ibe) || ibe.Name != "org" || ibe.Available.Tokens != 100 {
+		t.Fatalf("a hold of 200 after org's cap was lowered to 700 (600 held): %v, want org's refusal with 100 left", err)
+	}
+	if err := b.SetBudgetParent(ctx, "team", "other", "u@h", "test", now); err != nil {
+		t.Fatal(err)
+	}
+	if err := hold(200); err != nil {
+		t.Fatalf("a hold of 200 once team is under other: %v", err)
+	}
+	org, _ := b.NamedBudgetStatus(ctx, "org", now)
+	other, _ := b.NamedBudgetStatus(ctx, "other", now)
+	if org.Held.Tokens != 600 || other.Held.Tokens != 200 {
+		t.Fatalf("held on org %d, on other %d; want 600 (before the move) and 200", org.Held.Tokens, other.Held.Tokens)
+	}
+}

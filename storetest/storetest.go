@@ -74,6 +74,7 @@ func Run(t *testing.T, newDatabase func(t *testing.T) Opener) {
 		{"NamedBudgetTreeCountsEachLevelInItsWindowAndRefusesLoops", testNamedBudgetTree},
 		{"NamedBudgetTreeHoldsOnEveryAncestorOrNone", testNamedBudgetTreeHoldsAllOrNone},
 		{"NamedBudgetTreeHoldsAcrossSiblingsNeverPassTheRoot", testNamedBudgetTreeUnderConcurrency},
+		{"NamedHoldsSeeChangesFromAnotherHandle", testNamedHoldsSeeChangesFromAnotherHandle},
 		{"RaiseTaskMovesTheCapRecordsItAndQueuesABlockedJobAgain", testRaiseTask},
 		{"DeadOwnersHoldsAreDropped", testDeadOwnersHoldsAreDropped},
 		{"LapsedLeasesHoldsAreReaped", testLapsedLeasesHoldsAreReaped},
