@@ -136,3 +136,50 @@ func testNamedHoldsSeeChangesFromAnotherHandle(t *testing.T, open Opener) {
 		t.Fatalf("held on org %d, on other %d; want 600 (before the move) and 200", org.Held.Tokens, other.Held.Tokens)
 	}
 }
+
+// Handles that have held on a tree before (a PostgreSQL store then decides
+// from the budgets it remembers, in one batch) still never hold more than
+// the root's cap between them.
+func testWarmNamedHoldsNeverPassTheCap(t *testing.T, open Opener) {
+	ctx := t.Context()
+	now := time.Now()
+	s := open(t)
+	for _, nb := range []purser.NamedBudget{{Name: "org", Budget: capped(budget.Dollars(100), 7000)}, {Name: "team", Parent: "org", Budget: capped(budget.Dollars(100), 100_000)}} {
+		nb.Window = purser.WindowMonth
+		if err := s.CreateBudget(ctx, nb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	handles := make([]Store, 4)
+	for i := range handles {
+		handles[i] = open(t)
+		release, err := handles[i].ReserveNamed(ctx, "team", purser.Holder{}, budget.Amount{Tokens: 1}, now, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	granted := 0
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := handles[i%len(handles)].ReserveNamed(ctx, "team", purser.Holder{}, budget.Amount{Tokens: 700}, now, time.Hour)
+			var ibe *budget.InsufficientBudgetError
+			if err != nil && !errors.As(err, &ibe) {
+				t.Error(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				granted++
+			}
+		}()
+	}
+	wg.Wait()
+	if granted != 10 {
+		t.Fatalf("%d holds of 700 granted on warm handles; want exactly the 10 org's 7,000 has room for", granted)
+	}
+}

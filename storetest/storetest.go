@@ -75,6 +75,7 @@ func Run(t *testing.T, newDatabase func(t *testing.T) Opener) {
 		{"NamedBudgetTreeHoldsOnEveryAncestorOrNone", testNamedBudgetTreeHoldsAllOrNone},
 		{"NamedBudgetTreeHoldsAcrossSiblingsNeverPassTheRoot", testNamedBudgetTreeUnderConcurrency},
 		{"NamedHoldsSeeChangesFromAnotherHandle", testNamedHoldsSeeChangesFromAnotherHandle},
+		{"WarmNamedHoldsNeverPassTheCap", testWarmNamedHoldsNeverPassTheCap},
 		{"RaiseTaskMovesTheCapRecordsItAndQueuesABlockedJobAgain", testRaiseTask},
 		{"DeadOwnersHoldsAreDropped", testDeadOwnersHoldsAreDropped},
 		{"LapsedLeasesHoldsAreReaped", testLapsedLeasesHoldsAreReaped},
