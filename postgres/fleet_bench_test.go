@@ -64,28 +64,47 @@ func BenchmarkFleetAdmission(b *testing.B) {
 				return pools[w].ReserveRun(ctx, "fleet", purser.Holder{}, caps, budget.Amount{Tokens: 1000}, time.Minute)
 			})
 		})
-		b.Run(fmt.Sprintf("workers=%d/bare-update", n), func(b *testing.B) {
-			dbURL := pgtest.NewSchema(b)
-			pools := make([]*pgxpool.Pool, n)
-			for i := range pools {
-				p, err := pgxpool.New(ctx, dbURL)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(p.Close)
-				pools[i] = p
+		for _, release := range []bool{false, true} {
+			name := "bare-update"
+			if release {
+				name = "bare-update-and-release"
 			}
-			if _, err := pools[0].Exec(ctx, `CREATE TABLE bare (id TEXT PRIMARY KEY, held BIGINT NOT NULL, cap BIGINT NOT NULL);
-				INSERT INTO bare VALUES ('fleet', 0, 1::bigint << 60)`); err != nil {
-				b.Fatal(err)
-			}
-			admissions(b, n, func(w int) (func(), error) {
-				var held int64
-				err := pools[w].QueryRow(ctx, `UPDATE bare SET held = held + $2 WHERE id = $1 AND held + $2 <= cap RETURNING held`, "fleet", int64(1000)).Scan(&held)
-				return func() {}, err
-			})
-		})
+			b.Run(fmt.Sprintf("workers=%d/%s", n, name), func(b *testing.B) { bareAdmissions(b, n, release) })
+		}
 	}
+}
+
+// bareAdmissions is BenchmarkFleetAdmission's baseline: one guarded UPDATE
+// of a counter row per admission, and with release a second UPDATE that
+// gives it back (the floor of a hold that is released, two statements).
+func bareAdmissions(b *testing.B, n int, release bool) {
+	ctx := context.Background()
+	dbURL := pgtest.NewSchema(b)
+	pools := make([]*pgxpool.Pool, n)
+	for i := range pools {
+		p, err := pgxpool.New(ctx, dbURL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(p.Close)
+		pools[i] = p
+	}
+	if _, err := pools[0].Exec(ctx, `CREATE TABLE bare (id TEXT PRIMARY KEY, held BIGINT NOT NULL, cap BIGINT NOT NULL);
+		INSERT INTO bare VALUES ('fleet', 0, 1::bigint << 60)`); err != nil {
+		b.Fatal(err)
+	}
+	admissions(b, n, func(w int) (func(), error) {
+		var held int64
+		err := pools[w].QueryRow(ctx, `UPDATE bare SET held = held + $2 WHERE id = $1 AND held + $2 <= cap RETURNING held`, "fleet", int64(1000)).Scan(&held)
+		if !release {
+			return func() {}, err
+		}
+		return func() {
+			if _, err := pools[w].Exec(ctx, `UPDATE bare SET held = held - $2 WHERE id = $1`, "fleet", int64(1000)); err != nil {
+				b.Error(err)
+			}
+		}, err
+	})
 }
 
 // admissions runs b.N admissions on n workers at once, admit(w) on worker
