@@ -14,7 +14,7 @@ import (
 
 // A run's holds are rows of run_reservations (who holds what, until when)
 // and, summed, the held_* columns of the run's usage_totals row, beside what
-// the run spent (migration 021). held_* is always the sum of the run's rows,
+// the run spent (migration 020). held_* is always the sum of the run's rows,
 // expired or not: every statement that inserts or deletes a hold changes
 // the sum in the same statement. An expired hold still counts until it is
 // swept, which only makes a hold more likely to be refused, so a refusal

@@ -17,11 +17,11 @@ import (
 	"github.com/purser-dev/purser/sqlite"
 )
 
-// A database made before migration 021 keeps its ledger (seq and all) and
+// A database made before migration 020 keeps its ledger (seq and all) and
 // its per-call totals through the tables' rebuild; new entries follow the
 // old ones in seq, and the rebuilt tables are the leaner kind (no
 // AUTOINCREMENT, call_totals WITHOUT ROWID).
-func TestMigration021KeepsTheLedgerAndItsOrder(t *testing.T) {
+func TestMigration020KeepsTheLedgerAndItsOrder(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "purser.db")
 	db, mustExec := databaseBefore(t, path, "migrations", 21)
@@ -40,7 +40,7 @@ func TestMigration021KeepsTheLedgerAndItsOrder(t *testing.T) {
 
 	s, err := sqlite.Open(ctx, path)
 	if err != nil {
-		t.Fatalf("migrating a database from before 021: %v", err)
+		t.Fatalf("migrating a database from before 020: %v", err)
 	}
 	defer s.Close()
 	if err := s.AppendUsage(ctx, purser.LedgerEntry{Key: "c1/9", TaskID: "t", RunID: "r", CallID: "c1", Iteration: 1, Kind: purser.CallMain,
@@ -81,7 +81,7 @@ func TestMigration021KeepsTheLedgerAndItsOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		if has := strings.Contains(ddl, want); has != (table == "call_totals") {
-			t.Errorf("%s after 021: %q (has %s: %v)", table, ddl, want, has)
+			t.Errorf("%s after 020: %q (has %s: %v)", table, ddl, want, has)
 		}
 	}
 }

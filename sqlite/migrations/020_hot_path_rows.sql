@@ -7,9 +7,9 @@
 --   * call_totals is WITHOUT ROWID, stored in its primary key's b-tree: a
 --     call's first event writes that one tree, not a table and its key's
 --     index.
--- PostgreSQL's 021 keeps a run's holds summed beside its spend instead (its
+-- PostgreSQL's 020 keeps a run's holds summed beside its spend instead (its
 -- pages are not SQLite's WAL frames).
-CREATE TABLE usage_021 (
+CREATE TABLE usage_020 (
     seq             INTEGER PRIMARY KEY,
     idem_key        TEXT NOT NULL UNIQUE,
     task_id         TEXT NOT NULL,
@@ -32,17 +32,17 @@ CREATE TABLE usage_021 (
     settles_unknown INTEGER NOT NULL DEFAULT 0,
     agent           TEXT NOT NULL DEFAULT ''
 );
-INSERT INTO usage_021 (seq, idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read,
+INSERT INTO usage_020 (seq, idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read,
     cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown, agent)
 SELECT seq, idem_key, task_id, run_id, call_id, iteration, kind, model, input_tokens, output_tokens, cache_read,
     cache_write, reasoning, usd_nanos, cost_source, elapsed_ns, iteration_end, at, price_source, settles_unknown, agent
 FROM usage;
 DROP TABLE usage;
-ALTER TABLE usage_021 RENAME TO usage;
+ALTER TABLE usage_020 RENAME TO usage;
 CREATE INDEX usage_task ON usage (task_id, seq);
 CREATE INDEX usage_run_at ON usage (run_id, at);
 
-CREATE TABLE call_totals_021 (
+CREATE TABLE call_totals_020 (
     call_id        TEXT    NOT NULL,
     model          TEXT    NOT NULL,
     agent          TEXT    NOT NULL DEFAULT '',
@@ -60,11 +60,11 @@ CREATE TABLE call_totals_021 (
     list_events    INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (call_id, model, agent)
 ) WITHOUT ROWID;
-INSERT INTO call_totals_021 (call_id, model, agent, task_id, iteration, kind, first_seq, usd_nanos, tokens, cached, reported, estimated,
+INSERT INTO call_totals_020 (call_id, model, agent, task_id, iteration, kind, first_seq, usd_nanos, tokens, cached, reported, estimated,
     unknown, list_usd_nanos, list_events)
 SELECT call_id, model, agent, task_id, iteration, kind, first_seq, usd_nanos, tokens, cached, reported, estimated,
     unknown, list_usd_nanos, list_events
 FROM call_totals;
 DROP TABLE call_totals;
-ALTER TABLE call_totals_021 RENAME TO call_totals;
+ALTER TABLE call_totals_020 RENAME TO call_totals;
 CREATE INDEX call_totals_task ON call_totals (task_id, first_seq);

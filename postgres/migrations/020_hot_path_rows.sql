@@ -5,7 +5,7 @@
 -- statements. held_* is always the sum of the run's run_reservations rows,
 -- expired or not (an expired one is subtracted when it is swept). SQLite
 -- decides a hold inside one IMMEDIATE transaction and needs no such row; its
--- 021 rebuilds two of the ledger's tables so that an append writes fewer pages.
+-- 020 rebuilds two of the ledger's tables so that an append writes fewer pages.
 ALTER TABLE usage_totals ADD COLUMN held_usd_nanos BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE usage_totals ADD COLUMN held_tokens BIGINT NOT NULL DEFAULT 0;
 INSERT INTO usage_totals (scope, id) SELECT DISTINCT 'run', run_id FROM run_reservations ON CONFLICT (scope, id) DO NOTHING;

@@ -1,4 +1,0 @@
--- No statements: 020 was left for the sub-agents change, which was to add it
--- in both stores; 021 came first. If that change brings its own 020, delete
--- this file in both stores (the version line must run without gaps, and a
--- database that recorded this empty 020 would never run the real one).
