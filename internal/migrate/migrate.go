@@ -124,6 +124,9 @@ func Run(ctx context.Context, tx Tx, ms []Migration, fromLine1 map[int]int) erro
 	for _, r := range rows {
 		applied[r[0]] = true
 	}
+	if err := newerThan(rows, ms); err != nil {
+		return err
+	}
 	for _, m := range ms {
 		if applied[int64(m.Version)] {
 			continue
@@ -136,6 +139,25 @@ func Run(ctx context.Context, tx Tx, ms []Migration, fromLine1 map[int]int) erro
 		if err := record(ctx, tx, int64(m.Version), time.Now().UnixNano()); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// ErrNewerSchema is matched by a database a newer Purser has migrated: this
+// build would write rows its schema does not expect (a run's holds kept
+// beside its spend, say), so it refuses to open it rather than corrupt the
+// budget's accounting for the processes that understand it.
+var ErrNewerSchema = errors.New("the database was migrated by a newer purser")
+
+// newerThan refuses a database with a version this build does not know.
+func newerThan(rows [][]int64, ms []Migration) error {
+	if len(rows) == 0 || len(ms) == 0 {
+		return nil
+	}
+	known := int64(ms[len(ms)-1].Version)
+	if newest := rows[len(rows)-1][0]; newest > known {
+		return fmt.Errorf("%w: its schema is at version %d, this build knows up to %d; upgrade purser on this machine (every process sharing the database must run the same schema)",
+			ErrNewerSchema, newest, known)
 	}
 	return nil
 }

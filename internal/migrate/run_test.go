@@ -3,6 +3,8 @@ package migrate
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -134,5 +136,23 @@ func TestRunRefusesWhatItCannotPlace(t *testing.T) {
 	db = memory(t, `CREATE TABLE schema_version_line (line INTEGER NOT NULL)`, `INSERT INTO schema_version_line VALUES (3)`)
 	if err := run(t, db, twoMigrations, nil); err == nil || !strings.Contains(err.Error(), "line 3") {
 		t.Errorf("a database on line 3: %v, want an error naming it", err)
+	}
+}
+
+// A database a newer build migrated is refused, naming both versions, and
+// nothing is changed: this build would place holds its schema does not
+// count.
+func TestRunRefusesANewerSchema(t *testing.T) {
+	db := memory(t)
+	if err := run(t, db, twoMigrations, nil); err != nil {
+		t.Fatal(err)
+	}
+	newest := int64(twoMigrations[len(twoMigrations)-1].Version) + 1
+	if _, err := db.Exec(`INSERT INTO schema_migrations VALUES (?, 0)`, newest); err != nil {
+		t.Fatal(err)
+	}
+	err := run(t, db, twoMigrations, nil)
+	if !errors.Is(err, ErrNewerSchema) || !strings.Contains(err.Error(), fmt.Sprintf("version %d", newest)) {
+		t.Errorf("a newer schema: %v, want ErrNewerSchema naming version %d", err, newest)
 	}
 }
