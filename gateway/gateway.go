@@ -79,50 +79,6 @@ func DefaultUpstream(protocol string) string {
 	return ""
 }
 
-// Key is where a lane's real provider key is: Purser's environment
-// variable Env, or the first line of File. The zero Key holds none: the
-// agent's own credentials pass to the provider unchanged (a CLI logged in
-// by itself, metered but not keyed by the door).
-type Key struct {
-	Env  string
-	File string
-}
-
-// Name says where the key is without its value, for purser check and notes.
-func (k Key) Name() string {
-	switch {
-	case k.Env != "":
-		return "$" + k.Env
-	case k.File != "":
-		return "file " + k.File
-	}
-	return "none (the agent's own credentials pass through)"
-}
-
-// value reads the key.
-func (k Key) value() (string, error) {
-	switch {
-	case k.Env != "":
-		v := os.Getenv(k.Env)
-		if v == "" {
-			return "", fmt.Errorf("gateway: the provider key's variable %s is not set", k.Env)
-		}
-		return v, nil
-	case k.File != "":
-		b, err := os.ReadFile(k.File)
-		if err != nil {
-			return "", fmt.Errorf("gateway: reading the provider key: %w", err)
-		}
-		v, _, _ := strings.Cut(string(b), "\n")
-		v = strings.TrimSpace(v)
-		if v == "" {
-			return "", fmt.Errorf("gateway: the provider key file %s is empty", k.File)
-		}
-		return v, nil
-	}
-	return "", nil
-}
-
 // LaneConfig is one lane: what it forwards to, with which key, and to whom
 // it reports.
 type LaneConfig struct {
@@ -137,6 +93,9 @@ type LaneConfig struct {
 	Upstream string
 	// Key is the real provider key the door puts in each request.
 	Key Key
+	// Getenv is the environment Key.Env is read from (nil: Purser's own,
+	// os.Getenv); a CLI backend passes its options' env over Purser's.
+	Getenv func(string) string
 	// Model is the model usage is booked under when neither the request
 	// nor the reply names one.
 	Model string
@@ -214,7 +173,7 @@ func Open(ctx context.Context, c LaneConfig) (*Lane, error) {
 	if c.BufferBytes <= 0 {
 		c.BufferBytes = DefaultBuffer
 	}
-	key, err := c.Key.value()
+	key, err := c.Key.value(c.Getenv)
 	if err != nil {
 		return nil, err
 	}

@@ -539,17 +539,7 @@ func (l *Lane) authorize(out *http.Request) {
 	if l.key == "" {
 		return
 	}
-	out.Header.Del("x-api-key")
-	out.Header.Del("Authorization")
-	out.Header.Del("x-goog-api-key")
-	switch l.cfg.Protocol {
-	case Anthropic:
-		out.Header.Set("x-api-key", l.key)
-	case Gemini:
-		out.Header.Set("x-goog-api-key", l.key)
-	default:
-		out.Header.Set("Authorization", "Bearer "+l.key)
-	}
+	l.cfg.Key.put(out.Header, l.cfg.Protocol, l.key)
 }
 
 // hopHeaders are the headers that belong to one connection, and those the
