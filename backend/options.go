@@ -281,6 +281,20 @@ type SandboxConfig struct {
 	Homes string
 }
 
+// BoxSetting holds, embedded in a backend's options (tagged `yaml:"-"`), the
+// sandbox: setting the loader gives them: it is Boxable's SetSandbox and
+// Sandbox, the same for every boxable backend.
+type BoxSetting struct {
+	box SandboxConfig
+}
+
+// SetSandbox is given, by the loader, the sandbox: setting in force for the
+// backend (its own, else the project's) and where boxes' HOMEs go.
+func (s *BoxSetting) SetSandbox(c SandboxConfig) { s.box = c }
+
+// Sandbox is the setting SetSandbox gave (off when never given).
+func (s BoxSetting) Sandbox() SandboxConfig { return s.box }
+
 // Boxable options are those of a backend whose agent can run in a box. The
 // loader gives them the sandbox: setting in force; a backend whose options
 // are not Boxable runs unboxed, and the loader refuses sandbox: on for it.

@@ -52,19 +52,13 @@ type Options struct {
 	KeyEnv      []string          `yaml:"keyEnv"`
 	Env         map[string]string `yaml:"env"`
 
-	box backend.SandboxConfig
+	backend.BoxSetting `yaml:"-"`
 }
 
 // NewOptions returns the backend's options, for the config loader.
 func NewOptions() backend.Options { return &Options{} }
 
 var _ backend.Boxable = (*Options)(nil)
-
-// SetSandbox is given, by the loader, the sandbox: setting in force.
-func (o *Options) SetSandbox(c backend.SandboxConfig) { o.box = c }
-
-// Sandbox is the setting SetSandbox gave (off when never given).
-func (o *Options) Sandbox() backend.SandboxConfig { return o.box }
 
 // EnvNames are the names that enter the box besides the allow-list, for
 // purser check: env:'s, the base-URL and token variables.
@@ -113,7 +107,7 @@ func (o Options) Check(dir string) error {
 			return &backend.OptionError{Option: "key.file", Msg: err.Error(), Err: err}
 		}
 	}
-	if o.box.On() {
+	if o.Sandbox().On() {
 		for _, name := range slices.Sorted(maps.Keys(o.Env)) {
 			if sandbox.Forbidden(name) {
 				return &backend.OptionError{Option: "env." + name, Msg: "never enters the agent's box (sandbox: on)"}
@@ -207,7 +201,7 @@ func New(spec purser.BackendSpec) (*Backend, error) {
 // Metering names the door, its protocol and upstream, and the key by name.
 func (b *Backend) Metering() string {
 	box := ""
-	if b.o.box.On() {
+	if b.o.Sandbox().On() {
 		box = "; the box's only way out"
 	}
 	return fmt.Sprintf("Purser's door (gateway) on 127.0.0.1, %s, in front of %s; holds the key %s, the agent gets a scoped token in %s%s",
@@ -324,11 +318,11 @@ func (b *Backend) command(ctx context.Context, req purser.CallRequest, model str
 	url := lane.URL()
 	cleanup := func() {}
 	var box *sandbox.Box
-	if b.o.box.On() {
-		if b.o.box.Homes == "" || req.TaskID == "" {
+	if b.o.Sandbox().On() {
+		if b.o.Sandbox().Homes == "" || req.TaskID == "" {
 			return "", nil, nil, nil, nil, errors.New("sandbox is on but no HOME can be made for the box (a backend built without the config loader, or a call without a task)")
 		}
-		home := filepath.Join(b.o.box.Homes, "agent-"+req.TaskID)
+		home := filepath.Join(b.o.Sandbox().Homes, "agent-"+req.TaskID)
 		if err := os.MkdirAll(home, 0o700); err != nil {
 			return "", nil, nil, nil, nil, fmt.Errorf("making the box's HOME: %w", err)
 		}
@@ -343,8 +337,8 @@ func (b *Backend) command(ctx context.Context, req purser.CallRequest, model str
 			return "", nil, nil, nil, nil, err
 		}
 		url = door.URL()
-		box = &sandbox.Box{Workspace: req.Workspace, Home: home, ReadOnly: readOnly(argv[0], req.Workspace, b.o.box.ReadOnly),
-			Env: sandbox.EnvAllowList(os.Environ(), b.o.box.Env...), Door: door, Allow: b.o.box.Allow}
+		box = &sandbox.Box{Workspace: req.Workspace, Home: home, ReadOnly: readOnly(argv[0], req.Workspace, b.o.Sandbox().ReadOnly),
+			Env: sandbox.EnvAllowList(os.Environ(), b.o.Sandbox().Env...), Door: door, Allow: b.o.Sandbox().Allow}
 	}
 	set := map[string]string{}
 	maps.Copy(set, b.o.Env)

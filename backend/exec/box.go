@@ -17,18 +17,11 @@ import (
 
 var _ backend.Boxable = (*Options)(nil)
 
-// SetSandbox is given, by the loader, the sandbox: setting in force for the
-// backend (its own, else the project's) and where boxes' HOMEs go.
-func (o *Options) SetSandbox(c backend.SandboxConfig) { o.box = c }
-
-// Sandbox is the setting SetSandbox gave (off when never given).
-func (o *Options) Sandbox() backend.SandboxConfig { return o.box }
-
 // checkBoxEnv refuses, in a box, an env: option the box never lets in
 // (Purser's settings, database credentials, webhook URLs): said by name
 // before a run rather than dropped silently.
 func (o Options) checkBoxEnv() error {
-	if !o.box.On() {
+	if !o.Sandbox().On() {
 		return nil
 	}
 	for _, k := range slices.Sorted(maps.Keys(o.Env)) {

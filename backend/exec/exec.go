@@ -59,8 +59,8 @@ type Options struct {
 	// Env adds to Purser's environment (in a box: to the allow-list).
 	Env map[string]string `yaml:"env"`
 
-	// box is the sandbox: setting in force, given by the loader (box.go).
-	box backend.SandboxConfig
+	// The sandbox: setting in force, given by the loader (box.go).
+	backend.BoxSetting `yaml:"-"`
 }
 
 // NewOptions returns the backend's options, for the config loader.
@@ -107,7 +107,7 @@ func New(spec purser.BackendSpec) (*Backend, error) {
 	if err := backend.DecodeChecked(spec, &o); err != nil {
 		return nil, err
 	}
-	return &Backend{argv: o.argv(spec.Dir), env: o.Env, box: o.box}, nil
+	return &Backend{argv: o.argv(spec.Dir), env: o.Env, box: o.Sandbox()}, nil
 }
 
 // Call runs the command once.

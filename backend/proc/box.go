@@ -30,22 +30,15 @@ import (
 
 var _ backend.Boxable = (*CLIOptions)(nil)
 
-// SetSandbox is given, by the loader, the sandbox: setting in force for the
-// backend (its own, else the project's) and where boxes' HOMEs go.
-func (o *CLIOptions) SetSandbox(c backend.SandboxConfig) { o.box = c }
-
-// Sandbox is the setting SetSandbox gave (off when never given).
-func (o *CLIOptions) Sandbox() backend.SandboxConfig { return o.box }
-
 // Boxed reports whether the CLI runs in a box.
-func (o CLIOptions) Boxed() bool { return o.box.On() }
+func (o CLIOptions) Boxed() bool { return o.Sandbox().On() }
 
 // HomeFor is the HOME the CLI runs with for task id: in a box, the task's
 // own (…/boxes/agent-ID under Purser's state directory for the project);
 // otherwise Home. The backends read the CLI's session files under it.
 func (o CLIOptions) HomeFor(id string) string {
-	if o.box.On() && o.box.Homes != "" && id != "" {
-		return filepath.Join(o.box.Homes, "agent-"+id)
+	if o.Sandbox().On() && o.Sandbox().Homes != "" && id != "" {
+		return filepath.Join(o.Sandbox().Homes, "agent-"+id)
 	}
 	return o.Home()
 }
@@ -73,10 +66,10 @@ func (b *boxCall) close() {
 // boxFor describes the box of one call: nil when the CLI runs unboxed.
 // wire is the call's meter (nil: no door, no network).
 func (o CLIOptions) boxFor(req purser.CallRequest, wire *WireMeter, seed map[string]string) (*boxCall, error) {
-	if !o.box.On() {
+	if !o.Sandbox().On() {
 		return nil, nil
 	}
-	if o.box.Homes == "" || req.TaskID == "" {
+	if o.Sandbox().Homes == "" || req.TaskID == "" {
 		return nil, errors.New("sandbox is on but no HOME can be made for the box (a backend built without the config loader, or a call without a task)")
 	}
 	home := o.HomeFor(req.TaskID)
@@ -90,8 +83,8 @@ func (o CLIOptions) boxFor(req purser.CallRequest, wire *WireMeter, seed map[str
 	if err != nil {
 		return nil, err
 	}
-	b := &boxCall{box: sandbox.Box{Workspace: req.Workspace, Home: home, ReadOnly: append(slices.Clone(o.box.ReadOnly), ro...),
-		Limits: o.box.Limits(), Allow: o.box.Allow}, env: o.box.Env, exe: exe}
+	b := &boxCall{box: sandbox.Box{Workspace: req.Workspace, Home: home, ReadOnly: append(slices.Clone(o.Sandbox().ReadOnly), ro...),
+		Limits: o.Sandbox().Limits(), Allow: o.Sandbox().Allow}, env: o.Sandbox().Env, exe: exe}
 	if wire != nil {
 		port, err := urlPort(wire.URL())
 		if err != nil {

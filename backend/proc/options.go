@@ -29,8 +29,8 @@ type CLIOptions struct {
 	// client-certificate gateway).
 	WireMeter *bool `yaml:"wireMeter"`
 
-	// box is the sandbox: setting in force, given by the loader (box.go).
-	box backend.SandboxConfig
+	// The sandbox: setting in force, given by the loader (box.go).
+	backend.BoxSetting `yaml:"-"`
 }
 
 // Validate checks the options' values.
