@@ -39,6 +39,9 @@ type Options struct {
 	MaxTurns int `yaml:"maxTurns"`
 	// BudgetFence passes --max-budget-usd as a second fence (default true).
 	BudgetFence bool `yaml:"budgetFence"`
+	// Login names a subscription login the door holds ("claude": the
+	// user's browser login, ~/.claude/.credentials.json, login.go).
+	Login string `yaml:"login"`
 }
 
 // NewOptions returns the backend's options with their defaults, for the
@@ -63,6 +66,9 @@ func (o Options) Validate() error {
 		if strings.TrimSpace(tool) == "" {
 			errs = append(errs, &backend.OptionError{Option: fmt.Sprintf("allowedTools[%d]", i), Msg: "must not be empty"})
 		}
+	}
+	if o.Login != "" && o.Login != LoginClaude {
+		errs = append(errs, &backend.OptionError{Option: "login", Msg: fmt.Sprintf("%q: want %q (Claude Code's browser login, held by Purser's door)", o.Login, LoginClaude)})
 	}
 	if o.MaxTurns < 0 {
 		errs = append(errs, &backend.OptionError{Option: "maxTurns", Msg: fmt.Sprintf("must not be negative, got %d", o.MaxTurns)})
@@ -126,14 +132,24 @@ func (b *Backend) env(extra ...string) []string {
 }
 
 // Needs are the names of Purser's environment Claude Code needs in a box:
-// an API key, or a subscription's token (`claude setup-token`, for a login
-// the box's own HOME does not hold), and the settings that pick Anthropic's
-// API. Everything else stays outside (sandbox.EnvAllowList).
+// the settings that pick Anthropic's API, and its credentials, of which
+// only the door's scoped token enters (keys). Everything else stays
+// outside (sandbox.EnvAllowList).
 var Needs = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_MODEL", "ANTHROPIC_SMALL_FAST_MODEL"}
 
 // EnvNames are the names that enter the CLI's box: the options' env: and
-// the credentials it needs (purser check lists them).
-func (o *Options) EnvNames() []string { return append(o.CLIOptions.EnvNames(), Needs...) }
+// the token standing in for its key (purser check lists them).
+func (o *Options) EnvNames() []string { return o.CLIOptions.BoxEnvNames(Needs, o.keys()) }
+
+// DoorKey says which key the door holds for the CLI, by name only.
+func (b *Backend) DoorKey() string {
+	upstream, why := b.upstream()
+	line := b.cli.KeyLine(b.opts.keys(), upstream, why)
+	if n := b.opts.LoginNote(time.Now()); n != "" {
+		line += "; " + n
+	}
+	return line
+}
 
 // DefaultBaseURL is where Claude Code sends its requests unless
 // ANTHROPIC_BASE_URL says otherwise.
@@ -153,11 +169,13 @@ func (b *Backend) Metering() string { return b.cli.Metering(b.upstream()) }
 // and its process group is killed after StopGrace.
 func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
 	p := NewParser()
-	upstream, _ := b.upstream()
+	upstream, why := b.upstream()
 	return b.cli.Call(ctx, req, report, proc.CLICall{
-		Backend:  "claude",
-		Upstream: upstream,
-		Needs:    Needs,
+		Backend:   "claude",
+		Upstream:  upstream,
+		Unmetered: why,
+		Needs:     Needs,
+		Keys:      b.opts.keys(),
 		Command: func(wire *proc.WireMeter) (proc.Command, string) {
 			var wireEnv []string
 			if wire != nil {
@@ -176,6 +194,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		},
 		Finish: func(out proc.Outcome, parseErr error, _ int, res *purser.CallResult) error {
 			b.finish(p, req, report, res)
+			res.Note = purser.JoinNotes(res.Note, b.opts.LoginNote(time.Now()))
 			return b.outcome(p, out, parseErr)
 		},
 	})

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -298,29 +299,53 @@ func (b *Backend) sessionsHome(id string) string {
 }
 
 // Needs are the names of Purser's environment Codex needs in a box: its
-// API keys, and the env_key of the model provider its config names.
+// API keys, and the env_key of the model provider its config names; of the
+// keys only the door's scoped token enters (keys).
 func (b *Backend) needs() []string {
-	needs := []string{"OPENAI_API_KEY", "CODEX_API_KEY", "OPENAI_BASE_URL"}
+	return append([]string{"OPENAI_BASE_URL"}, b.keys().Names...)
+}
+
+// keys are where Codex reads its provider's key: the env_key of the
+// provider the door stands in front of (Codex sends it as Authorization:
+// Bearer); OPENAI_API_KEY, CODEX_API_KEY and the other providers' env_keys
+// stay out of its environment once the door holds it.
+func (b *Backend) keys() proc.Credentials {
 	var cfg struct {
-		ModelProvider  string `toml:"model_provider"`
 		ModelProviders map[string]struct {
 			EnvKey string `toml:"env_key"`
 		} `toml:"model_providers"`
 	}
-	if _, err := toml.DecodeFile(filepath.Join(b.codexHome(), "config.toml"), &cfg); err == nil {
-		for _, p := range cfg.ModelProviders {
-			if p.EnvKey != "" {
-				needs = append(needs, p.EnvKey)
-			}
+	_, _ = toml.DecodeFile(filepath.Join(b.codexHome(), "config.toml"), &cfg)
+	c := proc.Credentials{Also: []string{"OPENAI_API_KEY", "CODEX_API_KEY"}}
+	id, _ := b.provider()
+	for _, pid := range slices.Sorted(maps.Keys(cfg.ModelProviders)) {
+		switch k := cfg.ModelProviders[pid].EnvKey; {
+		case k == "":
+		case pid == id:
+			c.Names = append(c.Names, k)
+		case !slices.Contains(c.Also, k):
+			c.Also = append(c.Also, k)
 		}
 	}
-	return needs
+	if id == "" {
+		// A built-in provider: the door cannot front it, and these are the
+		// keys Codex would read.
+		c.Names, c.Also = c.Also, nil
+	}
+	return c
 }
 
 // EnvNames are the names that enter Codex's box: the options' env: and the
-// credentials it needs (purser check lists them).
+// token standing in for its key (purser check lists them).
 func (o *Options) EnvNames() []string {
-	return append(o.CLIOptions.EnvNames(), (&Backend{cli: o.CLIOptions, opts: *o}).needs()...)
+	b := &Backend{cli: o.CLIOptions, opts: *o}
+	return o.CLIOptions.BoxEnvNames(b.needs(), b.keys())
+}
+
+// DoorKey says which key the door holds for Codex, by name only.
+func (b *Backend) DoorKey() string {
+	upstream, why := b.upstreamWhy()
+	return b.cli.KeyLine(b.keys(), upstream, why)
 }
 
 // boxNote says, for a call in Purser's box, that Codex's own sandbox is
@@ -337,19 +362,19 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	p := NewParser(req.Model)
 	// Codex's built-in providers are not metered: only a provider its
 	// config defines with a base_url can be given the meter's (-c).
-	id, upstream := b.provider()
-	if id == "" {
-		upstream = ""
-	}
+	id, _ := b.provider()
+	upstream, why := b.upstreamWhy()
 	var seed map[string]string
 	if b.cli.Boxed() {
 		seed = map[string]string{".codex/config.toml": filepath.Join(b.codexHome(), "config.toml")}
 	}
 	return b.cli.Call(ctx, req, report, proc.CLICall{
-		Backend:  "codex",
-		Upstream: upstream,
-		Needs:    b.needs(),
-		Seed:     seed,
+		Backend:   "codex",
+		Upstream:  upstream,
+		Unmetered: why,
+		Needs:     b.needs(),
+		Keys:      b.keys(),
+		Seed:      seed,
 		Command: func(wire *proc.WireMeter) (proc.Command, string) {
 			if b.cli.Boxed() {
 				return b.command(req, id, wire), boxNote
@@ -489,16 +514,19 @@ func (b *Backend) retryArgs() []string {
 }
 
 // Metering says whether the calls are metered at the wire, and where to.
-func (b *Backend) Metering() string {
+func (b *Backend) Metering() string { return b.cli.Metering(b.upstreamWhy()) }
+
+// upstreamWhy is the base URL the door stands in front of, or "" and why
+// it cannot.
+func (b *Backend) upstreamWhy() (upstream, why string) {
 	id, upstream := b.provider()
-	why := ""
 	switch {
 	case id == "":
-		why = "Codex uses a built-in provider (openai, ollama, …), whose base URL it lets no -c setting change"
+		return "", "Codex uses a built-in provider (openai, ollama, …), whose base URL it lets no -c setting change"
 	case upstream == "":
-		why = fmt.Sprintf("model provider %q has no base_url in %s", id, filepath.Join(b.codexHome(), "config.toml"))
+		return "", fmt.Sprintf("model provider %q has no base_url in %s", id, filepath.Join(b.codexHome(), "config.toml"))
 	}
-	return b.cli.Metering(upstream, why)
+	return upstream, ""
 }
 
 var _ purser.SpendRecoverer = (*Backend)(nil)

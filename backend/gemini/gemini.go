@@ -247,18 +247,20 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		return purser.CallResult{}, fmt.Errorf("gemini: the prompt is %d bytes; gemini -p takes at most %d (shrink the context)", len(req.Prompt), MaxPrompt)
 	}
 	p := NewParser()
-	upstream, _ := b.upstream()
+	upstream, why := b.upstream()
 	var seed map[string]string
 	if b.cli.Boxed() {
-		// The user's settings (its auth type among them); credentials come
-		// by Needs.
+		// The user's settings (its auth type among them); the key is the
+		// door's (Keys).
 		seed = map[string]string{".gemini/settings.json": filepath.Join(b.cli.Home(), ".gemini", "settings.json")}
 	}
 	return b.cli.Call(ctx, req, report, proc.CLICall{
-		Backend:  "gemini",
-		Upstream: upstream,
-		Needs:    Needs,
-		Seed:     seed,
+		Backend:   "gemini",
+		Upstream:  upstream,
+		Unmetered: why,
+		Needs:     Needs,
+		Keys:      Keys,
+		Seed:      seed,
 		Command: func(wire *proc.WireMeter) (proc.Command, string) {
 			return b.command(req, wire)
 		},
@@ -397,12 +399,24 @@ func (b *Backend) RecoverSpend(_ context.Context, q purser.SpendQuery) (purser.R
 }
 
 // Needs are the names of Purser's environment Gemini CLI needs in a box:
-// its API keys. Everything else stays outside (sandbox.EnvAllowList).
+// its API keys, of which only the door's scoped token enters (Keys).
+// Everything else stays outside (sandbox.EnvAllowList).
 var Needs = []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}
 
+// Keys are where Gemini CLI reads its API key, in its order: the door
+// holds the first set (x-goog-api-key upstream) and the CLI gets a scoped
+// token under its name.
+var Keys = proc.Credentials{Names: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}}
+
 // EnvNames are the names that enter the CLI's box: the options' env: and
-// the credentials it needs (purser check lists them).
-func (o *Options) EnvNames() []string { return append(o.CLIOptions.EnvNames(), Needs...) }
+// the token standing in for its key (purser check lists them).
+func (o *Options) EnvNames() []string { return o.CLIOptions.BoxEnvNames(Needs, Keys) }
+
+// DoorKey says which key the door holds for the CLI, by name only.
+func (b *Backend) DoorKey() string {
+	upstream, why := b.upstream()
+	return b.cli.KeyLine(Keys, upstream, why)
+}
 
 // DefaultBaseURL is where Gemini CLI sends its requests (with an API key)
 // unless GOOGLE_GEMINI_BASE_URL says otherwise.

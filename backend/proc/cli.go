@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/purser-dev/purser"
@@ -18,9 +19,16 @@ type CLICall struct {
 	// Backend names the CLI in errors, faults and the wire journal: "codex".
 	Backend string
 	// Needs are the names of Purser's environment the CLI needs in a box
-	// (its credentials: ANTHROPIC_API_KEY, …); the allow-list keeps the
-	// rest out.
+	// (the settings that pick its provider, …); the allow-list keeps the
+	// rest out. Its provider keys are Keys', which enter no box: the
+	// lane's token does.
 	Needs []string
+	// Keys are the names the CLI reads its provider key from: the door
+	// holds the key and the CLI gets a scoped token in its place (keys.go).
+	Keys Credentials
+	// Unmetered says why the CLI cannot be put behind the door when
+	// Upstream is "" (Bedrock, Vertex, a built-in provider).
+	Unmetered string
 	// Seed are the CLI's settings files copied into a box's HOME before
 	// each call, by their path under it, from the host file ("" or a file
 	// that does not exist: none): the user's settings, never credentials
@@ -76,10 +84,9 @@ type FollowSession struct {
 // was stopped, a stall, the wire meter's fault when the provider could not
 // be reached, else c.Finish's answer.
 func (o CLIOptions) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc, c CLICall) (purser.CallResult, error) {
-	var wire *WireMeter
-	wireNote := ""
-	if c.Upstream != "" {
-		wire, wireNote = o.StartWireMeter(ctx, req.Hooks, c.Backend, c.Upstream)
+	wire, wireNote, err := o.openDoor(ctx, req.Hooks, c)
+	if err != nil {
+		return purser.CallResult{}, fmt.Errorf("%s: %w", c.Backend, err)
 	}
 	if c.GiveUp != nil {
 		var giveUp context.CancelCauseFunc
@@ -102,8 +109,9 @@ func (o CLIOptions) Call(ctx context.Context, req purser.CallRequest, report pur
 	defer box.close()
 	cmd, note := c.Command(wire)
 	cmd.Path, cmd.Dir = o.Command, req.Workspace
+	cmd.Env = withToken(cmd.Env, c.Keys, wire.tokenName(), wire.token())
 	if box != nil {
-		if err := box.command(ctx, &cmd, c.Needs); err != nil {
+		if err := box.command(ctx, &cmd, c.boxNeeds(wire)); err != nil {
 			wire.End(ctx)
 			return purser.CallResult{}, fmt.Errorf("%s: %w", c.Backend, err)
 		}
@@ -135,6 +143,46 @@ func (o CLIOptions) Call(ctx context.Context, req purser.CallRequest, report pur
 		return res, failure
 	}
 	return res, nil
+}
+
+// openDoor opens the call's lane of the door, holding the CLI's key, when
+// the CLI can be put behind it; a boxed call that cannot be, and whose CLI
+// would need its own key, is refused.
+func (o CLIOptions) openDoor(ctx context.Context, hooks purser.CallHooks, c CLICall) (*WireMeter, string, error) {
+	if c.Upstream == "" || (o.WireMeter != nil && !*o.WireMeter) {
+		why := c.Unmetered
+		if o.WireMeter != nil && !*o.WireMeter {
+			why = "wireMeter: false"
+		}
+		if err := o.refuseKeyInBox(c.Keys, why); err != nil {
+			return nil, "", err
+		}
+		if o.DoorKey(c.Keys).Held() && !o.Boxed() {
+			return nil, "no key at the door (" + firstOf(why, "not metered") + "): the CLI held its own", nil
+		}
+		return nil, "", nil
+	}
+	w, note, err := o.StartWireMeter(ctx, hooks, c.Backend, c.Upstream, o.DoorKey(c.Keys))
+	if err == nil && w == nil {
+		err = o.refuseKeyInBox(c.Keys, note)
+	}
+	return w, note, err
+}
+
+// boxNeeds are the names the box lets in for the CLI: its Needs, but of
+// its provider keys only the one the lane's token stands in for.
+func (c CLICall) boxNeeds(wire *WireMeter) []string {
+	keys := c.Keys.all()
+	var out []string
+	for _, n := range c.Needs {
+		if !slices.Contains(keys, n) {
+			out = append(out, n)
+		}
+	}
+	if n := wire.tokenName(); n != "" {
+		out = append(out, n)
+	}
+	return out
 }
 
 // follow starts following the session file, if the CLI has one. It returns

@@ -28,6 +28,10 @@ type CLIOptions struct {
 	// proxy cannot pass, such as a provider reached only through a
 	// client-certificate gateway).
 	WireMeter *bool `yaml:"wireMeter"`
+	// KeyFile is a file whose first line is the provider key, held by
+	// Purser's door (keys.go) in place of one from the environment; a
+	// relative path is resolved as Command is. The CLI never reads it.
+	KeyFile string `yaml:"keyFile"`
 
 	// The sandbox: setting in force, given by the loader (box.go).
 	backend.BoxSetting `yaml:"-"`
@@ -53,6 +57,9 @@ func (o CLIOptions) Resolved(dir string) CLIOptions {
 	if !filepath.IsAbs(o.Command) && strings.Contains(o.Command, "/") {
 		o.Command = filepath.Join(dir, o.Command)
 	}
+	if o.KeyFile != "" && !filepath.IsAbs(o.KeyFile) {
+		o.KeyFile = filepath.Join(dir, o.KeyFile)
+	}
 	return o
 }
 
@@ -61,6 +68,11 @@ func (o CLIOptions) Resolved(dir string) CLIOptions {
 func (o CLIOptions) Check(dir string) error {
 	if _, err := FindCommand(o.Resolved(dir).Command); err != nil {
 		return &backend.OptionError{Option: "command", Msg: err.Error(), Err: err}
+	}
+	if o.KeyFile != "" {
+		if fi, err := os.Stat(o.Resolved(dir).KeyFile); err != nil || !fi.Mode().IsRegular() {
+			return &backend.OptionError{Option: "keyFile", Msg: "must name a regular file holding the provider key on its first line", Err: err}
+		}
 	}
 	return nil
 }

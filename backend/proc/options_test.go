@@ -49,7 +49,7 @@ func TestCLIBackendsRefuseBadOptionsByName(t *testing.T) {
 		{"claude", map[string]any{"command": "./not-executable"}, "command: " + filepath.Join(dir, "not-executable") + " is not executable"},
 		{"gemini", map[string]any{"command": "./a-dir"}, "command: " + filepath.Join(dir, "a-dir") + " is a directory"},
 		{"codex", map[string]any{"command": "./no-such-cli"}, "command: " + filepath.Join(dir, "no-such-cli") + " does not exist"},
-		{"claude", map[string]any{"command": "./fake-cli", "maxTurn": uint64(3)}, "maxTurn: unknown option (known: allowedTools, budgetFence, command, env, maxTurns, permissionMode, wireMeter)"},
+		{"claude", map[string]any{"command": "./fake-cli", "maxTurn": uint64(3)}, "maxTurn: unknown option (known: allowedTools, budgetFence, command, env, keyFile, login, maxTurns, permissionMode, wireMeter)"},
 		{"claude", map[string]any{"command": "./fake-cli", "maxTurns": -1}, "maxTurns: must not be negative, got -1"},
 		{"claude", map[string]any{"command": "./fake-cli", "budgetFence": "no"}, `budgetFence: want true or false, got the string "no"`},
 		{"claude", map[string]any{"command": "./fake-cli", "env": map[string]any{"HOME": uint64(1)}}, "env.HOME: want a string, got 1"},

@@ -25,13 +25,14 @@ var pruneOnce sync.Once
 
 // WireMeter is a call's lane of Purser's door (package gateway) as a CLI
 // backend uses it: nil when the call is not metered, and every method is
-// then a no-op. The CLI keeps its own credentials (the lane holds no key);
-// the door meters and journals every reply, admits each request when the
+// then a no-op. The lane holds the CLI's provider key where one is found
+// (keys.go; else the CLI's own credentials pass through); the door meters and journals every reply, admits each request when the
 // engine asks it to (CallHooks.Admit), and cuts a reply in flight when the
 // call is stopped.
 type WireMeter struct {
-	lane *gateway.Lane
-	env  []string
+	lane    *gateway.Lane
+	env     []string
+	keyName string // the variable the CLI gets the lane's token under
 }
 
 // wireProtocol is the door's protocol of a CLI backend.
@@ -47,18 +48,24 @@ func wireProtocol(backend string) string {
 
 // StartWireMeter opens the call's lane of the door in front of upstream
 // (the provider's base URL as the CLI would have used it) when the options
-// allow it, and records its journal with the call before the agent starts
-// (hooks.Wire). It returns the meter, or nil and why not.
-func (o CLIOptions) StartWireMeter(ctx context.Context, hooks purser.CallHooks, backend, upstream string) (*WireMeter, string) {
+// allow it, holding key (the zero DoorKey: none, the CLI's own credentials
+// pass), and records its journal with the call before the agent starts
+// (hooks.Wire). It returns the meter, or nil and why not. A key that
+// cannot be read is an error: the CLI is not run without the door's key,
+// nor given the real one.
+func (o CLIOptions) StartWireMeter(ctx context.Context, hooks purser.CallHooks, backend, upstream string, key DoorKey) (*WireMeter, string, error) {
 	if o.WireMeter != nil && !*o.WireMeter {
-		return nil, ""
+		return nil, "", nil
 	}
 	dir := meter.Dir()
 	pruneOnce.Do(func() { meter.Prune(dir, journalAge) })
 	lane, err := gateway.Open(ctx, gateway.LaneConfig{Protocol: wireProtocol(backend), Upstream: upstream, Admit: hooks.Admit,
-		Journal: meter.NewJournal(dir, backend)})
+		Journal: meter.NewJournal(dir, backend), Key: key.Key, Getenv: o.Getenv})
+	if err != nil && key.Held() {
+		return nil, "", fmt.Errorf("the door's key (%s): %w", key.Key.Name(), err)
+	}
 	if err != nil {
-		return nil, "not metered at the wire: " + err.Error()
+		return nil, "not metered at the wire: " + err.Error(), nil
 	}
 	hooks.Wire(lane.Journal())
 	// A CLI told to use an HTTP proxy must reach the door directly.
@@ -70,7 +77,29 @@ func (o CLIOptions) StartWireMeter(ctx context.Context, hooks purser.CallHooks, 
 		}
 		env = append(env, k+"="+v+"127.0.0.1")
 	}
-	return &WireMeter{lane: lane, env: env}, ""
+	w := &WireMeter{lane: lane, env: env, keyName: key.Name}
+	if key.Held() {
+		return w, "the door holds the provider key (" + key.Key.Name() + "); the CLI had a scoped token as $" + key.Name, nil
+	}
+	return w, "", nil
+}
+
+// token is the lane's scoped token ("" for no meter, or a lane holding no
+// key).
+func (w *WireMeter) token() string {
+	if w == nil {
+		return ""
+	}
+	return w.lane.Token()
+}
+
+// tokenName is the variable the CLI gets the lane's token under ("" when
+// there is none).
+func (w *WireMeter) tokenName() string {
+	if w.token() == "" {
+		return ""
+	}
+	return w.keyName
 }
 
 // Env is what the CLI's environment needs for the door to be reached (nil
@@ -126,7 +155,7 @@ func (o CLIOptions) Metering(upstream, why string) string {
 	case upstream == "":
 		return "not metered: " + why
 	}
-	return "Purser's door (gateway) on 127.0.0.1 in front of " + redact.String(upstream) + "; the CLI keeps its own key"
+	return "Purser's door (gateway) on 127.0.0.1 in front of " + redact.String(upstream)
 }
 
 // URL is the base URL to give the CLI ("" for no meter).

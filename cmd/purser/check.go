@@ -56,6 +56,10 @@ with its file, line and field).`,
 					if m, ok := b.(purser.Metered); ok {
 						fmt.Fprintf(out, "  metering    %s\n", m.Metering())
 					}
+					// Which provider key the door holds for the CLI, by name only.
+					if k, ok := b.(interface{ DoorKey() string }); ok {
+						fmt.Fprintf(out, "  key         %s\n", k.DoorKey())
+					}
 					// A CLI's own retries, where Purser cannot always switch them off (Gemini CLI).
 					if r, ok := b.(interface{ OwnRetries() string }); ok {
 						fmt.Fprintf(out, "  retries     %s\n", r.OwnRetries())
