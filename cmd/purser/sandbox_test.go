@@ -195,18 +195,19 @@ func TestCheckSaysTheSandbox(t *testing.T) {
 			"sandbox     validators: on: files: the workspace read-write"}},
 		{"backends:\n  a: {type: claude, command: /bin/true, sandbox: on, env: {FOO: bar}}\n", []string{
 			"sandbox     backend a: on: files: the workspace read-write, its own HOME ",
-			"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "FOO",
+			"ANTHROPIC_API_KEY (the door's scoped token)", "FOO",
 			"network: only Purser's door, 127.0.0.1:PORT inside relayed to the call's wire meter",
 			"sandbox     validators: off"}},
 		{"sandbox: {mode: on, network: {allow: [\"registry.npmjs.org:443\"]}}\nbackends:\n  a: {type: exec, command: [/bin/true]}\n", []string{
 			"sandbox     backend a: on: files:", "network: none (no door); and through Purser's egress proxy (HTTPS_PROXY, every connection logged) registry.npmjs.org:443 only",
 			"sandbox     validators: on: files:"}},
 		{"backends:\n  a: {type: codex, command: /bin/true, sandbox: on}\n", []string{
-			"sandbox     backend a: on: files:", "OPENAI_API_KEY", "network: only Purser's door",
+			"sandbox     backend a: on: files:", "OPENAI_BASE_URL", "network: only Purser's door",
 			"Codex's own sandbox is off inside the box"}},
 	} {
 		dir := t.TempDir()
 		t.Setenv("XDG_STATE_HOME", filepath.Join(dir, ".state"))
+		t.Setenv("ANTHROPIC_API_KEY", "sk-test") // held at the door: only its token's name enters the box
 		if err := os.Mkdir(filepath.Join(dir, "ws"), 0o755); err != nil {
 			t.Fatal(err)
 		}
