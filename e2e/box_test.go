@@ -78,9 +78,12 @@ func TestBoxKeepsClaudeOnTheDoor(t *testing.T) {
 	requireBox(t)
 	for _, box := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sandbox=%v", box), func(t *testing.T) {
-			var hits atomic.Int64
+			var hits, keys atomic.Int64
 			evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				hits.Add(1)
+				if k := r.Header.Get("x-api-key"); k != "" && !strings.HasPrefix(k, "purser-") {
+					keys.Add(1) // the provider key itself, not the door's token
+				}
 				http.Error(w, "no", http.StatusTeapot)
 			}))
 			defer evil.Close()
@@ -112,6 +115,11 @@ func TestBoxKeepsClaudeOnTheDoor(t *testing.T) {
 				t.Fatalf("unboxed, the repository's server got no request: the attack did not reproduce")
 			case box && hits.Load() != 0:
 				t.Fatalf("boxed, the repository's server got %d requests: the box let Claude Code off the door", hits.Load())
+			case keys.Load() != 0:
+				// Issue 21: the door holds the key; what leaves with the
+				// CLI is a token that works at the door only, and dies
+				// with the call.
+				t.Fatalf("the repository's server got the provider key in %d requests; want only the door's token", keys.Load())
 			}
 		})
 	}
