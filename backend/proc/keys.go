@@ -137,8 +137,11 @@ func (o CLIOptions) KeyLine(c Credentials, upstream, why string) string {
 		if o.WireMeter != nil && !*o.WireMeter {
 			why = "wireMeter: false"
 		}
-		if o.Boxed() {
+		if o.Boxed() && o.refuseKeyInBox(c, why) != nil {
 			return "none: the door cannot stand in front of the CLI (" + why + "); a boxed call is refused rather than its key put in the box"
+		}
+		if o.Boxed() {
+			return "none: the door cannot stand in front of the CLI (" + why + "); in the box it has no key and no way out"
 		}
 		return "none at the door (" + why + "): the CLI holds its own key"
 	}
