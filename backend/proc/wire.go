@@ -26,9 +26,9 @@ var pruneOnce sync.Once
 // WireMeter is a call's lane of Purser's door (package gateway) as a CLI
 // backend uses it: nil when the call is not metered, and every method is
 // then a no-op. The lane holds the CLI's provider key where one is found
-// (keys.go; else the CLI's own credentials pass through); the door meters and journals every reply, admits each request when the
-// engine asks it to (CallHooks.Admit), and cuts a reply in flight when the
-// call is stopped.
+// (keys.go; else the CLI's own credentials pass through); the door meters
+// and journals every reply, admits each request when the engine asks it to
+// (CallHooks.Admit), and cuts a reply in flight when the call is stopped.
 type WireMeter struct {
 	lane    *gateway.Lane
 	env     []string
