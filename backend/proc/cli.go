@@ -130,6 +130,7 @@ func (o CLIOptions) Call(ctx context.Context, req purser.CallRequest, report pur
 	}
 	res := purser.CallResult{Note: note}
 	failure := c.Finish(out, parseErr, recovered(), &res)
+	res.Note = purser.JoinNotes(res.Note, o.keyNote(c, wire))
 	switch {
 	case out.Stopped:
 		return res, context.Cause(ctx)
@@ -157,9 +158,6 @@ func (o CLIOptions) openDoor(ctx context.Context, hooks purser.CallHooks, c CLIC
 		if err := o.refuseKeyInBox(c.Keys, why); err != nil {
 			return nil, "", err
 		}
-		if o.DoorKey(c.Keys).Held() && !o.Boxed() {
-			return nil, "no key at the door (" + firstOf(why, "not metered") + "): the CLI held its own", nil
-		}
 		return nil, "", nil
 	}
 	w, note, err := o.StartWireMeter(ctx, hooks, c.Backend, c.Upstream, o.DoorKey(c.Keys))
@@ -167,6 +165,19 @@ func (o CLIOptions) openDoor(ctx context.Context, hooks purser.CallHooks, c CLIC
 		err = o.refuseKeyInBox(c.Keys, note)
 	}
 	return w, note, err
+}
+
+// keyNote says, last in the call's note and by name only, whose key the
+// provider got: the door's, or (where the door could not stand in front)
+// the CLI's own.
+func (o CLIOptions) keyNote(c CLICall, wire *WireMeter) string {
+	switch d := o.DoorKey(c.Keys); {
+	case wire.token() != "":
+		return "key held at the door (" + d.Key.Name() + ")"
+	case wire == nil && d.Held():
+		return "key: the CLI's own, not behind the door"
+	}
+	return ""
 }
 
 // boxNeeds are the names the box lets in for the CLI: its Needs, but of

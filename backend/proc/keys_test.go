@@ -172,7 +172,7 @@ func TestTheDoorHoldsTheCLIsKey(t *testing.T) {
 				if len(seen) != 1 || seen[0] != tc.header {
 					t.Errorf("the provider saw %q; want exactly [%q]", seen, tc.header)
 				}
-				if !strings.Contains(res.Note, "the door holds the provider key ($"+tc.varKey+")") || strings.Contains(res.Note, realCLIKey) {
+				if !strings.HasSuffix(res.Note, "key held at the door ($"+tc.varKey+")") || strings.Contains(res.Note, realCLIKey) {
 					t.Errorf("the call's note %q; want the door's key named, never its value", res.Note)
 				}
 			})
