@@ -169,6 +169,7 @@ type Backend struct {
 	argv []string
 	key  gateway.Key
 	dir  string
+	term *Terminal // set for an interactive session (Interactive)
 }
 
 var (
@@ -243,15 +244,24 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		return ""
 	}
 
-	path, args, env, stdin, cleanup, err := b.command(ctx, req, model, lane)
+	l, err := b.command(ctx, req, model, lane)
 	if err != nil {
 		closeLane()
 		return purser.CallResult{}, fmt.Errorf("agent: %w", err)
 	}
-	defer cleanup()
+	defer l.cleanup()
+	if b.term != nil {
+		out, err := b.interact(ctx, l, req.Workspace, req.Hooks.Started)
+		lastErr, st := lane.LastError(), lane.Stats()
+		note := closeLane()
+		if err != nil {
+			return purser.CallResult{}, fmt.Errorf("agent: %w", err)
+		}
+		return b.result(ctx, purser.CallResult{Note: purser.JoinNotes(note, b.note(st))}, proc.Outcome{WaitErr: out.waitErr, Stopped: out.stopped}, lastErr)
+	}
 	var output strings.Builder
-	out, err := proc.Run(ctx, proc.Command{Path: path, Started: req.Hooks.Started, Args: args, Dir: req.Workspace, Env: env,
-		Stdin: stdin, Interrupt: syscall.SIGTERM, Grace: StopGrace, Stall: req.StallTimeout, Progress: lane.Carried}, func(l []byte) {
+	out, err := proc.Run(ctx, proc.Command{Path: l.path, Started: req.Hooks.Started, Args: l.args, Dir: req.Workspace, Env: l.env,
+		Stdin: l.stdin, Interrupt: syscall.SIGTERM, Grace: StopGrace, Stall: req.StallTimeout, Progress: lane.Carried}, func(l []byte) {
 		if output.Len() < 64<<10 {
 			output.Write(l)
 			output.WriteByte('\n')
@@ -263,7 +273,13 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	if err != nil {
 		return purser.CallResult{}, fmt.Errorf("agent: %w", err)
 	}
-	res := purser.CallResult{Text: output.String(), Note: purser.JoinNotes(note, b.note(st))}
+	return b.result(ctx, purser.CallResult{Text: output.String(), Note: purser.JoinNotes(note, b.note(st))}, out, lastErr)
+}
+
+// result is how a call ended: its context's cause when it was stopped, a
+// stall, a fault when the agent failed for want of its provider, or its
+// exit status.
+func (b *Backend) result(ctx context.Context, res purser.CallResult, out proc.Outcome, lastErr error) (purser.CallResult, error) {
 	switch {
 	case out.Stopped:
 		return res, context.Cause(ctx)
@@ -299,10 +315,46 @@ func (b *Backend) note(st gateway.Stats) string {
 	return s
 }
 
-// command is the program, arguments, environment and stdin that run the
-// agent: the door's URL in every baseURLEnv name, the token in every
-// keyEnv name, the real key's variable removed.
-func (b *Backend) command(ctx context.Context, req purser.CallRequest, model string, lane *gateway.Lane) (string, []string, []string, *strings.Reader, func(), error) {
+// launch is how the agent is started: its program, arguments,
+// environment and stdin, whether it runs in a box, and what to remove once
+// it has ended.
+type launch struct {
+	path    string
+	args    []string
+	env     []string
+	stdin   *strings.Reader
+	boxed   bool
+	cleanup func()
+}
+
+// command is how to run the agent: the door's URL in every baseURLEnv
+// name, the token in every keyEnv name, the real key's variable removed;
+// in the box when sandbox: is on (refused when no box can be made).
+func (b *Backend) command(ctx context.Context, req purser.CallRequest, model string, lane *gateway.Lane) (launch, error) {
+	argv, stdin := b.expand(req, model)
+	box, url, cleanup, err := b.openBox(req, lane, argv)
+	if err != nil {
+		return launch{}, err
+	}
+	set, drop := b.agentVars(url, lane.Token(), model)
+	if box == nil {
+		return launch{path: argv[0], args: argv[1:], env: hostEnv(set, drop, b.o.Env, req.Workspace), stdin: stdin, cleanup: cleanup}, nil
+	}
+	for k := range drop {
+		delete(box.Env, k)
+	}
+	maps.Copy(box.Env, set)
+	cmd, err := box.Command(ctx, argv[0], argv[1:]...)
+	if err != nil {
+		cleanup()
+		return launch{}, err
+	}
+	return launch{path: cmd.Path, args: cmd.Args[1:], env: cmd.Env, stdin: stdin, boxed: true, cleanup: cleanup}, nil
+}
+
+// expand is the command with {model} and {prompt} filled in, and the
+// agent's stdin: the prompt, unless only its arguments carry it.
+func (b *Backend) expand(req purser.CallRequest, model string) ([]string, *strings.Reader) {
 	argv := slices.Clone(b.argv)
 	usesPrompt := false
 	for i := 1; i < len(argv); i++ {
@@ -315,32 +367,44 @@ func (b *Backend) command(ctx context.Context, req purser.CallRequest, model str
 	if b.o.PromptStdin || !usesPrompt {
 		stdin = strings.NewReader(req.Prompt)
 	}
-	url := lane.URL()
-	cleanup := func() {}
-	var box *sandbox.Box
-	if b.o.Sandbox().On() {
-		if b.o.Sandbox().Homes == "" || req.TaskID == "" {
-			return "", nil, nil, nil, nil, errors.New("sandbox is on but no HOME can be made for the box (a backend built without the config loader, or a call without a task)")
-		}
-		home := filepath.Join(b.o.Sandbox().Homes, "agent-"+req.TaskID)
-		if err := os.MkdirAll(home, 0o700); err != nil {
-			return "", nil, nil, nil, nil, fmt.Errorf("making the box's HOME: %w", err)
-		}
-		sockDir, err := os.MkdirTemp("", "purser-door-")
-		if err != nil {
-			return "", nil, nil, nil, nil, err
-		}
-		cleanup = func() { _ = os.RemoveAll(sockDir) }
-		door := &sandbox.Door{Socket: filepath.Join(sockDir, "door.sock"), Port: boxPort}
-		if err := lane.ServeUnix(door.Socket); err != nil {
-			cleanup()
-			return "", nil, nil, nil, nil, err
-		}
-		url = door.URL()
-		box = &sandbox.Box{Workspace: req.Workspace, Home: home, ReadOnly: readOnly(argv[0], req.Workspace, b.o.Sandbox().ReadOnly),
-			Env: sandbox.EnvAllowList(os.Environ(), b.o.Sandbox().Env...), Door: door, Allow: b.o.Sandbox().Allow}
+	return argv, stdin
+}
+
+// openBox makes the agent's box when sandbox: is on, its door served on a
+// unix socket: the box, the door's URL as the agent sees it, and what to
+// remove afterwards. With sandbox: off it returns no box and the lane's
+// own URL.
+func (b *Backend) openBox(req purser.CallRequest, lane *gateway.Lane, argv []string) (*sandbox.Box, string, func(), error) {
+	if !b.o.Sandbox().On() {
+		return nil, lane.URL(), func() {}, nil
 	}
-	set := map[string]string{}
+	if b.o.Sandbox().Homes == "" || req.TaskID == "" {
+		return nil, "", nil, errors.New("sandbox is on but no HOME can be made for the box (a backend built without the config loader, or a call without a task)")
+	}
+	home := filepath.Join(b.o.Sandbox().Homes, "agent-"+req.TaskID)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, "", nil, fmt.Errorf("making the box's HOME: %w", err)
+	}
+	sockDir, err := os.MkdirTemp("", "purser-door-")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	cleanup := func() { _ = os.RemoveAll(sockDir) }
+	door := &sandbox.Door{Socket: filepath.Join(sockDir, "door.sock"), Port: boxPort}
+	if err := lane.ServeUnix(door.Socket); err != nil {
+		cleanup()
+		return nil, "", nil, err
+	}
+	box := &sandbox.Box{Workspace: req.Workspace, Home: home, ReadOnly: readOnly(argv[0], req.Workspace, b.o.Sandbox().ReadOnly),
+		Env: sandbox.EnvAllowList(os.Environ(), b.o.Sandbox().Env...), Door: door, Allow: b.o.Sandbox().Allow}
+	return box, door.URL(), cleanup, nil
+}
+
+// agentVars are the variables the agent is given (env:, the door's URL,
+// the scoped token, PURSER_MODEL) and those it must not see: the real
+// key's, unless a keyEnv name reuses it for the token.
+func (b *Backend) agentVars(url, token, model string) (set map[string]string, drop map[string]bool) {
+	set = map[string]string{}
 	maps.Copy(set, b.o.Env)
 	base := url
 	if strings.HasPrefix(b.o.Wire, "openai") {
@@ -350,29 +414,23 @@ func (b *Backend) command(ctx context.Context, req purser.CallRequest, model str
 		set[k] = base
 	}
 	for _, k := range b.o.KeyEnv {
-		set[k] = lane.Token()
+		set[k] = token
 	}
 	set["PURSER_MODEL"] = model
-	drop := map[string]bool{}
+	drop = map[string]bool{}
 	if b.key.Env != "" && !slices.Contains(b.o.KeyEnv, b.key.Env) {
 		drop[b.key.Env] = true // the real key never reaches the agent
 	}
-	if box != nil {
-		for k := range drop {
-			delete(box.Env, k)
-		}
-		maps.Copy(box.Env, set)
-		cmd, err := box.Command(ctx, argv[0], argv[1:]...)
-		if err != nil {
-			cleanup()
-			return "", nil, nil, nil, nil, err
-		}
-		return cmd.Path, cmd.Args[1:], cmd.Env, stdin, cleanup, nil
-	}
+	return set, drop
+}
+
+// hostEnv is an unboxed agent's environment: Purser's, less what drop
+// names, with set over it and the door exempt from any HTTP proxy.
+func hostEnv(set map[string]string, drop map[string]bool, own map[string]string, workspace string) []string {
 	// $PWD is the agent's working directory, not Purser's: OpenCode takes
 	// its directory from $PWD, and would work wherever purser was started.
-	if _, own := b.o.Env["PWD"]; !own {
-		if ws, err := filepath.Abs(req.Workspace); err == nil {
+	if _, ok := own["PWD"]; !ok {
+		if ws, err := filepath.Abs(workspace); err == nil {
 			set["PWD"] = ws
 		}
 	}
@@ -392,8 +450,7 @@ func (b *Backend) command(ctx context.Context, req purser.CallRequest, model str
 	if np != "" {
 		np += ","
 	}
-	env = append(env, "NO_PROXY="+np+"127.0.0.1,localhost", "no_proxy="+np+"127.0.0.1,localhost")
-	return argv[0], argv[1:], env, stdin, cleanup, nil
+	return append(env, "NO_PROXY="+np+"127.0.0.1,localhost", "no_proxy="+np+"127.0.0.1,localhost")
 }
 
 // readOnly is the box's read-only paths: the setting's, and the agent's
