@@ -252,12 +252,18 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 	defer l.cleanup()
 	if b.term != nil {
 		out, err := b.interact(ctx, l, req.Workspace, req.Hooks.Started)
-		lastErr, st := lane.LastError(), lane.Stats()
-		note := closeLane()
-		if err != nil {
+		note := purser.JoinNotes(closeLane(), b.note(lane.Stats()))
+		switch {
+		case err != nil:
 			return purser.CallResult{}, fmt.Errorf("agent: %w", err)
+		case out.stopped:
+			return purser.CallResult{Note: note}, context.Cause(ctx)
+		case out.waitErr != nil:
+			// Never a transient fault: a retry would start the user's
+			// session over on their terminal.
+			return purser.CallResult{Note: note}, fmt.Errorf("agent: %s (interactive): %w", filepath.Base(b.argv[0]), out.waitErr)
 		}
-		return b.result(ctx, purser.CallResult{Note: purser.JoinNotes(note, b.note(st))}, proc.Outcome{WaitErr: out.waitErr, Stopped: out.stopped}, lastErr)
+		return purser.CallResult{Note: note}, nil
 	}
 	var output strings.Builder
 	out, err := proc.Run(ctx, proc.Command{Path: l.path, Started: req.Hooks.Started, Args: l.args, Dir: req.Workspace, Env: l.env,
