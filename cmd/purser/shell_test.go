@@ -11,9 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/purser-dev/purser/backend/backendtest"
 	"github.com/purser-dev/purser/config"
@@ -34,14 +37,50 @@ type shellSession struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	lines  chan string
-	stderr *bytes.Buffer
+	stderr *lockedBuffer
+}
+
+// lockedBuffer is Purser's stderr as the test reads it while it is written.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // startShell starts `purser shell FLAGS -- agent.py` in a new project whose
 // purser.yaml has a type: agent backend "mock" in front of upstream, with
 // the project's sandbox: set to box; the agent writes what it saw to
-// ws/seen.json (the box shows it nothing else of ours).
+// ws/seen.json (the box shows it nothing else of ours). Its stdin and
+// stdout are pipes.
 func startShell(t *testing.T, upstream, box string, flags ...string) *shellSession {
+	t.Helper()
+	s := newShell(t, upstream, box, flags...)
+	var err error
+	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cmd.Stderr = s.stderr
+	s.start(out)
+	return s
+}
+
+// newShell is the session's project and command, not started.
+func newShell(t *testing.T, upstream, box string, flags ...string) *shellSession {
 	t.Helper()
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
@@ -65,28 +104,30 @@ func startShell(t *testing.T, upstream, box string, flags ...string) *shellSessi
 	cmd := exec.Command(buildPurser(t), args...)
 	cmd.Dir = ws
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, ".state"), "PURSER_TEST_REAL_KEY="+realKey)
-	s := &shellSession{t: t, dir: dir, cmd: cmd, lines: make(chan string, 100), stderr: &bytes.Buffer{}}
-	cmd.Stderr = s.stderr
-	if s.stdin, err = cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
+	return &shellSession{t: t, dir: dir, cmd: cmd, lines: make(chan string, 100), stderr: &lockedBuffer{}}
+}
+
+// start starts the session and reads the agent's lines ("agent: ...")
+// from out until the agent is ready.
+func (s *shellSession) start(out io.Reader) {
+	s.t.Helper()
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	s.t.Cleanup(func() { _ = s.cmd.Process.Kill() })
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			s.lines <- sc.Text()
+			l := strings.TrimRight(sc.Text(), "\r")
+			if i := strings.Index(l, "agent: "); i >= 0 {
+				s.lines <- l[i:]
+			} else {
+				_, _ = s.stderr.Write([]byte(l + "\n")) // on a terminal, Purser's lines and the echo
+			}
 		}
 		close(s.lines)
 	}()
 	s.expect("agent: ready")
-	return s
 }
 
 // expect waits for the agent's next line and checks it starts with want.
@@ -275,4 +316,61 @@ func TestShellEndsOnSecondCtrlCOrSIGTERM(t *testing.T) {
 			}
 		})
 	}
+}
+
+// On a real terminal (a pseudo-terminal here, Purser its session leader):
+// the unboxed agent shares the terminal's foreground process group, reads
+// what is typed, and gets the terminal's Ctrl-C once, from the terminal
+// (Purser does not send it a second time); two Ctrl-C end the session.
+func TestShellOnATerminal(t *testing.T) {
+	mock := backendtest.StartMock(t)
+	master, slave := openPTY(t)
+	s := newShell(t, mock, "off", "--tokens", "100000")
+	s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr = slave, slave, slave
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	s.stdin = master
+	s.start(master)
+	slave.Close()
+	s.say("hello")
+	s.expect("agent: reply done")
+	s.say("\x03")
+	s.expect("agent: got SIGINT, carrying on")
+	s.say("again")
+	s.expect("agent: reply done") // one SIGINT, not two: the next line is the reply
+	if _, err := master.WriteString("\x03"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if _, err := master.WriteString("\x03"); err != nil {
+		t.Fatal(err)
+	}
+	if code := s.exit(); code != exitInterrupted {
+		t.Fatalf("exit %d, want %d; the terminal showed:\n%s", code, exitInterrupted, s.stderr)
+	}
+	if tk := s.task(); tk.Budget.UsedTokens != 2*sideCall {
+		t.Errorf("task %+v; want %d tokens", tk, 2*sideCall)
+	}
+}
+
+// openPTY opens a pseudo-terminal: its master, and its slave for the
+// process under test. It skips the test where there is none.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skip("no pseudo-terminal:", err)
+	}
+	t.Cleanup(func() { master.Close() })
+	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal("unlocking the pseudo-terminal:", err)
+	}
+	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal("the pseudo-terminal's number:", err)
+	}
+	slave, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skip("no pseudo-terminal:", err)
+	}
+	return master, slave
 }
