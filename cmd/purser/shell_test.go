@@ -318,37 +318,45 @@ func TestShellEndsOnSecondCtrlCOrSIGTERM(t *testing.T) {
 	}
 }
 
-// On a real terminal (a pseudo-terminal here, Purser its session leader):
-// the unboxed agent shares the terminal's foreground process group, reads
-// what is typed, and gets the terminal's Ctrl-C once, from the terminal
-// (Purser does not send it a second time); two Ctrl-C end the session.
+// On a real terminal (a pseudo-terminal here, Purser its session leader)
+// the agent reads what is typed and gets the terminal's Ctrl-C once:
+// unboxed, from the terminal itself, as it shares the terminal's
+// foreground process group (Purser does not send it a second time); boxed,
+// in a session of its own, from Purser. Two Ctrl-C end the session.
 func TestShellOnATerminal(t *testing.T) {
 	mock := backendtest.StartMock(t)
-	master, slave := openPTY(t)
-	s := newShell(t, mock, "off", "--tokens", "100000")
-	s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr = slave, slave, slave
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	s.stdin = master
-	s.start(master)
-	slave.Close()
-	s.say("hello")
-	s.expect("agent: reply done")
-	s.say("\x03")
-	s.expect("agent: got SIGINT, carrying on")
-	s.say("again")
-	s.expect("agent: reply done") // one SIGINT, not two: the next line is the reply
-	if _, err := master.WriteString("\x03"); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(200 * time.Millisecond)
-	if _, err := master.WriteString("\x03"); err != nil {
-		t.Fatal(err)
-	}
-	if code := s.exit(); code != exitInterrupted {
-		t.Fatalf("exit %d, want %d; the terminal showed:\n%s", code, exitInterrupted, s.stderr)
-	}
-	if tk := s.task(); tk.Budget.UsedTokens != 2*sideCall {
-		t.Errorf("task %+v; want %d tokens", tk, 2*sideCall)
+	for _, box := range []string{"off", "on"} {
+		t.Run("sandbox "+box, func(t *testing.T) {
+			if box == "on" {
+				requireBox(t)
+			}
+			master, slave := openPTY(t)
+			s := newShell(t, mock, box, "--tokens", "100000")
+			s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr = slave, slave, slave
+			s.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+			s.stdin = master
+			s.start(master)
+			slave.Close()
+			s.say("hello")
+			s.expect("agent: reply done")
+			s.say("\x03")
+			s.expect("agent: got SIGINT, carrying on")
+			s.say("again")
+			s.expect("agent: reply done") // one SIGINT, not two: the next line is the reply
+			if _, err := master.WriteString("\x03"); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(200 * time.Millisecond)
+			if _, err := master.WriteString("\x03"); err != nil {
+				t.Fatal(err)
+			}
+			if code := s.exit(); code != exitInterrupted {
+				t.Fatalf("exit %d, want %d; the terminal showed:\n%s", code, exitInterrupted, s.stderr)
+			}
+			if tk := s.task(); tk.Budget.UsedTokens != 2*sideCall {
+				t.Errorf("task %+v; want %d tokens", tk, 2*sideCall)
+			}
+		})
 	}
 }
 
