@@ -38,6 +38,7 @@ type shellSession struct {
 	stdin  io.WriteCloser
 	lines  chan string
 	stderr *lockedBuffer
+	ready  string // the agent's first line
 }
 
 // lockedBuffer is Purser's stderr as the test reads it while it is written.
@@ -127,7 +128,7 @@ func (s *shellSession) start(out io.Reader) {
 		}
 		close(s.lines)
 	}()
-	s.expect("agent: ready")
+	s.ready = s.expect("agent: ready")
 }
 
 // expect waits for the agent's next line and checks it starts with want.
@@ -277,7 +278,7 @@ func TestShellDoneWhenTheAgentExits(t *testing.T) {
 	if err := s.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	s.expect("agent: got SIGINT, carrying on")
+	s.expect("agent: got SIGINT x1, carrying on")
 	s.say("again")
 	s.expect("agent: reply done")
 	s.say("exit 0")
@@ -337,12 +338,21 @@ func TestShellOnATerminal(t *testing.T) {
 			s.stdin = master
 			s.start(master)
 			slave.Close()
+			// Unboxed, the agent is in the terminal's foreground group (a
+			// background one could not read it); boxed, it has no
+			// controlling terminal at all.
+			if fg := s.ready == "agent: ready, foreground"; fg != (box == "off") {
+				t.Errorf("the agent in the terminal's foreground group: %v, want %v", fg, box == "off")
+			}
 			s.say("hello")
 			s.expect("agent: reply done")
 			s.say("\x03")
-			s.expect("agent: got SIGINT, carrying on")
+			s.expect("agent: got SIGINT x1, carrying on")
 			s.say("again")
-			s.expect("agent: reply done") // one SIGINT, not two: the next line is the reply
+			// One SIGINT, not two: the next line is the reply (a second one
+			// the kernel merged with the first would go unseen here; the
+			// agent counts each it gets at the C level).
+			s.expect("agent: reply done")
 			if _, err := master.WriteString("\x03"); err != nil {
 				t.Fatal(err)
 			}

@@ -8,12 +8,33 @@ import json, os, signal, sys, urllib.request, urllib.error
 
 base = os.environ["ANTHROPIC_BASE_URL"]
 key = os.environ["ANTHROPIC_API_KEY"]
-signal.signal(signal.SIGINT, lambda *a: print("agent: got SIGINT, carrying on", flush=True))
+# Each SIGINT delivered writes a byte here (at C level: two that arrive
+# before the handler runs are still two), so the agent says how many it got.
+wake_r, wake_w = os.pipe()
+os.set_blocking(wake_r, False)
+os.set_blocking(wake_w, False)
+signal.set_wakeup_fd(wake_w)
+
+def on_int(*_):
+    try:
+        n = len(os.read(wake_r, 64))
+    except BlockingIOError:
+        n = 0
+    print("agent: got SIGINT x%d, carrying on" % n, flush=True)
+
+signal.signal(signal.SIGINT, on_int)
 seen = os.environ.get("AGENT_SEEN")
 if seen:
     with open(seen, "w") as f:
         json.dump({"key": key, "base": base, "env": sorted(os.environ.values())}, f)
-print("agent: ready", flush=True)
+def foreground():
+    """Whether the agent is in its terminal's foreground process group."""
+    try:
+        return os.getpgrp() == os.tcgetpgrp(0)
+    except OSError:
+        return False
+
+print("agent: ready, foreground" if foreground() else "agent: ready", flush=True)
 
 def call(text):
     body = {"model": "claude-haiku-4-5", "max_tokens": 20, "messages": [{"role": "user", "content": text}]}
