@@ -57,18 +57,23 @@ func (b *Backend) interact(ctx context.Context, l launch, dir string, started fu
 	t := b.term
 	cmd := osexec.Command(l.path, l.args...)
 	cmd.Dir, cmd.Env = dir, l.env
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = t.Stdin, t.Stdout, t.Stderr
-	// Where the terminal is not a file, exec copies it through pipes; a
-	// tool the agent left holding them must not hold the session open.
+	stdin, closeStdin, err := stdinOf(t.Stdin)
+	if err != nil {
+		return interaction{}, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, t.Stdout, t.Stderr
+	// Where the terminal's output is not a file, exec copies it through
+	// pipes; a tool the agent left holding them must not hold the session
+	// open.
 	cmd.WaitDelay = time.Second
 	sameGroup := t.TTY && !l.boxed
 	var group *procgroup.Group
-	var err error
 	if sameGroup {
 		err = cmd.Start()
 	} else if group, err = procgroup.Start(cmd); err == nil && started != nil {
 		started(group.ID())
 	}
+	closeStdin()
 	if err != nil {
 		return interaction{}, err
 	}
@@ -101,6 +106,27 @@ func (b *Backend) interact(ctx context.Context, l launch, dir string, started fu
 		waitErr = nil // the agent itself exited; only what it left behind held on
 	}
 	return interaction{waitErr: waitErr, stopped: stopped.Load()}, nil
+}
+
+// stdinOf is the agent's stdin: the terminal's file itself, or, for a
+// reader that is not a file, a pipe a goroutine feeds from it. exec would
+// copy such a reader too, but Wait would then wait for a read of the
+// user's input that may never end. The returned function closes Purser's
+// copy of the pipe's read end once the agent has started (or failed to):
+// when the agent is gone the feeding goroutine ends at its next write.
+func stdinOf(r io.Reader) (io.Reader, func(), error) {
+	if _, ok := r.(*os.File); ok || r == nil {
+		return r, func() {}, nil
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	go func() {
+		_, _ = io.Copy(pw, r)
+		pw.Close()
+	}()
+	return pr, func() { pr.Close() }, nil
 }
 
 // relay passes the terminal's signals on to the agent until it exits, and
