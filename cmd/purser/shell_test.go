@@ -392,3 +392,36 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 	}
 	return master, slave
 }
+
+// Fail closed, as purser run: the project's sandbox is on and no box can
+// be made (no bwrap on the PATH), so nothing runs — the agent is not
+// started unboxed — and the user is told why (exit 2).
+func TestShellFailsClosedWithoutABox(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	ran := filepath.Join(dir, "ran")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "purser.yaml"), []byte("sandbox: on\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agentPath := filepath.Join(dir, "agent.sh")
+	if err := os.WriteFile(agentPath, []byte("#!/bin/sh\n: > "+ran+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(buildPurser(t), "shell", "--tokens", "1000", "--", agentPath)
+	cmd.Dir = ws
+	cmd.Env = append(os.Environ(), "PATH=/nonexistent", "XDG_STATE_HOME="+filepath.Join(dir, ".state"), "ANTHROPIC_API_KEY=sk-test")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitBadInput {
+		t.Fatalf("exit %v, want %d\n%s", err, exitBadInput, out)
+	}
+	if !strings.Contains(string(out), "sandbox is on but no box can be made here") || !strings.Contains(string(out), "nothing was run") {
+		t.Errorf("the refusal does not say why:\n%s", out)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the agent ran unboxed")
+	}
+}
