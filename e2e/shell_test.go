@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser/backend/backendtest"
+	"github.com/purser-dev/purser/sandbox"
 )
 
 // Issue 21, interactive: `purser shell` with a real agent no one here
@@ -19,8 +20,9 @@ import (
 // purser.yaml's type: agent backend against the shared mock: the session
 // is DONE with the ledger exact (its own title request and the answer,
 // as for `purser run`: docs/agents.md), every request reached the mock
-// with the real key Purser holds; under a token cap its answer's request
-// is refused at the door and the session ends BLOCKED.
+// with the real key Purser holds, in the box as well as out of it; under a
+// token cap its answer's request is refused at the door and the session
+// ends BLOCKED.
 func TestShellOpenCode(t *testing.T) {
 	bin := agentsDir(t, "opencode")
 	t.Parallel()
@@ -31,8 +33,10 @@ func TestShellOpenCode(t *testing.T) {
 		state    string
 		tokens   int64
 		usd      string
+		boxed    bool
 	}{
 		{name: "done", caps: []string{"--usd", "1"}, wantExit: 0, state: "DONE", tokens: 5613, usd: "0.006890"},
+		{name: "boxed", caps: []string{"--usd", "1"}, wantExit: 0, state: "DONE", tokens: 5613, usd: "0.006890", boxed: true},
 		{name: "cap", caps: []string{"--tokens", "3000"}, wantExit: 3, state: "BLOCKED", tokens: 53, usd: "0.000065"},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
@@ -45,7 +49,11 @@ func TestShellOpenCode(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			backend := strings.ReplaceAll(opencodeBackend(t, bin, home, url), "\n", "\n  ")
+			backend := opencodeBackend(t, bin, home, url)
+			if sc.boxed {
+				backend = boxedBackend(t, backend, bin, home)
+			}
+			backend = strings.ReplaceAll(backend, "\n", "\n  ")
 			if err := os.WriteFile(filepath.Join(ws, "purser.yaml"), []byte("backends:\n  oc:\n  "+backend+"\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -66,6 +74,9 @@ func TestShellOpenCode(t *testing.T) {
 			}
 			if code != sc.wantExit {
 				t.Fatalf("exit %d, want %d\n%s", code, sc.wantExit, out)
+			}
+			if boxed := strings.Contains(string(out), "through Purser's door (hard $1.00), in its box;"); boxed != sc.boxed {
+				t.Errorf("the session in its box: %v, want %v\n%s", boxed, sc.boxed, out)
 			}
 			if strings.Contains(string(out), realKey) {
 				t.Error("the real key was printed")
@@ -97,4 +108,24 @@ func TestShellOpenCode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// boxedBackend is an agent's backend mapping in the box: its own HOME (the
+// box makes one), the agents' install and home read-only. It skips the
+// test where no box can be made, unless PURSER_TEST_SANDBOX=required.
+func boxedBackend(t *testing.T, backend, bin, home string) string {
+	t.Helper()
+	if err := sandbox.Available(); err != nil {
+		if os.Getenv("PURSER_TEST_SANDBOX") == "required" {
+			t.Fatal("PURSER_TEST_SANDBOX=required but no box can be made here:", err)
+		}
+		t.Skip("no box can be made here:", err)
+	}
+	var kept []string
+	for _, l := range strings.Split(backend, "\n") {
+		if !strings.HasPrefix(l, "    HOME: ") {
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept, "\n") + fmt.Sprintf("\n  sandbox: {mode: on, readOnly: [%s, %s]}", filepath.Dir(bin), home)
 }
