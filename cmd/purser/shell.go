@@ -138,13 +138,16 @@ func runShell(cmd *cobra.Command, f shellFlags, argv []string) error {
 		return err
 	}
 	defer a.EndAlerts()
-	e, err := a.NewEngine(app.EngineOptions{Observe: shellObserver(cmd.ErrOrStderr()), Prices: proj.Prices, Tasks: []purser.Task{task}})
+	observe, stopWarning := shellObserver(cmd.ErrOrStderr(), task.Budget)
+	defer stopWarning()
+	e, err := a.NewEngine(app.EngineOptions{Observe: observe, Prices: proj.Prices, Tasks: []purser.Task{task}})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "purser: session %s: %s through Purser's door (%s)%s; a second Ctrl-C within %s ends it\n",
 		task.ID, filepath.Base(argv[0]), budgetLine(task.Budget), boxedLine(task), doubleInterrupt)
 	outcomes, err := e.RunBatch(ctx, engine.Batch{Tasks: []purser.Task{task}, Parallel: 1})
+	stopWarning()
 	a.EndAlerts()
 	if err != nil {
 		return requestError(err)
@@ -350,24 +353,34 @@ func shellSignals(stderr io.Writer, end context.CancelCauseFunc) <-chan os.Signa
 }
 
 // shellObserver says on stderr what the user must know while the agent
-// has the terminal: WARNING once, each degrade action and refusal.
-func shellObserver(stderr io.Writer) func(purser.Event) {
+// has the terminal: WARNING once, each degrade action and refusal. The
+// engine tells of a tier only with an event, and an idle agent makes none:
+// the WARNING line on time is also said by a timer, from the session's
+// start (stop it once the session has ended).
+func shellObserver(stderr io.Writer, cfg budget.Config) (observe func(purser.Event), stop func() bool) {
 	var once sync.Once
+	warn := func(metric budget.Metric, used string) {
+		once.Do(func() {
+			fmt.Fprintf(stderr, "\npurser: WARNING: the session's budget is past its warning line on %s (%s)\n", metric, used)
+		})
+	}
+	stop = func() bool { return false }
+	if w := cfg.Warning.TimeMinutes; w != nil {
+		stop = time.AfterFunc(w.Duration(), func() { warn(budget.Time, w.Duration().String()+" used") }).Stop
+	}
 	return func(ev purser.Event) {
 		switch {
 		case (ev.Type == purser.EventTier || ev.Type == purser.EventUsage) && ev.Status.Tier >= budget.Warning && ev.Status.Cause != budget.Iterations:
-			once.Do(func() {
-				fmt.Fprintf(stderr, "\npurser: WARNING: the session's budget is past its warning line (%s)\n", budgetUsed(ev.Status))
-			})
+			warn(ev.Status.Cause, budgetUsed(ev.Status))
 		case ev.Type == purser.EventDegrade, ev.Type == purser.EventWarning:
 			fmt.Fprintf(stderr, "\npurser: %s\n", strings.TrimPrefix(redact.Display(ev.Message), "purser: "))
 		}
-	}
+	}, stop
 }
 
 // budgetUsed is what the session has spent.
 func budgetUsed(st budget.Status) string {
-	return fmt.Sprintf("%s, %d tokens used", st.UsedUSD, st.UsedTokens)
+	return fmt.Sprintf("%s, %d tokens, %s used", st.UsedUSD, st.UsedTokens, st.UsedTime.Round(time.Second))
 }
 
 // budgetLine is the session's hard caps, for its first line.

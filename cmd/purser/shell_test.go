@@ -425,3 +425,24 @@ func TestShellFailsClosedWithoutABox(t *testing.T) {
 		t.Error("the agent ran unboxed")
 	}
 }
+
+// The time cap: the agent sits idle (its user thinking), making no request
+// and so no event; the WARNING line on time is said when it passes, and at
+// the cap the session ends BLOCKED, the agent stopped.
+func TestShellTimeCap(t *testing.T) {
+	mock := backendtest.StartMock(t)
+	s := startShell(t, mock, "off", "--time", "3s")
+	start := time.Now()
+	if code := s.exit(); code != exitBudgetStop {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitBudgetStop, s.stderr)
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Errorf("the session ended after %s, before its 3 s cap", took)
+	}
+	if !strings.Contains(s.stderr.String(), "purser: WARNING: the session's budget is past its warning line on time (2.4s used)") {
+		t.Errorf("no WARNING on time:\n%s", s.stderr)
+	}
+	if tk := s.task(); tk.Status != "BLOCKED" || !strings.Contains(tk.Reason, "time") {
+		t.Errorf("task %+v; want BLOCKED on time", tk)
+	}
+}
