@@ -381,13 +381,14 @@ func (b *Backend) expand(req purser.CallRequest, model string) ([]string, *strin
 // remove afterwards. With sandbox: off it returns no box and the lane's
 // own URL.
 func (b *Backend) openBox(req purser.CallRequest, lane *gateway.Lane, argv []string) (*sandbox.Box, string, func(), error) {
-	if !b.o.Sandbox().On() {
+	sb := b.o.Sandbox()
+	if !sb.On() {
 		return nil, lane.URL(), func() {}, nil
 	}
-	if b.o.Sandbox().Homes == "" || req.TaskID == "" {
+	if sb.Homes == "" || req.TaskID == "" {
 		return nil, "", nil, errors.New("sandbox is on but no HOME can be made for the box (a backend built without the config loader, or a call without a task)")
 	}
-	home := filepath.Join(b.o.Sandbox().Homes, "agent-"+req.TaskID)
+	home := filepath.Join(sb.Homes, "agent-"+req.TaskID)
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, "", nil, fmt.Errorf("making the box's HOME: %w", err)
 	}
@@ -401,8 +402,8 @@ func (b *Backend) openBox(req purser.CallRequest, lane *gateway.Lane, argv []str
 		cleanup()
 		return nil, "", nil, err
 	}
-	box := &sandbox.Box{Workspace: req.Workspace, Home: home, ReadOnly: readOnly(argv[0], req.Workspace, b.o.Sandbox().ReadOnly),
-		Env: sandbox.EnvAllowList(os.Environ(), b.o.Sandbox().Env...), Door: door, Allow: b.o.Sandbox().Allow}
+	box := &sandbox.Box{Workspace: req.Workspace, Home: home, ReadOnly: readOnly(argv[0], req.Workspace, sb.ReadOnly),
+		Env: sandbox.EnvAllowList(os.Environ(), sb.Env...), Door: door, Allow: sb.Allow}
 	return box, door.URL(), cleanup, nil
 }
 
