@@ -302,6 +302,11 @@ the diff (exit 2), unless you made it: --accept-config.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "task %s is already DONE; nothing to resume\n", rec.ID)
 				return nil
 			}
+			if rec.File == "" {
+				// A purser shell session is recorded as a task with no
+				// file: there is nothing to read it again from.
+				return badInput(fmt.Errorf("task %s has no task file to resume from (a purser shell session is not resumed: start a new one with purser shell)", rec.ID))
+			}
 			task, proj, err := loadTask(rec.File)
 			if err != nil {
 				return badInput(fmt.Errorf("task %s: %w", rec.ID, err))

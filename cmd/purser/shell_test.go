@@ -264,6 +264,14 @@ func TestShellCapEndsTheSessionBlocked(t *testing.T) {
 				t.Errorf("no WARNING on stderr:\n%s", s.stderr)
 			}
 			s.checkKeyHeld()
+			// A session has no task file: resume refuses it, saying so.
+			var stderr bytes.Buffer
+			resume := exec.Command(buildPurser(t), "resume", tk.ID, "--db", config.DefaultDatabase(filepath.Join(s.dir, "ws")))
+			resume.Stderr = &stderr
+			var ee *exec.ExitError
+			if err := resume.Run(); !errors.As(err, &ee) || ee.ExitCode() != exitBadInput || !strings.Contains(stderr.String(), "a purser shell session is not resumed") {
+				t.Errorf("resume of a shell session: %v, stderr %q; want exit %d saying a session is not resumed", err, stderr.String(), exitBadInput)
+			}
 		})
 	}
 }
