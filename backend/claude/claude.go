@@ -204,6 +204,14 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 // transcript kept), and notes it.
 func (b *Backend) finish(p *Parser, req purser.CallRequest, report purser.UsageFunc, res *purser.CallResult) {
 	if p.Result() != nil {
+		if p.SpawnedSubAgents() && p.Session() != "" {
+			// Sub-agents spawned together stream none of their messages:
+			// their transcripts name them, so their usage is booked to
+			// them before the result settles the rest.
+			for _, ev := range b.recover(req.TaskID, p) {
+				report(ev)
+			}
+		}
 		adj, note := p.Reconcile(req.Price)
 		for _, ev := range adj {
 			report(ev)

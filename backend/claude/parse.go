@@ -139,6 +139,9 @@ func NewParser() *Parser {
 		agentTools: map[string]string{}}
 }
 
+// SpawnedSubAgents reports whether the stream showed a sub-agent started.
+func (p *Parser) SpawnedSubAgents() bool { return len(p.agents) > 0 }
+
 // Session returns the session id, once the init line was read.
 func (p *Parser) Session() string { return p.session }
 
