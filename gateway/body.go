@@ -12,24 +12,27 @@ import (
 
 // request is what the door reads of a model request's body.
 type request struct {
-	model  string
-	input  int64  // input tokens, estimated
-	maxOut int64  // the output bound asked for; 0 for none
-	field  string // the top-level field maxOut came from ("" for none)
-	stream bool
+	model string
+	input int64 // input tokens, counted (countInput)
+	// learned says input came from a rate learned of earlier replies, not
+	// from bytes/4.
+	learned bool
+	maxOut  int64  // the output bound asked for; 0 for none
+	field   string // the top-level field maxOut came from ("" for none)
+	stream  bool
 }
 
-// bytesPerToken is the door's count of input tokens: the body's bytes over
-// four. No tokenizer of every provider runs offline, and a door must add
-// well under a millisecond: JSON's quotes, keys and escapes make the body
-// longer than its text, so bytes/4 over the whole body is at least the
-// text's own bytes/4 (English prose and code run 3.5–4.5 bytes a token);
-// the reply's own usage is what the ledger books.
-const bytesPerToken = 4
+// readRequest reads the model, stream flag and output bound of a body,
+// and counts its input as sent to upstream (countInput).
+func readRequest(rt route, body []byte, upstream string) request {
+	req := readFields(rt, body)
+	req.input, req.learned = countInput(upstream, req.model, len(body))
+	return req
+}
 
-// readRequest reads the model, stream flag and output bound of a body.
-func readRequest(rt route, body []byte) request {
-	req := request{model: rt.model, input: int64(len(body)+bytesPerToken-1) / bytesPerToken, stream: rt.stream}
+// readFields reads the model, stream flag and output bound of a body.
+func readFields(rt route, body []byte) request {
+	req := request{model: rt.model, stream: rt.stream}
 	var v struct {
 		Model               string `json:"model"`
 		Stream              bool   `json:"stream"`

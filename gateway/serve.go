@@ -89,7 +89,7 @@ func (l *Lane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	l.forward(w, r, rt, g.path, g.body, g.input, g.release, g.wrapDone)
+	l.forward(w, r, rt, g)
 }
 
 // checkRequest checks who asks and what (loopback, a known route of the
@@ -150,6 +150,12 @@ type grantedRequest struct {
 	input    int64
 	release  func()
 	wrapDone func(string)
+	// counted is the request as the door counted it: its bytes and model,
+	// which its reply's billed input teaches the door's rate (learnRate).
+	counted struct {
+		bytes int
+		model string
+	}
 }
 
 // grant has the budget admit a model request, and rewrites it by the
@@ -158,8 +164,8 @@ type grantedRequest struct {
 func (l *Lane) grant(w http.ResponseWriter, rt *route, body []byte, path string) (grantedRequest, bool) {
 	var release func()
 	var wrapDone func(string)
-	req := readRequest(*rt, body)
-	input := req.input
+	req := readRequest(*rt, body, l.cfg.Upstream)
+	input, counted, countedModel := req.input, len(body), req.model
 	var grant purser.WireGrant
 	sub, subName := l.subAgentOf(*rt, body)
 	rt.subAgent = subName
@@ -234,7 +240,9 @@ func (l *Lane) grant(w http.ResponseWriter, rt *route, body []byte, path string)
 	if release == nil {
 		release = func() {}
 	}
-	return grantedRequest{body: body, path: path, input: input, release: release, wrapDone: wrapDone}, true
+	g := grantedRequest{body: body, path: path, input: input, release: release, wrapDone: wrapDone}
+	g.counted.bytes, g.counted.model = counted, countedModel
+	return g, true
 }
 
 // loopbackHost reports whether a Host header names this machine's
@@ -305,7 +313,8 @@ func (l *Lane) deny(w http.ResponseWriter, status int, msg string) {
 // back through a bounded buffer, its usage booked as it arrives.
 // wrapDone, when not nil, receives the reply's text when it ends whole,
 // or "" when it does not.
-func (l *Lane) forward(w http.ResponseWriter, r *http.Request, rt route, path string, body []byte, input int64, release func(), wrapDone func(string)) {
+func (l *Lane) forward(w http.ResponseWriter, r *http.Request, rt route, g grantedRequest) {
+	path, body, input, release, wrapDone := g.path, g.body, g.input, g.release, g.wrapDone
 	if wrapDone != nil {
 		rel := release
 		release = func() {
@@ -361,7 +370,7 @@ func (l *Lane) forward(w http.ResponseWriter, r *http.Request, rt route, path st
 	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	var tap *meter.Tap
 	if rt.api != "" && resp.StatusCode/100 == 2 {
-		tap = meter.NewTap(rt.api, rt.model, sse, l.bookFor(rt))
+		tap = meter.NewTap(rt.api, rt.model, sse, l.learnAndBook(g, l.bookFor(rt)))
 		resp.Body = l.subs.watch(rt.api, sse, resp.Body)
 	}
 	var wrap *wrapUpReader
@@ -472,6 +481,15 @@ func (l *Lane) bookCut(tap *meter.Tap, rt route, input int64) {
 	l.reportMu.Lock()
 	defer l.reportMu.Unlock()
 	l.cfg.Report(budget.UsageEvent{Model: firstOf(rt.model, l.cfg.Model), InputTokens: input})
+}
+
+// learnAndBook books a reply's usage (by book), first teaching the door's
+// count what the provider billed for the request's bytes (learnRate).
+func (l *Lane) learnAndBook(g grantedRequest, book func(meter.Usage)) func(meter.Usage) {
+	return func(u meter.Usage) {
+		learnRate(l.cfg.Upstream, g.counted.model, g.counted.bytes, u.Event().InputTokens)
+		book(u)
+	}
 }
 
 // book is a reply's usage, whole: journalled, then reported.

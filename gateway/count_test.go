@@ -1,0 +1,158 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/gateway"
+)
+
+// billingProvider is an httptest Anthropic upstream that bills a request's
+// input at bytesPerToken bytes a token (tool schemas' JSON runs far above
+// four) and its output at the max_tokens it was sent, streamed.
+func billingProvider(t *testing.T, bytesPerToken int) *httptest.Server {
+	var rate atomic.Int64
+	rate.Store(int64(bytesPerToken))
+	return billingProviderAt(t, &rate)
+}
+
+// billingProviderAt is billingProvider at a rate the test may change.
+func billingProviderAt(t *testing.T, bytesPerToken *atomic.Int64) *httptest.Server {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var maxTok int64
+		if i := strings.Index(string(b), `"max_tokens":`); i >= 0 {
+			_, _ = fmt.Sscanf(string(b[i+len(`"max_tokens":`):]), "%d", &maxTok)
+		}
+		in := (int64(len(b)) + bytesPerToken.Load() - 1) / bytesPerToken.Load()
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":%d}}}\n\n", in)
+		fmt.Fprintf(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":%d}}\n\n", maxTok)
+	}))
+	t.Cleanup(up.Close)
+	return up
+}
+
+func anthropicBody(model string, textBytes int) string {
+	return `{"model":"` + model + `","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("x", textBytes) + `"}]}`
+}
+
+// The first request to a provider and model is counted at bytes/4; its
+// reply's billed input teaches the door the rate, and the requests after
+// it, on this lane and on a later lane (a CLI's next call), are counted at
+// that rate plus a quarter — tighter, and never under what was billed.
+// The rate belongs to its upstream and model: another model starts at
+// bytes/4 again, and a denser reply raises the rate.
+func TestDoorLearnsTheInputRateFromBilledReplies(t *testing.T) {
+	var rate atomic.Int64
+	rate.Store(20)
+	up := billingProviderAt(t, &rate)
+	adm := &admitter{grant: purser.WireGrant{MaxOutputTokens: 100}}
+	send := func(body string) {
+		t.Helper()
+		l := open(t, context.Background(), gateway.LaneConfig{Protocol: gateway.Anthropic, Upstream: up.URL, Admit: adm, Report: func(ev budgetEvent) {}})
+		if status, reply := do(t, "POST", l.URL()+"/v1/messages", map[string]string{"x-api-key": l.Token()}, body); status != 200 {
+			t.Fatalf("status %d %s", status, reply)
+		}
+		_ = l.Close()
+	}
+	first, second, other := anthropicBody("m", 40_000), anthropicBody("m", 60_000), anthropicBody("n", 40_000)
+	send(first)
+	send(second)
+	send(other)
+	if len(adm.got) != 3 {
+		t.Fatalf("%d admissions; want 3", len(adm.got))
+	}
+	billedFirst, billedSecond := int64((len(first)+19)/20), int64((len(second)+19)/20)
+	if got, want := adm.got[0].InputTokens, int64((len(first)+3)/4); got != want {
+		t.Errorf("first request counted %d tokens; want bytes/4 = %d", got, want)
+	}
+	// The rate learned of the first reply, plus a quarter: 1.25 × 1/20.
+	got := adm.got[1].InputTokens
+	if got < billedSecond || got > billedSecond*5/4+2 {
+		t.Errorf("second request (billed %d) counted %d tokens; want at least what is billed and at most a quarter more", billedSecond, got)
+	}
+	if got >= int64(len(second)/4) {
+		t.Errorf("second request counted %d tokens, no tighter than bytes/4 (%d)", got, len(second)/4)
+	}
+	if got, want := adm.got[2].InputTokens, int64((len(other)+3)/4); got != want {
+		t.Errorf("another model's first request counted %d tokens; want bytes/4 = %d", got, want)
+	}
+	t.Logf("billed %d then %d tokens: counted %d (bytes/4) then %d (learned)", billedFirst, billedSecond, adm.got[0].InputTokens, got)
+
+	// A reply billing more a byte than any before raises the rate: the
+	// request after it is counted at the denser rate, plus a quarter.
+	rate.Store(5)
+	send(first)
+	send(second)
+	billedDense := int64((len(second) + 4) / 5)
+	if got := adm.got[4].InputTokens; got < billedDense || got > billedDense*5/4+2 {
+		t.Errorf("after a denser reply, a request billed %d counted %d tokens; want the denser rate plus at most a quarter", billedDense, got)
+	}
+	// And no reply lowers it.
+	rate.Store(40)
+	send(first)
+	send(second)
+	if got := adm.got[6].InputTokens; got < billedDense {
+		t.Errorf("a sparser reply lowered the count to %d tokens, under the %d a denser reply billed", got, billedDense)
+	}
+}
+
+// budgetEvent keeps the tests' Report funcs short.
+type budgetEvent = budget.UsageEvent
+
+// 64 concurrent streaming requests near a token cap, each reserving its
+// counted input and output bound (the door's admission): counted at the
+// learned rate, more of them are admitted than at bytes/4, and the cap is
+// still never passed, not by a token.
+func TestDoorLearnedCountKeepsTheCapUnderConcurrency(t *testing.T) {
+	spend := func(t *testing.T, warm bool) (used int64, admitted int) {
+		up := billingProvider(t, 16)
+		body := anthropicBody("m", 8_000)
+		if warm {
+			// One reply teaches the door the provider's rate.
+			l := open(t, context.Background(), gateway.LaneConfig{Protocol: gateway.Anthropic, Upstream: up.URL, Report: func(budgetEvent) {}})
+			if status, reply := do(t, "POST", l.URL()+"/v1/messages", map[string]string{"x-api-key": l.Token()}, body); status != 200 {
+				t.Fatalf("status %d %s", status, reply)
+			}
+			_ = l.Close()
+		}
+		const capTokens = 20_000
+		adm := &capAdmitter{cap: capTokens, reserve: true}
+		l := open(t, context.Background(), gateway.LaneConfig{Protocol: gateway.Anthropic, Upstream: up.URL, Admit: adm, Report: adm.book})
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for range 64 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if status, _ := do(t, "POST", l.URL()+"/v1/messages", map[string]string{"x-api-key": l.Token()}, body); status == 200 {
+					mu.Lock()
+					admitted++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		_ = l.Close()
+		if adm.used > capTokens {
+			t.Errorf("64 concurrent requests spent %d tokens of a %d cap", adm.used, capTokens)
+		}
+		return adm.used, admitted
+	}
+	cold, coldN := spend(t, false)
+	warm, warmN := spend(t, true)
+	if warmN <= coldN {
+		t.Errorf("at the learned rate %d of 64 requests were admitted, at bytes/4 %d: the count is no tighter", warmN, coldN)
+	}
+	t.Logf("cap 20,000: at bytes/4 %d admitted, %d tokens spent; at the learned rate %d admitted, %d spent", coldN, cold, warmN, warm)
+}
