@@ -5,50 +5,67 @@ import (
 	"net/http"
 )
 
-// errorBody is msg in the error shape of protocol's provider, so that the
-// agent's SDK reads it as it reads the provider's own.
+// errorName is how a provider names an error status: Anthropic's and
+// OpenAI's error type or Gemini's status, and OpenAI's code (nil: none).
+type errorName struct {
+	name string
+	code any
+}
+
+// errorShape is one provider's error body: the names of the statuses the
+// door answers with (any other status takes the name of status 0), and
+// the body around a message.
+type errorShape struct {
+	names map[int]errorName
+	body  func(status int, n errorName, msg string) any
+}
+
+// openAIErrors is OpenAI's error body, which both its protocols use.
+var openAIErrors = errorShape{
+	names: map[int]errorName{0: {name: "invalid_request_error"},
+		http.StatusPaymentRequired: {name: "insufficient_quota", code: "purser_budget_exhausted"},
+		http.StatusUnauthorized:    {name: "invalid_request_error", code: "invalid_api_key"},
+		http.StatusBadGateway:      {name: "server_error"}},
+	body: func(_ int, n errorName, msg string) any {
+		return map[string]any{"error": map[string]any{"message": msg, "type": n.name, "param": nil, "code": n.code}}
+	},
+}
+
+// errorShapes are the providers' error bodies, so that an agent's SDK reads
+// the door's refusal as it reads its provider's own.
+var errorShapes = map[string]errorShape{
+	Anthropic: {
+		names: map[int]errorName{0: {name: "invalid_request_error"}, http.StatusPaymentRequired: {name: "billing_error"},
+			http.StatusUnauthorized: {name: "authentication_error"}, http.StatusNotFound: {name: "not_found_error"},
+			http.StatusBadGateway: {name: "api_error"}},
+		body: func(_ int, n errorName, msg string) any {
+			return map[string]any{"type": "error", "error": map[string]any{"type": n.name, "message": msg}}
+		},
+	},
+	Gemini: {
+		names: map[int]errorName{0: {name: "INVALID_ARGUMENT"}, http.StatusPaymentRequired: {name: "FAILED_PRECONDITION"},
+			http.StatusUnauthorized: {name: "UNAUTHENTICATED"}, http.StatusNotFound: {name: "NOT_FOUND"},
+			http.StatusBadGateway: {name: "UNAVAILABLE"}},
+		body: func(status int, n errorName, msg string) any {
+			return map[string]any{"error": map[string]any{"code": status, "message": msg, "status": n.name}}
+		},
+	},
+	OpenAIChat:      openAIErrors,
+	OpenAIResponses: openAIErrors,
+}
+
+// errorBody is msg in the error shape of protocol's provider, with the
+// provider's name for status.
 func errorBody(protocol string, status int, msg string) []byte {
-	var v any
-	switch protocol {
-	case Anthropic:
-		typ := "invalid_request_error"
-		switch status {
-		case http.StatusPaymentRequired:
-			typ = "billing_error"
-		case http.StatusUnauthorized:
-			typ = "authentication_error"
-		case http.StatusNotFound:
-			typ = "not_found_error"
-		case http.StatusBadGateway:
-			typ = "api_error"
-		}
-		v = map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}}
-	case Gemini:
-		st := "INVALID_ARGUMENT"
-		switch status {
-		case http.StatusPaymentRequired:
-			st = "FAILED_PRECONDITION"
-		case http.StatusUnauthorized:
-			st = "UNAUTHENTICATED"
-		case http.StatusNotFound:
-			st = "NOT_FOUND"
-		case http.StatusBadGateway:
-			st = "UNAVAILABLE"
-		}
-		v = map[string]any{"error": map[string]any{"code": status, "message": msg, "status": st}}
-	default:
-		typ, code := "invalid_request_error", any(nil)
-		switch status {
-		case http.StatusPaymentRequired:
-			typ, code = "insufficient_quota", "purser_budget_exhausted"
-		case http.StatusUnauthorized:
-			typ, code = "invalid_request_error", "invalid_api_key"
-		case http.StatusBadGateway:
-			typ = "server_error"
-		}
-		v = map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": code}}
+	shape, ok := errorShapes[protocol]
+	if !ok {
+		shape = errorShapes[OpenAIChat]
 	}
-	b, _ := json.Marshal(v)
+	n, ok := shape.names[status]
+	if !ok {
+		n = shape.names[0]
+	}
+	b, _ := json.Marshal(shape.body(status, n, msg))
 	return b
 }
 
