@@ -1,0 +1,153 @@
+package e2e_test
+
+// A real agent's reply cut while it streams: the pausing relay
+// (pausingrelay_test.go) holds the agent's second reply after its first
+// event, and the task's time cap cuts it there. The task ends BLOCKED with
+// the cut reply booked as the provider bills a reply it started (its
+// input), and the agent sends nothing more: no silent retry.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/purser-dev/purser/backend/backendtest"
+)
+
+// checkCut fails the test unless the relay held a reply until the cap cut
+// it, and no model request came after it.
+func checkCut(t *testing.T, relay *pausingRelay, capAt time.Duration) {
+	t.Helper()
+	held, first, heldFor, after := relay.state()
+	if !held {
+		t.Fatal("the relay never held a reply: no reply was cut mid-stream")
+	}
+	if heldFor <= 0 {
+		t.Error("the door never hung up on the held reply")
+	}
+	if after != 0 {
+		t.Errorf("%d model request(s) reached the provider after the cut reply: a silent retry", after)
+	}
+	t.Logf("the reply was held after its first event (%s) for %s, until the cap (%s) cut it; no request after it",
+		strings.TrimSpace(strings.SplitN(first, "\n", 2)[0]), heldFor.Round(time.Millisecond), capAt)
+}
+
+func TestCLIsCutMidReplyAtTheTimeCap(t *testing.T) {
+	dir := clis(t)
+	for _, cli := range []struct {
+		name    string
+		setup   func(t *testing.T, dir, home, url string) (string, []string)
+		nth     int
+		wantTok int64
+		wantUSD float64
+	}{
+		{"claude", claudeAgainstMock, 2, 11461, 0.012465},
+		{"codex", codexAgainstMock, 2, 5260, 0.0098},
+		{"gemini", geminiAgainstMock, 2, 11085, 0.0050375},
+	} {
+		t.Run(cli.name, func(t *testing.T) {
+			relay, url := startPausingRelay(t, backendtest.StartMock(t), cli.nth)
+			t.Cleanup(func() {
+				held, first, heldFor, after := relay.state()
+				t.Logf("relay: held %v for %s, %d after; first event %q", held, heldFor, after, first)
+			})
+			backend, env := cli.setup(t, dir, t.TempDir(), url)
+			runScenario(t, scenario{name: cli.name + "-cut", goal: goalDone, budget: budgetTime30, backend: backend, env: env,
+				wantExit: 3, wantState: "BLOCKED", wantTok: cli.wantTok, wantUSD: cli.wantUSD, stopWithin: stopWithin, timeCap: 30 * time.Second})
+			checkCut(t, relay, 30*time.Second)
+		})
+	}
+}
+
+// agentCut is one agent's cut: what the ledger holds after it (a range
+// where the door books its own count of the cut request's input, which
+// moves with the length of the test's temporary paths) and what the
+// call's note says of the door.
+type agentCut struct {
+	name           string
+	bin            string
+	setup          agentSetup
+	nth            int // the model request whose reply is held
+	tokLo, tokHi   int64
+	wantNote       string
+	wantCutBooking string // why the ledger holds what it does
+}
+
+// runAgentCut runs one agent through its door and the pausing relay under
+// a one-minute time cap, with a validator it never satisfies.
+func runAgentCut(t *testing.T, c agentCut) {
+	purser := buildPurser(t)
+	relay, url := startPausingRelay(t, backendtest.StartMock(t), c.nth)
+	dir := t.TempDir()
+	ws, home := filepath.Join(dir, "ws"), filepath.Join(dir, "home")
+	for _, d := range []string{ws, home} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	task := fmt.Sprintf("id: %s\ngoal: %q\nworkspace: ./ws\nbackend:\n%s\nvalidators:\n  - name: check\n    run: %q\nbudget:\n%s\n",
+		c.name, goalPlain, c.setup(t, c.bin, home, url), notDone, budgetTime)
+	if err := os.WriteFile(filepath.Join(dir, "task.yaml"), []byte(task), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	db := filepath.Join(dir, "purser.db")
+	cmd := exec.CommandContext(ctx, purser, "run", "task.yaml")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PURSER_DB="+db, "PURSER_E2E_REAL_KEY="+realKey)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if code != 3 {
+		t.Fatalf("exit %d, want 3 (BLOCKED by the time cap)\n%s", code, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(processesIn(ws)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if left := processesIn(ws); len(left) > 0 {
+		t.Errorf("processes still running in the workspace 30 s after purser exited: %v", left)
+	}
+	st, err := exec.Command(purser, "status", c.name, "--json", "--db", db).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var status struct{ Tasks []taskStatus }
+	if err := json.Unmarshal(st, &status); err != nil || len(status.Tasks) != 1 {
+		t.Fatalf("status: %v %s", err, st)
+	}
+	got := status.Tasks[0]
+	note := callNotes(t, db)
+	t.Logf("%s: %s, %d tokens, $%f %s; the call's note: %s", c.name, got.Status, got.Budget.UsedTokens, got.Budget.UsedUSD, got.Budget.USDSource, note)
+	if got.Status != "BLOCKED" || got.Budget.UsedTokens < c.tokLo || got.Budget.UsedTokens > c.tokHi {
+		t.Errorf("status %+v, want BLOCKED with %d–%d tokens (%s)\n%s", got, c.tokLo, c.tokHi, c.wantCutBooking, out)
+	}
+	if !strings.Contains(note, c.wantNote) {
+		t.Errorf("the call's note %q does not say %q", note, c.wantNote)
+	}
+	checkCut(t, relay, time.Minute)
+}
+
+func TestAgentsCutMidReplyAtTheTimeCap(t *testing.T) {
+	for _, c := range []agentCut{
+		{name: "opencode-cut", bin: "opencode", setup: opencodeBackend, nth: 2, tokLo: 0, tokHi: 1 << 40, wantNote: "door (anthropic)"},
+		{name: "qwen-cut", bin: "qwen", setup: qwenBackend, nth: 2, tokLo: 0, tokHi: 1 << 40, wantNote: "door (openai-chat)"},
+		{name: "cline-cut", bin: "cline", setup: clineBackend, nth: 2, tokLo: 0, tokHi: 1 << 40, wantNote: "door (openai-chat)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.bin = agentsDir(t, c.bin)
+			runAgentCut(t, c)
+		})
+	}
+}
