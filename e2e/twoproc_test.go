@@ -77,55 +77,8 @@ func twoProcTrial(t *testing.T, cliDir string, setup func(t *testing.T, dir, hom
 	if store == "postgres" {
 		db = pgtest.NewSchema(t)
 	}
-	url := backendtest.StartMock(t)
-	run := fmt.Sprintf("hard: {tokens: %d, maxIterations: 100}\n", runCap)
-	if err := os.WriteFile(filepath.Join(dir, "run.yaml"), []byte(run), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var env []string
-	for _, name := range []string{"a", "b"} {
-		home := filepath.Join(dir, "home-"+name)
-		if err := os.MkdirAll(filepath.Join(dir, "ws-"+name), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(home, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		backend, e := setup(t, cliDir, home, url)
-		env = e
-		// The validator is never satisfied: each process calls its CLI
-		// again (a tool call and "done", two requests a call) until the
-		// shared cap stops it.
-		task := fmt.Sprintf("id: %s\ngoal: %q\nworkspace: ./ws-%s\nbackend:\n%s\nvalidators:\n  - {name: never, run: 'test -f never'}\nbudget:\n  hard: {maxIterations: 6}\n",
-			name, goalDone, name, backend)
-		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(task), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var cmds []*exec.Cmd
-	var outs []*bytes.Buffer
-	for _, name := range []string{"a", "b"} {
-		cmd := exec.CommandContext(ctx, bin, "run", "--run", "shared", "--run-budget", "run.yaml", name+".yaml")
-		cmd.Dir = dir
-		cmd.Env = append(append(os.Environ(), env...), "PURSER_DB="+db)
-		out := &bytes.Buffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds, outs = append(cmds, cmd), append(outs, out)
-	}
-	codes := make([]int, 2)
-	for i, cmd := range cmds {
-		err := cmd.Wait()
-		if ee, ok := err.(*exec.ExitError); ok {
-			codes[i] = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-	}
+	env := writeTwoProcTasks(t, dir, cliDir, setup, backendtest.StartMock(t), runCap)
+	codes, outs := runTwoProc(t, bin, dir, db, env)
 	st, err := exec.Command(bin, "status", "--json", "--db", db).Output()
 	if err != nil {
 		t.Fatalf("status: %v", err)
@@ -168,6 +121,69 @@ func twoProcTrial(t *testing.T, cliDir string, setup func(t *testing.T, dir, hom
 	if said != 2 {
 		t.Errorf("trial %d: %d of 2 processes said the cap acted", trial, said)
 	}
+}
+
+// writeTwoProcTasks writes the trial's run budget and its two tasks, each
+// with the CLI set up against url under a home of its own, and returns the
+// environment the CLI needs.
+func writeTwoProcTasks(t *testing.T, dir, cliDir string, setup func(t *testing.T, dir, home, url string) (string, []string), url string, runCap int) []string {
+	t.Helper()
+	run := fmt.Sprintf("hard: {tokens: %d, maxIterations: 100}\n", runCap)
+	if err := os.WriteFile(filepath.Join(dir, "run.yaml"), []byte(run), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for _, name := range []string{"a", "b"} {
+		home := filepath.Join(dir, "home-"+name)
+		if err := os.MkdirAll(filepath.Join(dir, "ws-"+name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(home, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		backend, e := setup(t, cliDir, home, url)
+		env = e
+		// The validator is never satisfied: each process calls its CLI
+		// again (a tool call and "done", two requests a call) until the
+		// shared cap stops it.
+		task := fmt.Sprintf("id: %s\ngoal: %q\nworkspace: ./ws-%s\nbackend:\n%s\nvalidators:\n  - {name: never, run: 'test -f never'}\nbudget:\n  hard: {maxIterations: 6}\n",
+			name, goalDone, name, backend)
+		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(task), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return env
+}
+
+// runTwoProc starts `purser run` on a.yaml and b.yaml at once in the run
+// "shared" on db, and returns their exit codes and outputs.
+func runTwoProc(t *testing.T, bin, dir, db string, env []string) ([]int, []*bytes.Buffer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var cmds []*exec.Cmd
+	var outs []*bytes.Buffer
+	for _, name := range []string{"a", "b"} {
+		cmd := exec.CommandContext(ctx, bin, "run", "--run", "shared", "--run-budget", "run.yaml", name+".yaml")
+		cmd.Dir = dir
+		cmd.Env = append(append(os.Environ(), env...), "PURSER_DB="+db)
+		out := &bytes.Buffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds, outs = append(cmds, cmd), append(outs, out)
+	}
+	codes := make([]int, 2)
+	for i, cmd := range cmds {
+		err := cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); ok {
+			codes[i] = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return codes, outs
 }
 
 // tailOf is the last 3,000 bytes of a process's output.
