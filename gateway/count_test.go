@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
@@ -19,14 +20,15 @@ import (
 // billingProvider is an httptest Anthropic upstream that bills a request's
 // input at bytesPerToken bytes a token (tool schemas' JSON runs far above
 // four) and its output at the max_tokens it was sent, streamed.
-func billingProvider(t *testing.T, bytesPerToken int) *httptest.Server {
+func billingProvider(t *testing.T, bytesPerToken int, delay time.Duration) *httptest.Server {
 	var rate atomic.Int64
 	rate.Store(int64(bytesPerToken))
-	return billingProviderAt(t, &rate)
+	return billingProviderAt(t, &rate, delay)
 }
 
-// billingProviderAt is billingProvider at a rate the test may change.
-func billingProviderAt(t *testing.T, bytesPerToken *atomic.Int64) *httptest.Server {
+// billingProviderAt is billingProvider at a rate the test may change; each
+// reply's output comes delay after its message_start.
+func billingProviderAt(t *testing.T, bytesPerToken *atomic.Int64, delay time.Duration) *httptest.Server {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		var maxTok int64
@@ -36,6 +38,8 @@ func billingProviderAt(t *testing.T, bytesPerToken *atomic.Int64) *httptest.Serv
 		in := (int64(len(b)) + bytesPerToken.Load() - 1) / bytesPerToken.Load()
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprintf(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":%d}}}\n\n", in)
+		w.(http.Flusher).Flush()
+		time.Sleep(delay)
 		fmt.Fprintf(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":%d}}\n\n", maxTok)
 	}))
 	t.Cleanup(up.Close)
@@ -55,7 +59,7 @@ func anthropicBody(model string, textBytes int) string {
 func TestDoorLearnsTheInputRateFromBilledReplies(t *testing.T) {
 	var rate atomic.Int64
 	rate.Store(20)
-	up := billingProviderAt(t, &rate)
+	up := billingProviderAt(t, &rate, 0)
 	adm := &admitter{grant: purser.WireGrant{MaxOutputTokens: 100}}
 	send := func(body string) {
 		t.Helper()
@@ -111,48 +115,46 @@ func TestDoorLearnsTheInputRateFromBilledReplies(t *testing.T) {
 type budgetEvent = budget.UsageEvent
 
 // 64 concurrent streaming requests near a token cap, each reserving its
-// counted input and output bound (the door's admission): counted at the
-// learned rate, more of them are admitted than at bytes/4, and the cap is
-// still never passed, not by a token.
+// counted input and output bound (the door's admission), once one reply
+// taught the door the provider's rate: more of them are admitted than
+// bytes/4 lets in at once, and the cap is still never passed, not by a
+// token. The provider streams each reply's output 200 ms after its start,
+// so the requests are in flight together.
 func TestDoorLearnedCountKeepsTheCapUnderConcurrency(t *testing.T) {
-	spend := func(t *testing.T, warm bool) (used int64, admitted int) {
-		up := billingProvider(t, 16)
-		body := anthropicBody("m", 8_000)
-		if warm {
-			// One reply teaches the door the provider's rate.
-			l := open(t, context.Background(), gateway.LaneConfig{Protocol: gateway.Anthropic, Upstream: up.URL, Report: func(budgetEvent) {}})
-			if status, reply := do(t, "POST", l.URL()+"/v1/messages", map[string]string{"x-api-key": l.Token()}, body); status != 200 {
-				t.Fatalf("status %d %s", status, reply)
+	up := billingProvider(t, 16, 200*time.Millisecond)
+	body := anthropicBody("m", 8_000)
+	l := open(t, context.Background(), gateway.LaneConfig{Protocol: gateway.Anthropic, Upstream: up.URL, Report: func(budgetEvent) {}})
+	if status, reply := do(t, "POST", l.URL()+"/v1/messages", map[string]string{"x-api-key": l.Token()}, body); status != 200 {
+		t.Fatalf("status %d %s", status, reply)
+	}
+	_ = l.Close()
+	const capTokens = 20_000
+	adm := &capAdmitter{cap: capTokens, reserve: true}
+	l = open(t, context.Background(), gateway.LaneConfig{Protocol: gateway.Anthropic, Upstream: up.URL, Admit: adm, Report: adm.book})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted := 0
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if status, _ := do(t, "POST", l.URL()+"/v1/messages", map[string]string{"x-api-key": l.Token()}, body); status == 200 {
+				mu.Lock()
+				admitted++
+				mu.Unlock()
 			}
-			_ = l.Close()
-		}
-		const capTokens = 20_000
-		adm := &capAdmitter{cap: capTokens, reserve: true}
-		l := open(t, context.Background(), gateway.LaneConfig{Protocol: gateway.Anthropic, Upstream: up.URL, Admit: adm, Report: adm.book})
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		for range 64 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if status, _ := do(t, "POST", l.URL()+"/v1/messages", map[string]string{"x-api-key": l.Token()}, body); status == 200 {
-					mu.Lock()
-					admitted++
-					mu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
-		_ = l.Close()
-		if adm.used > capTokens {
-			t.Errorf("64 concurrent requests spent %d tokens of a %d cap", adm.used, capTokens)
-		}
-		return adm.used, admitted
+		}()
 	}
-	cold, coldN := spend(t, false)
-	warm, warmN := spend(t, true)
-	if warmN <= coldN {
-		t.Errorf("at the learned rate %d of 64 requests were admitted, at bytes/4 %d: the count is no tighter", warmN, coldN)
+	wg.Wait()
+	_ = l.Close()
+	if adm.used > capTokens {
+		t.Errorf("64 concurrent requests spent %d tokens of a %d cap", adm.used, capTokens)
 	}
-	t.Logf("cap 20,000: at bytes/4 %d admitted, %d tokens spent; at the learned rate %d admitted, %d spent", coldN, cold, warmN, warm)
+	// At bytes/4 each request holds its bytes/4 and its 100 output tokens:
+	// at most this many fit the cap at once.
+	atOnce := capTokens / ((len(body)+3)/4 + 100)
+	if admitted <= atOnce {
+		t.Errorf("at the learned rate %d of 64 requests were admitted; bytes/4 lets %d in at once: the count is no tighter", admitted, atOnce)
+	}
+	t.Logf("cap 20,000: %d of 64 admitted at the learned rate (bytes/4: %d at once), %d tokens spent", admitted, atOnce, adm.used)
 }
