@@ -31,7 +31,8 @@ func mockKind(did, plan string) string {
 
 // doorCount is the door's rule (gateway/count.go), replayed over a mock's
 // log in the order the requests came: bytes/4 until a reply of the model
-// was billed, then the highest billed rate a byte seen, plus a quarter.
+// was billed, then the highest billed rate a byte seen, plus a quarter
+// (the margin no further than bytes/4).
 type doorCount struct{ rate map[string]int64 }
 
 func (d *doorCount) count(model string, n int64) (int64, bool) {
@@ -39,7 +40,9 @@ func (d *doorCount) count(model string, n int64) (int64, bool) {
 	if r == 0 {
 		return (n + 3) / 4, false
 	}
-	return max((n*r*125+100_000_000-1)/100_000_000, 16), true
+	at := (n*r + 1_000_000 - 1) / 1_000_000
+	margin := (n*r*125 + 100_000_000 - 1) / 100_000_000
+	return max(at, min(margin, (n+3)/4), 16), true
 }
 
 func (d *doorCount) learn(model string, n, billed int64) {

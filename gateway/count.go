@@ -18,7 +18,12 @@ import (
 //   - Each reply's own usage then says how many input tokens the provider
 //     billed for how many bytes. The door keeps, per upstream and model, the
 //     most tokens a byte has ever cost there, and counts every later request
-//     at that rate plus learnMargin, never less than minCount. A tool
+//     at that rate plus learnMargin, never less than minCount. The margin
+//     never takes the count past bytes/4, the count before any reply: where
+//     the rate itself is past it (a provider billing a short body more than
+//     its bytes/4, as the mock bills a side call 50 tokens whatever its
+//     size), the count is the rate alone — still no less than bytes/4 or
+//     than the densest reply seen. A tool
 //     schema's JSON costs far fewer tokens a byte than prose (Claude Code's
 //     first request is ~120 KB of which most is tool schemas): bytes/4 said
 //     30,000 tokens where 5,560 were billed, so a small cap refused a
@@ -66,8 +71,9 @@ func countInput(upstream, model string, n int) (tokens int64, learned bool) {
 	if r == 0 || n == 0 {
 		return floor, false
 	}
-	c := ceilDiv(int64(n)*r*(100+learnMargin), rateScale*100)
-	return max(c, minCount), true
+	at := ceilDiv(int64(n)*r, rateScale)
+	margin := ceilDiv(int64(n)*r*(100+learnMargin), rateScale*100)
+	return max(at, min(margin, floor), minCount), true
 }
 
 // learnRate records that the provider billed billed input tokens for a

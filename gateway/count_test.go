@@ -55,7 +55,8 @@ func anthropicBody(model string, textBytes int) string {
 // it, on this lane and on a later lane (a CLI's next call), are counted at
 // that rate plus a quarter — tighter, and never under what was billed.
 // The rate belongs to its upstream and model: another model starts at
-// bytes/4 again, and a denser reply raises the rate.
+// bytes/4 again, and a denser reply raises the rate; past bytes/4 the rate
+// is counted with no margin.
 func TestDoorLearnsTheInputRateFromBilledReplies(t *testing.T) {
 	var rate atomic.Int64
 	rate.Store(20)
@@ -108,6 +109,15 @@ func TestDoorLearnsTheInputRateFromBilledReplies(t *testing.T) {
 	send(second)
 	if got := adm.got[6].InputTokens; got < billedDense {
 		t.Errorf("a sparser reply lowered the count to %d tokens, under the %d a denser reply billed", got, billedDense)
+	}
+	// A rate past bytes/4 (2 bytes a token) is the count by itself: the
+	// margin never takes a count past bytes/4.
+	rate.Store(2)
+	send(first)
+	send(first)
+	billedDenser := int64((len(first) + 1) / 2)
+	if got := adm.got[8].InputTokens; got < billedDenser || got > billedDenser+1 {
+		t.Errorf("at 2 bytes a token, a request billed %d counted %d tokens; want the rate alone", billedDenser, got)
 	}
 }
 
