@@ -152,6 +152,10 @@ type scenario struct {
 	timeCap    time.Duration
 	// wantSource is the label of the task's dollars ("" for "estimated").
 	wantSource string
+	// tokRange, when set, is the range the ledger's tokens must fall in,
+	// read after the run (a count the door made moves with the length of
+	// the test's paths); wantUSD is then a floor the dollars must pass.
+	tokRange func() (lo, hi int64)
 }
 
 // stopWithin is every scenario's bound from the hard cap to purser's exit.
@@ -254,7 +258,13 @@ func runScenario(t *testing.T, sc scenario) {
 	if wantSource == "" {
 		wantSource = "estimated"
 	}
-	if got.Status != sc.wantState || got.Budget.UsedTokens != sc.wantTok || got.Budget.USDSource != wantSource ||
+	if sc.tokRange != nil {
+		lo, hi := sc.tokRange()
+		if got.Status != sc.wantState || got.Budget.UsedTokens < lo || got.Budget.UsedTokens > hi || got.Budget.USDSource != wantSource ||
+			got.Budget.UsedUSD <= sc.wantUSD {
+			t.Fatalf("status %+v, want %s with %d–%d tokens, more than $%f %s\n%s", got, sc.wantState, lo, hi, sc.wantUSD, wantSource, out)
+		}
+	} else if got.Status != sc.wantState || got.Budget.UsedTokens != sc.wantTok || got.Budget.USDSource != wantSource ||
 		fmt.Sprintf("%.6f", got.Budget.UsedUSD) != fmt.Sprintf("%.6f", sc.wantUSD) {
 		t.Fatalf("status %+v, want %s with %d tokens, $%f %s\n%s", got, sc.wantState, sc.wantTok, sc.wantUSD, wantSource, out)
 	}

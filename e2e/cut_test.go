@@ -53,10 +53,12 @@ func TestCLIsCutMidReplyAtTheTimeCap(t *testing.T) {
 		// reconciliation, books that much.
 		{"claude", claudeAgainstMock, 2, 11461, 0.012465},
 		// The tool call (5,260), then "done" cut after response.created,
-		// which says no usage. A CLI's lane books nothing of a cut reply
-		// (docs/gateway.md, "Not done yet"): the provider would bill its
-		// input, the ledger has the first reply only.
-		{"codex", codexAgainstMock, 2, 5260, 0.0098},
+		// which says no usage: the door journals its own count of the cut
+		// request's input (the provider bills it), and the call's
+		// reconciliation books it, since Codex never saw the reply. The
+		// tokens: the first reply's bill and that count (countedCut); the
+		// dollars: more than the first reply's $0.0098.
+		{"codex", codexAgainstMock, 2, -1, 0.0098},
 		// The mock sends Gemini's "done" as one event, usage and all: the
 		// stream is cut before its end, after the usage; booked whole
 		// (5,280 + 5,805) from Gemini CLI's chat file.
@@ -65,8 +67,12 @@ func TestCLIsCutMidReplyAtTheTimeCap(t *testing.T) {
 		t.Run(cli.name, func(t *testing.T) {
 			relay, url := startPausingRelay(t, backendtest.StartMock(t), cli.nth)
 			backend, env := cli.setup(t, dir, t.TempDir(), url)
-			runScenario(t, scenario{name: cli.name + "-cut", goal: goalDone, budget: budgetTime30, backend: backend, env: env,
-				wantExit: 3, wantState: "BLOCKED", wantTok: cli.wantTok, wantUSD: cli.wantUSD, stopWithin: stopWithin, timeCap: 30 * time.Second})
+			sc := scenario{name: cli.name + "-cut", goal: goalDone, budget: budgetTime30, backend: backend, env: env,
+				wantExit: 3, wantState: "BLOCKED", wantTok: cli.wantTok, wantUSD: cli.wantUSD, stopWithin: stopWithin, timeCap: 30 * time.Second}
+			if cli.wantTok < 0 {
+				sc.tokRange = func() (int64, int64) { return countedCut(t, url, cli.nth) }
+			}
+			runScenario(t, sc)
 			checkCut(t, relay, 30*time.Second)
 		})
 	}

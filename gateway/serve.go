@@ -378,7 +378,11 @@ func (l *Lane) forward(w http.ResponseWriter, r *http.Request, rt route, g grant
 		wrap = &wrapUpReader{api: rt.api, sse: sse}
 	}
 	buf := newPipe(l.cfg.BufferBytes)
-	go l.pump(resp.Body, tap, buf, cancel, release, rt, input, wrap, wrapDone)
+	cutRoute := rt
+	if cutRoute.model == "" {
+		cutRoute.model = g.counted.model // a cut reply is booked under the model the request named
+	}
+	go l.pump(resp.Body, tap, buf, cancel, release, cutRoute, input, wrap, wrapDone)
 
 	copyHeaders(w.Header(), resp.Header)
 	w.Header().Del("Content-Length") // the reply passes as it comes
@@ -453,7 +457,7 @@ func (l *Lane) pump(body io.ReadCloser, tap *meter.Tap, buf *pipe, cancel contex
 			case tap == nil:
 			case errors.Is(err, io.EOF):
 				tap.End()
-			case l.ctx.Err() != nil && l.cfg.Report != nil && !tap.Booked():
+			case l.ctx.Err() != nil && !tap.Booked():
 				l.bookCut(tap, rt, input)
 			}
 			if wrap != nil && errors.Is(err, io.EOF) {
@@ -467,20 +471,29 @@ func (l *Lane) pump(body io.ReadCloser, tap *meter.Tap, buf *pipe, cancel contex
 
 // bookCut books a reply the lane's end cut before its usage was whole: the
 // provider bills its input once it started it. Anthropic said it in
-// message_start; the others say nothing before the end, so the door's
-// count of the request's input is booked, under the request's model. Only
-// a lane that is its call's source of truth (Report set) books it: a CLI's
-// own report of the cut reply counts it otherwise.
+// message_start (the tap books it, Cut); the others say nothing before the
+// end, so the door's count of the request's input is booked, under the
+// request's model: reported to the engine where the lane is its call's
+// source of truth (Report set), else journalled, where a CLI's call's
+// reconciliation takes per model the larger of the CLI's own count and the
+// journal's, so a cut reply the CLI never saw is counted once, not $0.
 func (l *Lane) bookCut(tap *meter.Tap, rt route, input int64) {
 	if tap.Cut() || input <= 0 {
 		return
 	}
+	model := firstOf(rt.model, l.cfg.Model)
 	l.mu.Lock()
 	l.booked++
 	l.mu.Unlock()
+	if l.cfg.Report == nil {
+		if l.journal != nil {
+			l.journal.Record(meter.Counted(rt.api, model, input))
+		}
+		return
+	}
 	l.reportMu.Lock()
 	defer l.reportMu.Unlock()
-	l.cfg.Report(budget.UsageEvent{Model: firstOf(rt.model, l.cfg.Model), InputTokens: input})
+	l.cfg.Report(budget.UsageEvent{Model: model, InputTokens: input})
 }
 
 // learnAndBook books a reply's usage (by book), first teaching the door's

@@ -29,6 +29,13 @@ func APIOf(path string) (api, model string) { return apiOf(path) }
 // counts reasoning), under the model the request named.
 type Usage struct{ e entry }
 
+// Counted is the usage of a reply cut before the provider said any: the
+// door's own count of the request's input, under its model, which the
+// provider bills once it started the reply.
+func Counted(api, model string, input int64) Usage {
+	return Usage{e: entry{At: time.Now().UTC(), API: api, Model: model, Input: max(input, 0)}}
+}
+
 // Event is the usage as the engine books it.
 func (u Usage) Event() budget.UsageEvent { return u.e.event() }
 
