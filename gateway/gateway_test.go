@@ -477,6 +477,46 @@ func TestDoorBooksTheInputOfACutReply(t *testing.T) {
 	}
 }
 
+// On a CLI's lane (no Report: the CLI's own output is the call's source of
+// truth), the same cut reply is written to the wire journal at the door's
+// count, under the request's model: the call's reconciliation books it,
+// where the CLI never saw it (Codex cut after response.created).
+func TestDoorJournalsTheInputOfACutReplyOnACLILane(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	up, _ := slowStream(t, []string{"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n", "data: [DONE]\n\n"}, hold)
+	ctx, cancel := context.WithCancel(context.Background())
+	journal := filepath.Join(t.TempDir(), "wire.jsonl")
+	l := open(t, ctx, gateway.LaneConfig{Protocol: gateway.OpenAIChat, Upstream: up.URL, Journal: journal})
+	body := `{"model":"gpt-x","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("y", 396) + `"}]}`
+	req, _ := http.NewRequest("POST", l.URL()+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+l.Token())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if line, _ := bufio.NewReader(resp.Body).ReadString('\n'); !strings.HasPrefix(line, "data:") {
+		t.Fatalf("first line %q", line)
+	}
+	cancel()
+	want := int64((len(body) + 3) / 4)
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		evs, err := meter.Read(journal)
+		if err == nil && len(evs) == 1 {
+			if evs[0].InputTokens != want || evs[0].Model != "gpt-x" {
+				t.Errorf("journalled %+v; want %d input tokens of gpt-x", evs[0], want)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cut reply was not journalled: %v %+v", err, evs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // The door reads the provider at its own pace: a reply the agent does not
 // read yet (a slow CLI) is booked when the provider finishes it, not when
 // the agent reads it; and an agent that hangs up mid-reply does not lose
