@@ -51,12 +51,12 @@ type Preflight struct {
 // beforeOpen makes the checks that need no database, in the order the
 // commands have always made them, and returns the run budget loaded.
 func (p Preflight) beforeOpen(stderr io.Writer, proj *config.Project, db Database, backends engine.BackendResolver) (*budget.Config, func() error, error) {
-	if err := RefuseUnboxed(proj, p.Tasks); err != nil {
-		return nil, nil, err
-	}
 	pinProj := p.Project
 	if pinProj == nil {
 		pinProj = proj
+	}
+	if err := RefuseUnboxed(pinProj, p.Tasks); err != nil {
+		return nil, nil, err
 	}
 	pin, err := CheckPins(stderr, pinProj, p.Tasks, p.AcceptConfig)
 	if err != nil {

@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/purser-dev/purser"
@@ -13,19 +14,40 @@ import (
 	"github.com/purser-dev/purser/validate"
 )
 
+// ProjectSandbox is the project's sandbox: setting in force: what
+// purser.yaml says, else sandbox.Default (on). A nil project is off: a
+// caller without one (a test, a tool) has nothing to box by.
+func ProjectSandbox(proj *config.Project) sandbox.Setting {
+	if proj == nil {
+		return sandbox.Setting{Mode: sandbox.ModeOff}
+	}
+	return proj.Sandbox.Resolved()
+}
+
+// SandboxSaid says where the project's mode comes from, for messages:
+// "purser.yaml sandbox: on", or "by default: purser.yaml has no sandbox: key".
+func SandboxSaid(proj *config.Project) string {
+	if proj != nil && proj.Sandbox.Mode == "" {
+		return "by default: purser.yaml has no sandbox: key"
+	}
+	return "purser.yaml sandbox: " + string(ProjectSandbox(proj).Mode)
+}
+
 // Validators is the validator runner of a project: boxed when its
-// sandbox: is on (docs/sandbox.md), else as before.
+// sandbox: is on, as it is by default (docs/sandbox.md), else as before.
 func Validators(proj *config.Project) validate.Runner {
-	if proj == nil || !proj.Sandbox.On() {
+	s := ProjectSandbox(proj)
+	if !s.On() {
 		return validate.Runner{}
 	}
 	return validate.Runner{Sandbox: &validate.Sandbox{Homes: config.BoxHomes(proj.Dir),
-		ReadOnly: proj.Sandbox.ReadOnly, Env: proj.Sandbox.Env, Limits: proj.Sandbox.Limits(), Allow: proj.Sandbox.Allow}}
+		ReadOnly: s.ReadOnly, Env: s.Env, Limits: s.Limits(), Allow: s.Allow}}
 }
 
 // BackendSandbox is the sandbox: setting in force for a backend, and
 // whether its type can be boxed at all (the exec backend and the agent CLIs).
-// A backend that cannot be boxed is off: the loader refuses on for it.
+// A backend that cannot be boxed (sim, openai) runs in-process: the loader
+// refuses its own sandbox: on.
 func BackendSandbox(spec purser.BackendSpec) (backend.SandboxConfig, bool) {
 	if b, ok := spec.Options.(backend.Boxable); ok {
 		return b.Sandbox(), true
@@ -33,13 +55,13 @@ func BackendSandbox(spec purser.BackendSpec) (backend.SandboxConfig, bool) {
 	return backend.SandboxConfig{}, false
 }
 
-// Boxed names what runs in a box for these tasks: "validators" when the
-// project's sandbox is on, "backend NAME" for each task backend whose
-// sandbox is on.
+// Boxed names what would run in a box for these tasks: "validators" when
+// the project's sandbox is on and a task has validators, "backend NAME" for
+// each task backend whose sandbox is on.
 func Boxed(proj *config.Project, tasks []purser.Task) []string {
 	var on []string
-	if proj != nil && proj.Sandbox.On() {
-		on = append(on, "validators (purser.yaml sandbox: on)")
+	if ProjectSandbox(proj).On() && slices.ContainsFunc(tasks, func(t purser.Task) bool { return len(t.Validators) > 0 }) {
+		on = append(on, "validators ("+SandboxSaid(proj)+")")
 	}
 	seen := map[string]bool{}
 	for _, t := range tasks {
@@ -55,34 +77,45 @@ func Boxed(proj *config.Project, tasks []purser.Task) []string {
 // here.
 var ErrNoBox = errors.New("sandbox is on but no box can be made here")
 
-// RefuseUnboxed refuses to run tasks that asked for a box where none can be
-// made, saying why and what to do: fail closed, never run unboxed against
-// the user's word.
+// RefuseUnboxed refuses to run tasks whose agent or validators would be
+// boxed (the sandbox on, said or by default) where no box can be made,
+// saying why and what to do: fail closed, never run unboxed unless the user
+// wrote sandbox: off.
 func RefuseUnboxed(proj *config.Project, tasks []purser.Task) error {
 	on := Boxed(proj, tasks)
-	if len(on) == 0 || len(tasks) == 0 {
+	if len(on) == 0 {
 		return nil
 	}
 	if err := sandbox.Available(); err != nil {
-		return BadInput(fmt.Errorf("%w (for %s): %w; nothing was run", ErrNoBox, strings.Join(on, ", "), err))
+		file := "purser.yaml"
+		if proj != nil && proj.File != "" {
+			file = proj.File
+		}
+		return BadInput(fmt.Errorf("%w (for %s): %w; nothing was run. To run boxed, install bubblewrap 0.8 or later (Debian: apt-get install bubblewrap) and allow unprivileged user namespaces; to run unboxed, knowingly, write sandbox: off in %s (or on the backend)", ErrNoBox, strings.Join(on, ", "), err, file))
 	}
 	return nil
 }
+
+// unboxed is what running unboxed means, in STATUS.md's and BUDGET.md's line.
+const unboxed = "as you, with your environment, files, processes and network"
 
 // SandboxLine is STATUS.md's and BUDGET.md's line on a task's box: whether
 // its agent (its backend's sandbox:) and its validators (the project's) ran
 // in one.
 func SandboxLine(proj *config.Project, t purser.Task) string {
-	c, _ := BackendSandbox(t.Backend)
-	agent, validators := c.On(), proj != nil && proj.Sandbox.On()
-	const unboxed = "as you, with your environment, files, processes and network"
+	c, boxable := BackendSandbox(t.Backend)
+	agent, validators := c.On(), ProjectSandbox(proj).On()
+	agentOff := "it ran " + unboxed
+	if !boxable {
+		agentOff = "type " + t.Backend.Type + " is not boxable: it ran in Purser's process, " + unboxed
+	}
 	switch {
 	case agent && validators:
 		return "sandbox: on (the agent and the validators ran in a box: their workspace, their own HOME, the allow-listed environment, no network)"
 	case agent:
 		return "sandbox: on for the agent (in a box, no network), off for the validators (they ran " + unboxed + ")"
 	case validators:
-		return "sandbox: off for the agent (it ran " + unboxed + "), on for the validators (in a box, no network)"
+		return "sandbox: off for the agent (" + agentOff + "), on for the validators (in a box, no network)"
 	}
 	return report.SandboxOff
 }

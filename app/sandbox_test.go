@@ -20,7 +20,11 @@ func TestSandboxLineAndValidators(t *testing.T) {
 	boxed := purser.Task{ID: "t", Backend: purser.BackendSpec{Name: "agent", Type: "exec", Options: boxedOpts}}
 	plain := purser.Task{ID: "u", Backend: purser.BackendSpec{Name: "claude", Type: "claude"}}
 	projOn := &config.Project{Dir: "/p", Sandbox: on}
-	projOff := &config.Project{Dir: "/p"}
+	projOff := &config.Project{Dir: "/p", Sandbox: sandbox.Setting{Mode: sandbox.ModeOff}}
+	projDefault := &config.Project{Dir: "/p"} // purser.yaml without sandbox:
+	offOpts := pexec.NewOptions().(*pexec.Options)
+	offOpts.SetSandbox(backend.SandboxConfig{Setting: sandbox.Setting{Mode: sandbox.ModeOff}})
+	unboxedExec := purser.Task{ID: "v", Backend: purser.BackendSpec{Name: "agent", Type: "exec", Options: offOpts}}
 
 	for _, c := range []struct {
 		proj *config.Project
@@ -30,7 +34,10 @@ func TestSandboxLineAndValidators(t *testing.T) {
 		{projOff, plain, report.SandboxOff},
 		{projOn, boxed, "sandbox: on (the agent and the validators ran in a box"},
 		{projOff, boxed, "sandbox: on for the agent (in a box, no network), off for the validators"},
-		{projOn, plain, "sandbox: off for the agent (it ran as you"},
+		{projOn, plain, "sandbox: off for the agent (type claude is not boxable: it ran in Purser's process, as you"},
+		{projOn, unboxedExec, "sandbox: off for the agent (it ran as you"},
+		{projDefault, boxed, "sandbox: on (the agent and the validators ran in a box"},
+		{projDefault, plain, "sandbox: off for the agent (type claude is not boxable"},
 	} {
 		if got := app.SandboxLine(c.proj, c.task); !strings.HasPrefix(got, c.want) {
 			t.Errorf("SandboxLine = %q, want %q…", got, c.want)
@@ -43,8 +50,19 @@ func TestSandboxLineAndValidators(t *testing.T) {
 	if r.Sandbox == nil || r.Sandbox.Homes != config.BoxHomes("/p") {
 		t.Errorf("validators with sandbox on: %+v", r.Sandbox)
 	}
-	if got := app.Boxed(projOn, nil); len(got) != 1 {
+	if r := app.Validators(projDefault); r.Sandbox == nil {
+		t.Error("validators unboxed by default: purser.yaml without sandbox: means on")
+	}
+	validated := plain
+	validated.Validators = []purser.Validator{{Name: "test"}}
+	if got := app.Boxed(projOn, []purser.Task{validated}); len(got) != 1 || !strings.Contains(got[0], "purser.yaml sandbox: on") {
 		t.Errorf("Boxed = %v", got)
+	}
+	if got := app.Boxed(projDefault, []purser.Task{validated}); len(got) != 1 || !strings.Contains(got[0], "by default") {
+		t.Errorf("Boxed by default = %v, want the validators, said to be on by default", got)
+	}
+	if got := app.Boxed(projOn, []purser.Task{plain}); len(got) != 0 {
+		t.Errorf("Boxed = %v: a task without validators on an unboxable backend runs nothing in a box", got)
 	}
 	if err := app.RefuseUnboxed(projOn, nil); err != nil {
 		t.Errorf("nothing to run, nothing refused: %v", err)

@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"path/filepath"
-	"strings"
 
 	"github.com/purser-dev/purser/backend"
 	"github.com/purser-dev/purser/sandbox"
@@ -45,9 +44,11 @@ func (d *document) sandboxSetting(field string, v any, dir string, errs *[]error
 }
 
 // boxBackend gives a backend's options the sandbox: setting in force for it
-// (its own, else the project's). A backend whose agent cannot be boxed yet
-// (the agent CLIs, sim, openai) is refused where the setting says on, rather
-// than run unboxed against the user's word: fail closed.
+// (its own, else the project's, else sandbox.Default). A backend whose agent
+// cannot be boxed (sim, openai: they call their model from inside Purser)
+// runs in-process under the project's on, said or by default, as purser
+// check says; its own sandbox: on is refused, rather than run unboxed
+// against the user's word: fail closed.
 func boxBackend(opts backend.Options, own sandbox.Setting, typ string, d *document, prefix string, proj *Project) error {
 	var under sandbox.Setting
 	var homes string
@@ -55,19 +56,15 @@ func boxBackend(opts backend.Options, own sandbox.Setting, typ string, d *docume
 		under = proj.Sandbox
 		homes = BoxHomes(proj.Dir)
 	}
-	eff := own.Over(under)
+	eff := own.Over(under).Resolved()
 	if b, ok := opts.(backend.Boxable); ok {
 		b.SetSandbox(backend.SandboxConfig{Setting: eff, Homes: homes})
 		return nil
 	}
-	if !eff.On() {
+	if own.Mode != sandbox.ModeOn {
 		return nil
 	}
-	msg := fmt.Sprintf("backend type %s cannot run in a box yet (the box holds a process: the exec, agent, claude, codex and gemini backends and validators; this backend calls its model from inside Purser): set sandbox: off on this backend to run it unboxed, knowingly", typ)
-	if own.Mode == "" && proj != nil && proj.doc != nil {
-		return proj.doc.at("sandbox", "is on for every backend, but "+strings.TrimSuffix(prefix, ".")+" is of type "+typ+", which cannot run in a box yet: set sandbox: off on that backend to run it unboxed, knowingly", nil)
-	}
-	return d.at(prefix+"sandbox", msg, nil)
+	return d.at(prefix+"sandbox", fmt.Sprintf("backend type %s cannot run in a box yet (the box holds a process: the exec, agent, claude, codex and gemini backends and validators; this backend calls its model from inside Purser): set sandbox: off on this backend, or say nothing, to run it in-process", typ), nil)
 }
 
 // typesOwnSandbox reports whether a backend's sandbox: value v is its

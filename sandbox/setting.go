@@ -10,8 +10,8 @@ import (
 	"strings"
 )
 
-// Mode says whether a box is asked for: "" (not said: inherit, off by
-// default), "off" or "on".
+// Mode says whether a box is asked for: "" (not said: inherit, Default
+// where nothing says), "off" or "on".
 type Mode string
 
 const (
@@ -21,6 +21,11 @@ const (
 	// ModeOn runs in a box; where none can be made, Purser refuses to run.
 	ModeOn Mode = "on"
 )
+
+// Default is the mode in force where neither a backend nor purser.yaml says
+// one: on, so that an agent and the repository's validators never run with
+// Purser's secrets, files and network unless the user wrote `sandbox: off`.
+const Default = ModeOn
 
 // Setting is a `sandbox:` key of purser.yaml or of a backend, as written:
 // `off`, `on`, or `{mode: on, readOnly: [paths], env: [NAMES]}`.
@@ -50,6 +55,14 @@ func (s Setting) Limits() Limits {
 
 // On reports whether the setting asks for a box.
 func (s Setting) On() bool { return s.Mode == ModeOn }
+
+// Resolved is s with the mode in force: Default where s says none.
+func (s Setting) Resolved() Setting {
+	if s.Mode == "" {
+		s.Mode = Default
+	}
+	return s
+}
 
 // Over returns s where it says something (a mode), else under: a
 // backend's setting overrides the project's.

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/sandbox"
 	"github.com/purser-dev/purser/workspace"
 )
 
@@ -92,7 +93,7 @@ func writeInit(out io.Writer, dir, backend string) error {
 		return badInput(fmt.Errorf("init: %s is not a directory", dir))
 	}
 	files := map[string]string{
-		config.ProjectFileName: initProjectYAML,
+		config.ProjectFileName: initProject(sandbox.Available()),
 		initTaskFile:           fmt.Sprintf(initTaskYAML, backend, backendNote(backend)),
 		initSimFile:            initSimYAML,
 	}
@@ -240,6 +241,7 @@ const initProjectYAML = `# purser.yaml: the project's defaults for every task un
 # Purser finds it by walking up from a task file. Keys are camelCase; an
 # unknown key is refused with its file, line and column.
 
+%s
 # Backends: the agents tasks can run on. A task names one (backend: claude).
 # API keys come only from the environment, never from this file.
 backends:
@@ -292,6 +294,32 @@ degrade:
 #       format: slack
 #       events: [hard, blocked]
 `
+
+// initSandboxOn is purser.yaml's sandbox section where a box can be made.
+const initSandboxOn = `# The box (docs/sandbox.md): each agent and each validator runs with its
+# workspace, a HOME of its own and nothing else of yours: none of your
+# secrets, files or processes, no network but Purser's door. The sim
+# backend runs inside Purser itself (not boxable); its validators are boxed.
+# sandbox: off runs them as you, knowingly.
+sandbox: on
+`
+
+// initProject is purser.yaml as init writes it: sandbox: on where a box can
+// be made here (noBox nil), else sandbox: off with the reason, so that the
+// choice is in the file rather than found at the first run.
+func initProject(noBox error) string {
+	section := initSandboxOn
+	if noBox != nil {
+		reason := strings.ReplaceAll(strings.TrimSpace(noBox.Error()), "\n", "\n#   ")
+		section = "# The box (docs/sandbox.md) keeps each agent and validator to its workspace,\n" +
+			"# away from your secrets, files, processes and network. None can be made on\n" +
+			"# this machine:\n#   " + reason + "\n" +
+			"# so the agents and validators run unboxed, as you, knowingly. Once a box\n" +
+			"# can be made, write sandbox: on (the default where this key is absent).\n" +
+			"sandbox: off\n"
+	}
+	return fmt.Sprintf(initProjectYAML, section)
+}
 
 const initTaskYAML = `# A first task: small, so that a run shows the whole loop for a few cents
 # (nothing, on sim). Copy it for real work: change the goal and the issue,

@@ -18,37 +18,55 @@ import (
 const offMeaning = "runs as you, with your environment (secrets included), your files (the ledger, purser.yaml, ~/.ssh), your processes and the network"
 
 // describeSandbox says, for the task's backend and for its validators,
-// whether they run in a box and what the box lets through.
+// whether they run in a box and what the box lets through; and, where no
+// purser.yaml says, that the box is on by default.
 func describeSandbox(w io.Writer, t purser.Task, proj *config.Project) {
+	if proj != nil && proj.Sandbox.Mode == "" {
+		fmt.Fprintf(w, "  sandbox     on by default (%s has no sandbox: key; write sandbox: off there to run unboxed, knowingly)\n", projectFileName(proj))
+	}
 	c, boxable := app.BackendSandbox(t.Backend)
 	switch {
 	case c.On():
-		var env map[string]string
-		if o, ok := t.Backend.Options.(interface{ EnvNames() []string }); ok {
-			env = map[string]string{}
-			for _, n := range o.EnvNames() {
-				env[n] = ""
-			}
-		}
-		line := boxAllows(c, filepath.Join(c.Homes, "agent-"+t.ID), env)
-		if o, ok := t.Backend.Options.(interface{ BoxNetwork() string }); ok {
-			line = strings.Replace(line, noDoor, o.BoxNetwork(), 1)
-		}
-		if t.Backend.Type == "codex" {
-			line += "; Codex's own sandbox is off inside the box (bubblewrap cannot nest; the box is the boundary)"
-		}
-		fmt.Fprintf(w, "  sandbox     backend %s: on: %s\n", t.Backend.Name, line)
+		fmt.Fprintf(w, "  sandbox     backend %s: on: %s\n", t.Backend.Name, backendBox(t, c))
 	case boxable:
 		fmt.Fprintf(w, "  sandbox     backend %s: off: the agent %s\n", t.Backend.Name, offMeaning)
 	default:
-		fmt.Fprintf(w, "  sandbox     backend %s: off (type %s cannot run in a box yet): the agent %s\n", t.Backend.Name, t.Backend.Type, offMeaning)
+		fmt.Fprintf(w, "  sandbox     backend %s: in-process: type %s is not boxable (it calls its model from inside Purser, which applies its edits: no agent process to box); it %s\n", t.Backend.Name, t.Backend.Type, offMeaning)
 	}
-	if proj != nil && proj.Sandbox.On() {
-		v := backend.SandboxConfig{Setting: proj.Sandbox, Homes: config.BoxHomes(proj.Dir)}
+	if s := app.ProjectSandbox(proj); s.On() {
+		v := backend.SandboxConfig{Setting: s, Homes: config.BoxHomes(proj.Dir)}
 		fmt.Fprintf(w, "  sandbox     validators: on: %s\n", boxAllows(v, filepath.Join(v.Homes, "validators-…"), nil))
 	} else {
 		fmt.Fprintf(w, "  sandbox     validators: off: each validator %s\n", offMeaning)
 	}
+}
+
+// projectFileName is the project's purser.yaml, or its name where there is
+// no file.
+func projectFileName(proj *config.Project) string {
+	if proj.File != "" {
+		return proj.File
+	}
+	return config.ProjectFileName
+}
+
+// backendBox says what a boxed backend's box lets through.
+func backendBox(t purser.Task, c backend.SandboxConfig) string {
+	var env map[string]string
+	if o, ok := t.Backend.Options.(interface{ EnvNames() []string }); ok {
+		env = map[string]string{}
+		for _, n := range o.EnvNames() {
+			env[n] = ""
+		}
+	}
+	line := boxAllows(c, filepath.Join(c.Homes, "agent-"+t.ID), env)
+	if o, ok := t.Backend.Options.(interface{ BoxNetwork() string }); ok {
+		line = strings.Replace(line, noDoor, o.BoxNetwork(), 1)
+	}
+	if t.Backend.Type == "codex" {
+		line += "; Codex's own sandbox is off inside the box (bubblewrap cannot nest; the box is the boundary)"
+	}
+	return line
 }
 
 // noDoor is the network of a box without a door.
