@@ -119,3 +119,54 @@ func SandboxLine(proj *config.Project, t purser.Task) string {
 	}
 	return report.SandboxOff
 }
+
+// RunSandboxLine is the live view's one line on a run's box: which of the
+// agents and the validators run in one, and which run unboxed and why
+// (sandbox: off, or a backend that runs inside Purser).
+func RunSandboxLine(proj *config.Project, tasks []purser.Task) string {
+	var boxed, off, inProcess []string
+	seen := map[string]bool{}
+	for _, t := range tasks {
+		if seen[t.Backend.Name] {
+			continue
+		}
+		seen[t.Backend.Name] = true
+		switch c, boxable := BackendSandbox(t.Backend); {
+		case c.On():
+			boxed = append(boxed, t.Backend.Name)
+		case boxable:
+			off = append(off, t.Backend.Name)
+		default:
+			inProcess = append(inProcess, t.Backend.Name+" ("+t.Backend.Type+")")
+		}
+	}
+	validators := ProjectSandbox(proj).On()
+	if !validators && len(boxed) == 0 {
+		return "sandbox: off (" + sandboxOffWhy(proj, off, inProcess) + "; agents and validators run unboxed, " + unboxed + ")"
+	}
+	var parts []string
+	if len(boxed) > 0 {
+		parts = append(parts, "agent "+strings.Join(boxed, ", ")+" boxed")
+	}
+	if validators {
+		parts = append(parts, "validators boxed")
+	} else {
+		parts = append(parts, "validators unboxed ("+SandboxSaid(proj)+")")
+	}
+	if len(off) > 0 {
+		parts = append(parts, "agent "+strings.Join(off, ", ")+" unboxed (sandbox: off)")
+	}
+	if len(inProcess) > 0 {
+		parts = append(parts, "agent "+strings.Join(inProcess, ", ")+" unboxed: runs inside Purser, not boxable")
+	}
+	return "sandbox: on (" + strings.Join(parts, "; ") + ")"
+}
+
+// sandboxOffWhy says why nothing of a run is boxed.
+func sandboxOffWhy(proj *config.Project, off, inProcess []string) string {
+	why := SandboxSaid(proj)
+	if len(off) == 0 && len(inProcess) > 0 {
+		why += "; " + strings.Join(inProcess, ", ") + " runs inside Purser, not boxable"
+	}
+	return why
+}

@@ -71,3 +71,32 @@ func TestSandboxLineAndValidators(t *testing.T) {
 		t.Errorf("off: %v", err)
 	}
 }
+
+// The live view's line says which of a run's agents and validators are
+// boxed, and why the rest are not.
+func TestRunSandboxLine(t *testing.T) {
+	on := sandbox.Setting{Mode: sandbox.ModeOn}
+	off := sandbox.Setting{Mode: sandbox.ModeOff}
+	exec := func(name string, s sandbox.Setting) purser.Task {
+		o := pexec.NewOptions().(*pexec.Options)
+		o.SetSandbox(backend.SandboxConfig{Setting: s, Homes: "/state/boxes"})
+		return purser.Task{ID: name, Backend: purser.BackendSpec{Name: name, Type: "exec", Options: o}}
+	}
+	sim := purser.Task{ID: "s", Backend: purser.BackendSpec{Name: "sim", Type: "sim"}}
+	for _, c := range []struct {
+		proj  *config.Project
+		tasks []purser.Task
+		want  string
+	}{
+		{&config.Project{}, []purser.Task{exec("a", on)}, "sandbox: on (agent a boxed; validators boxed)"},
+		{&config.Project{}, []purser.Task{sim}, "sandbox: on (validators boxed; agent sim (sim) unboxed: runs inside Purser, not boxable)"},
+		{&config.Project{Sandbox: on}, []purser.Task{exec("a", on), exec("b", off)}, "sandbox: on (agent a boxed; validators boxed; agent b unboxed (sandbox: off))"},
+		{&config.Project{Sandbox: off}, []purser.Task{exec("a", on)}, "sandbox: on (agent a boxed; validators unboxed (purser.yaml sandbox: off))"},
+		{&config.Project{Sandbox: off}, []purser.Task{exec("a", off)}, "sandbox: off (purser.yaml sandbox: off; agents and validators run unboxed, as you"},
+		{&config.Project{Sandbox: off}, []purser.Task{sim}, "sandbox: off (purser.yaml sandbox: off; sim (sim) runs inside Purser, not boxable; agents and validators run unboxed"},
+	} {
+		if got := app.RunSandboxLine(c.proj, c.tasks); !strings.HasPrefix(got, c.want) {
+			t.Errorf("RunSandboxLine = %q, want %q…", got, c.want)
+		}
+	}
+}

@@ -47,6 +47,10 @@ type LiveOptions struct {
 	// Quit ends the process at once: a second Ctrl+C calls it, after the
 	// terminal is restored.
 	Quit func()
+	// Sandbox is the run's line on the box (which of the agents and the
+	// validators run in one, or "sandbox: off (…)"), shown under the
+	// totals; "": none.
+	Sandbox string
 	// JSON prints every event but usage as one JSON object a line, for CI
 	// and scripts, instead of the live view or plain lines.
 	JSON bool
@@ -73,6 +77,7 @@ func NewLive(out io.Writer, o LiveOptions) *Live {
 		}
 	}
 	model := New(o.Tasks, o.RunBudget, os.Getenv("NO_COLOR") == "", onCtrlC)
+	model.SetSandbox(o.Sandbox)
 	v.prog = tea.NewProgram(model, tea.WithOutput(out), tea.WithoutSignalHandler())
 	v.feed = make(chan purser.Event, 4096)
 	v.done = make(chan struct{})

@@ -43,7 +43,12 @@ type Model struct {
 	interrupt func()
 	stopping  bool
 	height    int // the terminal's, once known: the frame never grows past it
+	sandbox   string
 }
+
+// SetSandbox sets the run's line on the box, shown under the totals: a line
+// that says anything runs unboxed is in the warning colour, where it is seen.
+func (m *Model) SetSandbox(line string) { m.sandbox = line }
 
 // New returns a view of tasks. color false renders no colours (NO_COLOR).
 // interrupt is called on every Ctrl+C (or q).
@@ -132,6 +137,13 @@ func (m *Model) Render() string {
 		head = append(head, m.block("run budget", "", *m.runBudget, *m.run()))
 	}
 	head = append(head, m.totals())
+	if m.sandbox != "" {
+		color := tierColor[budget.Optimal]
+		if strings.Contains(m.sandbox, "unboxed") {
+			color = tierColor[budget.Warning]
+		}
+		head = append(head, m.paint(m.sandbox, color, false)+"\n")
+	}
 	var pending []string
 	for _, r := range m.rows {
 		title := r.task.ID

@@ -111,3 +111,33 @@ func TestWarningStaysOnTheTasksBlock(t *testing.T) {
 		t.Fatalf("the warning is not cut to a line:\n%s", out)
 	}
 }
+
+// The run's sandbox line is shown under the totals, once; an unboxed run's
+// in the warning colour.
+func TestViewShowsTheSandboxLine(t *testing.T) {
+	m, _ := view(false)
+	if strings.Contains(m.Render(), "sandbox") {
+		t.Fatalf("a sandbox line nobody set:\n%s", m.Render())
+	}
+	const on = "sandbox: on (agent a boxed; validators boxed)"
+	m.SetSandbox(on)
+	out := m.Render()
+	if strings.Count(out, on+"\n") != 1 || strings.Index(out, on) > strings.Index(out, "t1  RUNNING") {
+		t.Errorf("want the line once, above the tasks:\n%s", out)
+	}
+	colored, _ := view(true)
+	colored.SetSandbox("sandbox: off (purser.yaml sandbox: off; agents and validators run unboxed, as you)")
+	boxed, _ := view(true)
+	boxed.SetSandbox(on)
+	warn := func(m *tui.Model) bool {
+		for _, line := range strings.Split(m.Render(), "\n") {
+			if strings.Contains(line, "sandbox:") {
+				return strings.Contains(line, "\x1b[33m") || strings.Contains(line, "\x1b[38;5;3m")
+			}
+		}
+		return false
+	}
+	if !warn(colored) || warn(boxed) {
+		t.Errorf("unboxed in the warning colour: %v, boxed: %v", warn(colored), warn(boxed))
+	}
+}

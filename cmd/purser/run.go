@@ -70,7 +70,7 @@ func newSession(cmd *cobra.Command, a *app.App, proj *config.Project, tasks []pu
 	s := &session{ctx: ctx, interrupt: interrupt, app: a}
 	s.newView = func(tasks []purser.Task) *tui.Live {
 		return tui.NewLive(cmd.OutOrStdout(), tui.LiveOptions{Tasks: tasks, RunBudget: runBudget,
-			Interrupt: func() { interrupt(errSignal) }, Quit: quitNow, JSON: asJSON})
+			Interrupt: func() { interrupt(errSignal) }, Quit: quitNow, JSON: asJSON, Sandbox: app.RunSandboxLine(proj, tasks)})
 	}
 	s.view = s.newView(tasks)
 	s.shown.Store(s.view)
