@@ -91,7 +91,7 @@ func RefuseUnboxed(proj *config.Project, tasks []purser.Task) error {
 		if proj != nil && proj.File != "" {
 			file = proj.File
 		}
-		return BadInput(fmt.Errorf("%w (for %s): %w; nothing was run. To run boxed, install bubblewrap 0.8 or later (Debian: apt-get install bubblewrap) and allow unprivileged user namespaces; to run unboxed, knowingly, write sandbox: off in %s (or on the backend)", ErrNoBox, strings.Join(on, ", "), err, file))
+		return BadInput(fmt.Errorf("%w (for %s): %w; nothing was run (to run unboxed, knowingly: sandbox: off in %s, or on the backend)", ErrNoBox, strings.Join(on, ", "), err, file))
 	}
 	return nil
 }

@@ -185,7 +185,7 @@ func TestCheckSaysTheSandbox(t *testing.T) {
 		project string
 		want    []string
 	}{
-		{"backends:\n  a: {type: exec, command: [/bin/true]}\n", []string{
+		{"sandbox: off\nbackends:\n  a: {type: exec, command: [/bin/true]}\n", []string{
 			"sandbox     backend a: off: the agent runs as you, with your environment (secrets included)",
 			"sandbox     validators: off: each validator runs as you"}},
 		{"sandbox: {mode: on, env: [GOFLAGS], readOnly: [/opt]}\nbackends:\n  a: {type: exec, command: [/bin/true], env: {FOO: bar}}\n", []string{
@@ -193,7 +193,7 @@ func TestCheckSaysTheSandbox(t *testing.T) {
 			"/agent-c read-write", "/opt read-only", "a private /tmp", "env: COLORTERM, FOO, GOFLAGS, LANG, LANGUAGE, LC_*, NO_COLOR, PATH, TERM, TZ",
 			"network: none (no door)",
 			"sandbox     validators: on: files: the workspace read-write"}},
-		{"backends:\n  a: {type: claude, command: /bin/true, sandbox: on, env: {FOO: bar}}\n", []string{
+		{"sandbox: off\nbackends:\n  a: {type: claude, command: /bin/true, sandbox: on, env: {FOO: bar}}\n", []string{
 			"sandbox     backend a: on: files: the workspace read-write, its own HOME ",
 			"ANTHROPIC_API_KEY (the door's scoped token)", "FOO",
 			"network: only Purser's door, 127.0.0.1:PORT inside relayed to the call's wire meter",
@@ -204,6 +204,10 @@ func TestCheckSaysTheSandbox(t *testing.T) {
 		{"backends:\n  a: {type: codex, command: /bin/true, sandbox: on}\n", []string{
 			"sandbox     backend a: on: files:", "OPENAI_BASE_URL", "network: only Purser's door",
 			"Codex's own sandbox is off inside the box"}},
+		{"backends:\n  a: {type: exec, command: [/bin/true]}\n  s: {type: sim, script: s.yaml}\n", []string{
+			"sandbox     on by default (", "has no sandbox: key; write sandbox: off there to run unboxed, knowingly)",
+			"sandbox     backend a: on: files: the workspace read-write",
+			"sandbox     validators: on: files: the workspace read-write"}},
 	} {
 		dir := t.TempDir()
 		t.Setenv("XDG_STATE_HOME", filepath.Join(dir, ".state"))
