@@ -55,9 +55,6 @@ func (p Preflight) beforeOpen(stderr io.Writer, proj *config.Project, db Databas
 	if pinProj == nil {
 		pinProj = proj
 	}
-	if err := RefuseUnboxed(pinProj, p.Tasks); err != nil {
-		return nil, nil, err
-	}
 	pin, err := CheckPins(stderr, pinProj, p.Tasks, p.AcceptConfig)
 	if err != nil {
 		return nil, nil, err
@@ -82,7 +79,11 @@ func (p Preflight) beforeOpen(stderr io.Writer, proj *config.Project, db Databas
 			return nil, nil, BadInput(err)
 		}
 	}
-	return run, pin, RefuseDatabaseInWorkspace(db, p.Tasks)
+	if err := RefuseDatabaseInWorkspace(db, p.Tasks); err != nil {
+		return nil, nil, err
+	}
+	// Last: where no box can be made, what else is wrong is said first.
+	return run, pin, RefuseUnboxed(pinProj, p.Tasks)
 }
 
 // afterOpen makes the checks that read the database.

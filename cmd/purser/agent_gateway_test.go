@@ -32,6 +32,7 @@ func TestRunBudgetsAnyAgentThroughTheDoor(t *testing.T) {
 				requireBox(t)
 			}
 			dir := t.TempDir()
+			unboxWhereNoBox(t, dir) // the validator: boxed by default
 			t.Setenv("XDG_STATE_HOME", filepath.Join(dir, ".state"))
 			t.Setenv("PURSER_TEST_REAL_KEY", "sk-ant-real-key-for-the-door-test")
 			if err := os.Mkdir(filepath.Join(dir, "ws"), 0o755); err != nil {

@@ -51,6 +51,7 @@ func demoWithAlerts(t *testing.T, alerts string) string {
 	if err := os.WriteFile(proj, append(data, []byte(alerts)...), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	unboxWhereNoBox(t, dir)
 	return dir
 }
 

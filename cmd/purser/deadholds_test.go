@@ -34,6 +34,7 @@ func TestResumeAfterKill9DropsTheDeadProcessHold(t *testing.T) {
 	write("task.yaml", "id: held\ngoal: Pass.\nworkspace: ./ws\nbackend: {type: sim, script: sim.yaml}\n"+
 		"validators: [{name: ok, run: 'test -f done'}]\nbudget: {hard: {maxIterations: 5}}\n")
 	write("ws/README", "x\n")
+	unboxWhereNoBox(t, dir)
 	// A call that outlasts any machine's pace: it is killed in flight.
 	write("sim.yaml", "steps:\n  - usage: {inputTokens: 100}\n    delayMs: 600000\n")
 

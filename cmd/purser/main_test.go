@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/internal/proctest"
 	"github.com/purser-dev/purser/sandbox"
 )
@@ -62,7 +64,9 @@ func TestScripts(t *testing.T) {
 			env.Setenv("REPLAY_CORPUS", mustAbs("../../../shared/replay/replay.jsonl"))
 			// Default databases land in the script's own state directory.
 			env.Setenv("XDG_STATE_HOME", env.WorkDir+"/.state")
-			return nil
+			// Boxed by default; unboxed, knowingly, where no box can be
+			// made here (said in the script's log).
+			return unboxScriptWhereNoBox(env.T().Log, env.WorkDir)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			// cp-demo copies examples/demo into the script's work directory.
@@ -108,8 +112,28 @@ func TestScripts(t *testing.T) {
 			},
 			"cp-demo": func(ts *testscript.TestScript, neg bool, args []string) {
 				src := mustAbs("../../examples/demo")
-				ts.Check(os.CopyFS(ts.Getenv("WORK"), os.DirFS(src)))
+				work := ts.Getenv("WORK")
+				// The demo brings its own purser.yaml, in place of one
+				// Setup wrote where no box can be made.
+				if b, err := os.ReadFile(filepath.Join(work, config.ProjectFileName)); err == nil && string(b) == unboxedNote {
+					ts.Check(os.Remove(filepath.Join(work, config.ProjectFileName)))
+				}
+				ts.Check(os.CopyFS(work, os.DirFS(src)))
+				ts.Check(unboxScriptWhereNoBox(func(a ...any) { ts.Logf("%s", fmt.Sprint(a...)) }, work))
 			},
+		},
+		Condition: func(cond string) (bool, error) {
+			if cond != "box" {
+				return false, fmt.Errorf("unknown condition %q", cond)
+			}
+			// [!box] skip: a script that cannot run unboxed (it needs the
+			// default, or no purser.yaml of the harness's) skips where no
+			// box can be made, unless PURSER_TEST_SANDBOX=required.
+			err := sandbox.Available()
+			if err != nil && os.Getenv("PURSER_TEST_SANDBOX") == "required" {
+				return false, fmt.Errorf("PURSER_TEST_SANDBOX=required: %w", err)
+			}
+			return err == nil, nil
 		},
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -231,5 +232,78 @@ func TestCheckSaysTheSandbox(t *testing.T) {
 				t.Errorf("check says no %q:\n%s", w, stdout.String())
 			}
 		}
+	}
+}
+
+// unboxedWhereNoBox makes the project at dir run unboxed, knowingly, where
+// no box can be made here: its purser.yaml says sandbox: off (added to the
+// file, or the file written). A test that is not about the box then runs as
+// it always did on such a machine; where a box can be made it runs boxed,
+// by default, untouched. With PURSER_TEST_SANDBOX=required it fails
+// instead. It returns what it did ("" for nothing).
+func unboxedWhereNoBox(dir string) (string, error) {
+	noBox := sandbox.Available()
+	if noBox == nil {
+		return "", nil
+	}
+	if os.Getenv("PURSER_TEST_SANDBOX") == "required" {
+		return "", fmt.Errorf("PURSER_TEST_SANDBOX=required: %w", noBox)
+	}
+	path := filepath.Join(dir, config.ProjectFileName)
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if strings.HasPrefix(line, "sandbox:") {
+			return "", nil // the fixture says, whatever it says
+		}
+	}
+	if len(data) > 0 && !bytes.HasSuffix(data, []byte("\n")) {
+		data = append(data, '\n')
+	}
+	data = append(data, unboxedNote...)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s: sandbox: off, since no box can be made here (%v)", path, noBox), nil
+}
+
+// unboxedNote is what unboxedWhereNoBox adds.
+const unboxedNote = "# no box can be made here: this test runs unboxed, knowingly\nsandbox: off\n"
+
+// unboxScriptWhereNoBox is unboxedWhereNoBox for a script's work directory:
+// its own purser.yaml (written where it has none) and every other
+// purser.yaml in it.
+func unboxScriptWhereNoBox(log func(...any), work string) error {
+	if sandbox.Available() != nil && os.Getenv("PURSER_TEST_SANDBOX") == "required" {
+		return nil // the scripts that need no box run boxed or fail; [box] says so
+	}
+	dirs := []string{work}
+	err := filepath.WalkDir(work, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == config.ProjectFileName && filepath.Dir(path) != work {
+			dirs = append(dirs, filepath.Dir(path))
+		}
+		return err
+	})
+	for _, dir := range dirs {
+		did, werr := unboxedWhereNoBox(dir)
+		if did != "" {
+			log(did)
+		}
+		err = errors.Join(err, werr)
+	}
+	return err
+}
+
+// unboxWhereNoBox is unboxedWhereNoBox for a Go test.
+func unboxWhereNoBox(t testing.TB, dir string) {
+	t.Helper()
+	did, err := unboxedWhereNoBox(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if did != "" {
+		t.Log(did)
 	}
 }

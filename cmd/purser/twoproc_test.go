@@ -316,7 +316,9 @@ func hardToCancelled(t *testing.T, db string, tasks []string, runCap int64) map[
 	return out
 }
 
-// writeFiles writes files (relative path → content) under dir.
+// writeFiles writes files (relative path → content) under dir, a fixture
+// project: boxed by default, unboxed where no box can be made here
+// (unboxWhereNoBox).
 func writeFiles(t *testing.T, dir string, files map[string]string) {
 	t.Helper()
 	for name, body := range files {
@@ -328,6 +330,7 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 			t.Fatal(err)
 		}
 	}
+	unboxWhereNoBox(t, dir)
 }
 
 // callCancelled says whether a sim transcript holds a cancelled call.

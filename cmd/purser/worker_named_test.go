@@ -48,6 +48,7 @@ func namedQueueFiles(t *testing.T, dir string, drawFrom bool) []string {
 			t.Fatal(err)
 		}
 	}
+	unboxWhereNoBox(t, dir)
 	return tasks
 }
 
