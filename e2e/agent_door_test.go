@@ -203,6 +203,7 @@ func runAgent(t *testing.T, bin string, setup agentSetup, sc agentScenario) {
 	if err := os.WriteFile(filepath.Join(dir, "task.yaml"), []byte(task), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	unboxedProject(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	db := filepath.Join(dir, "purser.db")

@@ -181,6 +181,7 @@ func runScenario(t *testing.T, sc scenario) {
 	if err := os.WriteFile(filepath.Join(dir, "task.yaml"), []byte(task), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	unboxedProject(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "run", "task.yaml")

@@ -31,6 +31,16 @@ func requireBox(t *testing.T) {
 	}
 }
 
+// unboxedProject writes dir's purser.yaml: sandbox: off, the default these
+// tests were written under (a backend says sandbox: on where it is boxed;
+// the validators run unboxed), said now that the default is on.
+func unboxedProject(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "purser.yaml"), []byte("sandbox: off\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // boxed wraps a CLI's setup so that its backend runs in Purser's box
 // (sandbox: on), with the boxes' HOMEs under a state directory of the
 // test's own.
@@ -105,6 +115,7 @@ func TestBoxKeepsClaudeOnTheDoor(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(base, "task.yaml"), []byte(task), 0o644); err != nil {
 				t.Fatal(err)
 			}
+			unboxedProject(t, base)
 			cmd := exec.Command(buildPurser(t), "run", "task.yaml")
 			cmd.Dir = base
 			cmd.Env = append(append(os.Environ(), env...), "PURSER_DB="+filepath.Join(base, "purser.db"), "XDG_STATE_HOME="+filepath.Join(base, "state"))
@@ -155,6 +166,7 @@ func boxKillTrial(t *testing.T, c killCLI, dir, url string) {
 	if err := os.WriteFile(filepath.Join(base, "task.yaml"), []byte(task), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	unboxedProject(t, base)
 	db := filepath.Join(base, "purser.db")
 	env = append(append(os.Environ(), env...), "PURSER_DB="+db, "XDG_STATE_HOME="+filepath.Join(base, "state"))
 	run := exec.Command(buildPurser(t), "run", "task.yaml")

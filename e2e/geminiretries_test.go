@@ -27,6 +27,7 @@ func TestCheckSaysGeminiRetriesStayOn(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(base, "t.yaml"), []byte(task), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	unboxedProject(t, base)
 	cmd := exec.Command(buildPurser(t), "check", "t.yaml")
 	cmd.Dir = base
 	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(base, "cache"), "PURSER_DB="+filepath.Join(base, "purser.db"))

@@ -122,6 +122,7 @@ func killTrial(t *testing.T, c killCLI, cliDir, url string, trial int, afterRepl
 	if err := os.WriteFile(filepath.Join(base, "task.yaml"), []byte(task), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	unboxedProject(t, base)
 	if resp, err := http.Post(url+"/_mock/reset", "application/json", nil); err != nil {
 		t.Fatal(err)
 	} else {

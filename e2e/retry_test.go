@@ -89,6 +89,7 @@ func runRetryTask(t *testing.T, backend, extra, goal string, env []string) retry
 	if err := os.WriteFile(filepath.Join(dir, "task.yaml"), []byte(task), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	unboxedProject(t, dir)
 	// Generous: three stalled attempts and the backoffs between them take
 	// well under a minute; a CLI that waited out its own retries would take
 	// many minutes, and fail here.

@@ -74,6 +74,7 @@ func TestClaudeCodeUnknownModel(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(work, "task.yaml"), []byte(task), 0o644); err != nil {
 				t.Fatal(err)
 			}
+			unboxedProject(t, work)
 			before := mockRequests(t, url)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
