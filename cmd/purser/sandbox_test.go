@@ -139,10 +139,19 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
-// Where sandbox: is on but no box can be made (here: no bwrap on the
-// PATH), purser run refuses, exit 2, saying why and what to do, and runs
-// nothing; purser check says the same.
+// Where sandbox: is on, said or by default, but no box can be made (here:
+// no bwrap on the PATH), purser run and submit refuse, exit 2, saying why
+// and what to do, and run or queue nothing; purser check says the same.
 func TestSandboxOnWithoutABoxRefuses(t *testing.T) {
+	for _, c := range []struct{ name, project, said string }{
+		{"said", "sandbox: on\n", "purser.yaml sandbox: on"},
+		{"by default", "# no sandbox: key\n", "by default: purser.yaml has no sandbox: key"},
+	} {
+		t.Run(c.name, func(t *testing.T) { refusesWithoutABox(t, c.project, c.said) })
+	}
+}
+
+func refusesWithoutABox(t *testing.T, project, said string) {
 	bin := purserBinary.Path(t)
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
@@ -150,7 +159,7 @@ func TestSandboxOnWithoutABoxRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	files := map[string]string{
-		"purser.yaml": "sandbox: on\n",
+		"purser.yaml": project,
 		"task.yaml": "id: boxless\ngoal: g\nworkspace: ./ws\nbackend: {type: exec, command: [/bin/sh, -c, 'echo ran > ran.txt']}\n" +
 			"validators: [{name: ok, run: 'true'}]\nbudget: {hard: {maxIterations: 1}}\n",
 	}
@@ -159,7 +168,8 @@ func TestSandboxOnWithoutABoxRefuses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, args := range [][]string{{"run", "task.yaml"}, {"check", "task.yaml"}} {
+	queue := filepath.Join(dir, "queue.db")
+	for _, args := range [][]string{{"run", "task.yaml"}, {"check", "task.yaml"}, {"submit", "--db", queue, "--run", "r", "task.yaml"}} {
 		cmd := exec.Command(bin, args...)
 		cmd.Dir = dir
 		cmd.Env = []string{"PATH=" + dir, "XDG_STATE_HOME=" + filepath.Join(dir, ".state"), "HOME=" + dir}
@@ -168,7 +178,7 @@ func TestSandboxOnWithoutABoxRefuses(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() != exitBadInput {
 			t.Fatalf("purser %s: %v, want exit %d:\n%s", args[0], err, exitBadInput, out)
 		}
-		for _, want := range []string{"sandbox is on but no box can be made here", "backend exec", "validators", "install bubblewrap", "sandbox: off"} {
+		for _, want := range []string{"sandbox is on but no box can be made here", "backend exec", "validators (" + said + ")", "install bubblewrap", "sandbox: off"} {
 			if !strings.Contains(string(out), want) {
 				t.Errorf("purser %s says no %q:\n%s", args[0], want, out)
 			}
@@ -176,6 +186,9 @@ func TestSandboxOnWithoutABoxRefuses(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(ws, "ran.txt")); err == nil {
 		t.Error("the agent ran unboxed")
+	}
+	if _, err := os.Stat(queue); err == nil {
+		t.Error("submit made the queue before refusing: nothing is to be queued")
 	}
 }
 
