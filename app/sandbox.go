@@ -25,9 +25,13 @@ func ProjectSandbox(proj *config.Project) sandbox.Setting {
 }
 
 // SandboxSaid says where the project's mode comes from, for messages:
-// "purser.yaml sandbox: on", or "by default: purser.yaml has no sandbox: key".
+// "purser.yaml sandbox: on", or "by default: purser.yaml has no sandbox: key"
+// (or "there is no purser.yaml").
 func SandboxSaid(proj *config.Project) string {
-	if proj != nil && proj.Sandbox.Mode == "" {
+	switch {
+	case proj != nil && proj.Sandbox.Mode == "" && proj.File == "":
+		return "by default: there is no purser.yaml"
+	case proj != nil && proj.Sandbox.Mode == "":
 		return "by default: purser.yaml has no sandbox: key"
 	}
 	return "purser.yaml sandbox: " + string(ProjectSandbox(proj).Mode)

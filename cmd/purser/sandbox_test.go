@@ -218,7 +218,11 @@ func TestCheckSaysTheSandbox(t *testing.T) {
 		{"backends:\n  a: {type: codex, command: /bin/true, sandbox: on}\n", []string{
 			"sandbox     backend a: on: files:", "OPENAI_BASE_URL", "network: only Purser's door",
 			"Codex's own sandbox is off inside the box"}},
-		{"backends:\n  a: {type: exec, command: [/bin/true]}\n  s: {type: sim, script: s.yaml}\n", []string{
+		{"backends:\n  a: {type: sim, script: s.yaml}\n", []string{
+			"sandbox     on by default (",
+			"sandbox     backend a: in-process: type sim is not boxable (it calls its model from inside Purser",
+			"sandbox     validators: on: files: the workspace read-write"}},
+		{"backends:\n  a: {type: exec, command: [/bin/true]}\n", []string{
 			"sandbox     on by default (", "has no sandbox: key; write sandbox: off there to run unboxed, knowingly)",
 			"sandbox     backend a: on: files: the workspace read-write",
 			"sandbox     validators: on: files: the workspace read-write"}},
@@ -230,7 +234,7 @@ func TestCheckSaysTheSandbox(t *testing.T) {
 			t.Fatal(err)
 		}
 		task := "id: c\ngoal: g\nworkspace: ./ws\nbackend: a\nvalidators: [{name: ok, run: 'true'}]\nbudget: {hard: {maxIterations: 1}}\n"
-		for name, text := range map[string]string{"purser.yaml": c.project, "task.yaml": task} {
+		for name, text := range map[string]string{"purser.yaml": c.project, "task.yaml": task, "s.yaml": "steps:\n  - usage: {inputTokens: 1}\n"} {
 			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
 				t.Fatal(err)
 			}

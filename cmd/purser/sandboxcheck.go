@@ -21,8 +21,11 @@ const offMeaning = "runs as you, with your environment (secrets included), your 
 // whether they run in a box and what the box lets through; and, where no
 // purser.yaml says, that the box is on by default.
 func describeSandbox(w io.Writer, t purser.Task, proj *config.Project) {
-	if proj != nil && proj.Sandbox.Mode == "" {
-		fmt.Fprintf(w, "  sandbox     on by default (%s has no sandbox: key; write sandbox: off there to run unboxed, knowingly)\n", projectFileName(proj))
+	switch {
+	case proj != nil && proj.Sandbox.Mode == "" && proj.File == "":
+		fmt.Fprintf(w, "  sandbox     on by default (there is no purser.yaml; one in %s saying sandbox: off runs unboxed, knowingly)\n", proj.Dir)
+	case proj != nil && proj.Sandbox.Mode == "":
+		fmt.Fprintf(w, "  sandbox     on by default (%s has no sandbox: key; write sandbox: off there to run unboxed, knowingly)\n", proj.File)
 	}
 	c, boxable := app.BackendSandbox(t.Backend)
 	switch {
@@ -31,7 +34,7 @@ func describeSandbox(w io.Writer, t purser.Task, proj *config.Project) {
 	case boxable:
 		fmt.Fprintf(w, "  sandbox     backend %s: off: the agent %s\n", t.Backend.Name, offMeaning)
 	default:
-		fmt.Fprintf(w, "  sandbox     backend %s: in-process: type %s is not boxable (it calls its model from inside Purser, which applies its edits: no agent process to box); it %s\n", t.Backend.Name, t.Backend.Type, offMeaning)
+		fmt.Fprintf(w, "  sandbox     backend %s: in-process: type %s is not boxable (it calls its model from inside Purser, which applies its edits to the workspace: there is no agent process to box)\n", t.Backend.Name, t.Backend.Type)
 	}
 	if s := app.ProjectSandbox(proj); s.On() {
 		v := backend.SandboxConfig{Setting: s, Homes: config.BoxHomes(proj.Dir)}
@@ -39,15 +42,6 @@ func describeSandbox(w io.Writer, t purser.Task, proj *config.Project) {
 	} else {
 		fmt.Fprintf(w, "  sandbox     validators: off: each validator %s\n", offMeaning)
 	}
-}
-
-// projectFileName is the project's purser.yaml, or its name where there is
-// no file.
-func projectFileName(proj *config.Project) string {
-	if proj.File != "" {
-		return proj.File
-	}
-	return config.ProjectFileName
 }
 
 // backendBox says what a boxed backend's box lets through.
