@@ -167,6 +167,7 @@ func runDelegating(t *testing.T, m *agentModel, subAgents string, box bool) (str
 	if err := os.WriteFile(filepath.Join(work, "task.yaml"), []byte(task), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	unboxedProject(t, work)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	db := filepath.Join(work, "purser.db")
