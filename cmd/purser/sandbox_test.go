@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend"
 	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/sandbox"
 )
@@ -322,5 +324,17 @@ func unboxWhereNoBox(t testing.TB, dir string) {
 	}
 	if did != "" {
 		t.Log(did)
+	}
+}
+
+// A boxed type: agent backend's network is the door, not none.
+func TestCheckSaysTheAgentsDoor(t *testing.T) {
+	on := backend.SandboxConfig{Setting: sandbox.Setting{Mode: sandbox.ModeOn}, Homes: "/state/boxes"}
+	line := backendBox(purser.Task{ID: "a", Backend: purser.BackendSpec{Name: "a", Type: "agent"}}, on)
+	if !strings.Contains(line, "network: only Purser's door") || strings.Contains(line, noDoor) {
+		t.Errorf("boxed type: agent: %s", line)
+	}
+	if line := backendBox(purser.Task{ID: "e", Backend: purser.BackendSpec{Name: "e", Type: "exec"}}, on); !strings.Contains(line, "network: "+noDoor) {
+		t.Errorf("boxed exec: %s", line)
 	}
 }
