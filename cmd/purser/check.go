@@ -66,7 +66,7 @@ with its file, line and field).`,
 					}
 				}
 				describeOnHard(out, t, proj.Prices)
-				describeSandbox(cmd.OutOrStdout(), t, proj)
+				describeSandbox(out, t, proj)
 				if err := app.RefuseUnboxed(proj, []purser.Task{t}); err != nil {
 					errs = append(errs, fmt.Errorf("%s: %w", path, err))
 				}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -336,5 +337,18 @@ func TestCheckSaysTheAgentsDoor(t *testing.T) {
 	}
 	if line := backendBox(purser.Task{ID: "e", Backend: purser.BackendSpec{Name: "e", Type: "exec"}}, on); !strings.Contains(line, "network: "+noDoor) {
 		t.Errorf("boxed exec: %s", line)
+	}
+}
+
+// check --json prints JSON only: the sandbox lines are the text form's.
+func TestCheckJSONHasNoSandboxLines(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, ".state"))
+	writeFiles(t, dir, map[string]string{"ws/.keep": "",
+		"task.yaml": "id: j\ngoal: g\nworkspace: ./ws\nbackend: {type: exec, command: [/bin/true]}\nvalidators: [{name: ok, run: 'true'}]\nbudget: {hard: {maxIterations: 1}}\n"})
+	var stdout, stderr bytes.Buffer
+	run(context.Background(), []string{"check", "--json", filepath.Join(dir, "task.yaml")}, &stdout, &stderr)
+	if !json.Valid(stdout.Bytes()) || strings.Contains(stdout.String(), "  sandbox  ") {
+		t.Errorf("check --json printed more than JSON:\n%s", stdout.String())
 	}
 }
