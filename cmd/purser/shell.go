@@ -70,7 +70,7 @@ admitted against the session's caps. Past the WARNING line Purser says so on
 stderr once (and degrades at the wire where the project's policy says); a
 request that would cross a HARD cap is refused in the provider's own error
 shape, and the session ends: the agent sees the refusal, and a moment later it
-is stopped (its box with it). With the project's sandbox: on the agent runs in
+is stopped (its box with it). With the project's sandbox: on (the default) the agent runs in
 its box, and nothing runs where no box can be made.
 
 The session is a task of the project's database: purser status and explain
@@ -260,7 +260,7 @@ func shellBackend(f shellFlags, proj *config.Project, dir string, argv []string)
 		case "openai":
 			opts.Wire = gateway.OpenAIChat // the route most agents take
 		}
-		opts.SetSandbox(backend.SandboxConfig{Setting: proj.Sandbox, Homes: config.BoxHomes(proj.Dir)})
+		opts.SetSandbox(backend.SandboxConfig{Setting: proj.Sandbox.Resolved(), Homes: config.BoxHomes(proj.Dir)})
 		spec = purser.BackendSpec{Name: "shell", Type: "agent", Dir: dir}
 	}
 	opts.Command = argv

@@ -405,13 +405,19 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 // be made (no bwrap on the PATH), so nothing runs — the agent is not
 // started unboxed — and the user is told why (exit 2).
 func TestShellFailsClosedWithoutABox(t *testing.T) {
+	for _, project := range []string{"sandbox: on\n", "# no sandbox: key: on by default\n"} {
+		shellFailsClosedWithoutABox(t, project)
+	}
+}
+
+func shellFailsClosedWithoutABox(t *testing.T, project string) {
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
 	ran := filepath.Join(dir, "ran")
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(ws, "purser.yaml"), []byte("sandbox: on\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(ws, "purser.yaml"), []byte(project), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	agentPath := filepath.Join(dir, "agent.sh")
@@ -424,7 +430,7 @@ func TestShellFailsClosedWithoutABox(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != exitBadInput {
-		t.Fatalf("exit %v, want %d\n%s", err, exitBadInput, out)
+		t.Fatalf("%q: exit %v, want %d\n%s", project, err, exitBadInput, out)
 	}
 	if !strings.Contains(string(out), "sandbox is on but no box can be made here") || !strings.Contains(string(out), "nothing was run") {
 		t.Errorf("the refusal does not say why:\n%s", out)
