@@ -54,7 +54,7 @@ func TestShellOpenCode(t *testing.T) {
 				backend = boxedBackend(t, backend, bin, home)
 			}
 			backend = strings.ReplaceAll(backend, "\n", "\n  ")
-			if err := os.WriteFile(filepath.Join(ws, "purser.yaml"), []byte("backends:\n  oc:\n  "+backend+"\n"), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(ws, "purser.yaml"), []byte("sandbox: off # the default this test was written under; boxed says on on its backend\nbackends:\n  oc:\n  "+backend+"\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
