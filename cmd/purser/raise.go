@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -58,26 +59,9 @@ process's until it stops.`,
 			}
 			defer a.Close()
 			ctx := cmd.Context()
-			rec, err := a.Store.Task(ctx, args[0])
-			if errors.Is(err, purser.ErrNotFound) {
-				return badInput(fmt.Errorf("no task %q in the database %s", args[0], a.DB))
-			}
-			if err != nil {
+			rec, wd, err := raisable(cmd, a, args[0])
+			if err != nil || rec.State == purser.StateDone {
 				return err
-			}
-			wd, _ := os.Getwd()
-			if wd != "" && rec.Workspace != "" && workspace.Contains(rec.Workspace, wd) {
-				return badInput(fmt.Errorf("purser raise refuses to run inside task %s's workspace %s, where its agent works: raise it from outside", rec.ID, rec.Workspace))
-			}
-			switch rec.State {
-			case purser.StateDone:
-				fmt.Fprintf(cmd.OutOrStdout(), "task %s is already DONE; nothing to raise\n", rec.ID)
-				return nil
-			case purser.StateRunning:
-				// A task whose process is gone was interrupted: it may be raised.
-				if !(proc.Owners{}).Gone(rec.Owner) {
-					return badInput(fmt.Errorf("task %s is RUNNING (%s): its budget is that process's until it stops; raise it once it is BLOCKED or stopped", rec.ID, rec.Owner))
-				}
 			}
 			to := raisedBudget(rec.Budget, newUSD, tokens, cmd.Flags().Changed("tokens"))
 			if err := to.Validate(); err != nil {
@@ -96,19 +80,7 @@ process's until it stops.`,
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "raised task %s: %s → %s (recorded: by %s, %s)\n", rec.ID,
-				report.CapsText(budget.CapsOf(rec.Budget)), report.CapsText(budget.CapsOf(to)), app.Whoami(), source)
-			switch {
-			case requeued:
-				fmt.Fprintf(out, "task %s was BLOCKED on the queue: queued again, a worker will resume it\n", rec.ID)
-			default:
-				dbFlag := ""
-				if db != "" {
-					dbFlag = " --db " + db
-				}
-				fmt.Fprintf(out, "task %s is %s: resume it with purser resume %s%s\n", rec.ID, rec.State, rec.ID, dbFlag)
-			}
+			sayRaised(cmd.OutOrStdout(), rec, to, source, requeued, db)
 			return nil
 		},
 	}
@@ -116,6 +88,48 @@ process's until it stops.`,
 	cmd.Flags().StringVar(&usd, "usd", "", "the task's new hard cap on money, in dollars (e.g. 2.00)")
 	cmd.Flags().Int64Var(&tokens, "tokens", 0, "the task's new hard cap on tokens")
 	return cmd
+}
+
+// raisable reads the task to raise and the directory the raise is made
+// from: not inside the task's workspace, where its agent works, and not
+// while its process runs. A task already DONE is said so, with no error.
+func raisable(cmd *cobra.Command, a *app.App, id string) (purser.TaskRecord, string, error) {
+	rec, err := a.Store.Task(cmd.Context(), id)
+	if errors.Is(err, purser.ErrNotFound) {
+		return rec, "", badInput(fmt.Errorf("no task %q in the database %s", id, a.DB))
+	}
+	if err != nil {
+		return rec, "", err
+	}
+	wd, _ := os.Getwd()
+	if wd != "" && rec.Workspace != "" && workspace.Contains(rec.Workspace, wd) {
+		return rec, wd, badInput(fmt.Errorf("purser raise refuses to run inside task %s's workspace %s, where its agent works: raise it from outside", rec.ID, rec.Workspace))
+	}
+	switch rec.State {
+	case purser.StateDone:
+		fmt.Fprintf(cmd.OutOrStdout(), "task %s is already DONE; nothing to raise\n", rec.ID)
+	case purser.StateRunning:
+		// A task whose process is gone was interrupted: it may be raised.
+		if !(proc.Owners{}).Gone(rec.Owner) {
+			return rec, wd, badInput(fmt.Errorf("task %s is RUNNING (%s): its budget is that process's until it stops; raise it once it is BLOCKED or stopped", rec.ID, rec.Owner))
+		}
+	}
+	return rec, wd, nil
+}
+
+// sayRaised says what the raise did, and what comes next for the task.
+func sayRaised(out io.Writer, rec purser.TaskRecord, to budget.Config, source string, requeued bool, db string) {
+	fmt.Fprintf(out, "raised task %s: %s → %s (recorded: by %s, %s)\n", rec.ID,
+		report.CapsText(budget.CapsOf(rec.Budget)), report.CapsText(budget.CapsOf(to)), app.Whoami(), source)
+	if requeued {
+		fmt.Fprintf(out, "task %s was BLOCKED on the queue: queued again, a worker will resume it\n", rec.ID)
+		return
+	}
+	dbFlag := ""
+	if db != "" {
+		dbFlag = " --db " + db
+	}
+	fmt.Fprintf(out, "task %s is %s: resume it with purser resume %s%s\n", rec.ID, rec.State, rec.ID, dbFlag)
 }
 
 // raisedBudget is cfg with its hard caps on money and tokens moved, each

@@ -266,6 +266,35 @@ func rank(code int) int {
 	return 0
 }
 
+// resumable reads a task to resume: its record, and its task file read
+// anew. A task already DONE is said so, with no error and no task.
+func resumable(cmd *cobra.Command, a *app.App, id string) (purser.TaskRecord, purser.Task, *config.Project, error) {
+	rec, err := a.Store.Task(cmd.Context(), id)
+	if errors.Is(err, purser.ErrNotFound) {
+		return rec, purser.Task{}, nil, badInput(fmt.Errorf("no task %q in %s", id, a.DB))
+	}
+	if err != nil {
+		return rec, purser.Task{}, nil, err
+	}
+	if rec.State == purser.StateDone {
+		fmt.Fprintf(cmd.OutOrStdout(), "task %s is already DONE; nothing to resume\n", rec.ID)
+		return rec, purser.Task{}, nil, nil
+	}
+	if rec.File == "" {
+		// A purser shell session is recorded as a task with no file:
+		// there is nothing to read it again from.
+		return rec, purser.Task{}, nil, badInput(fmt.Errorf("task %s has no task file to resume from (a purser shell session is not resumed: start a new one with purser shell)", rec.ID))
+	}
+	task, proj, err := loadTask(rec.File)
+	if err != nil {
+		return rec, task, nil, badInput(fmt.Errorf("task %s: %w", rec.ID, err))
+	}
+	if task.ID != rec.ID {
+		return rec, task, nil, badInput(fmt.Errorf("%s now has id %q, not %q", rec.File, task.ID, rec.ID))
+	}
+	return rec, task, proj, nil
+}
+
 func newResumeCmd() *cobra.Command {
 	var db, budgetFile string
 	var asJSON, acceptConfig bool
@@ -291,28 +320,9 @@ the diff (exit 2), unless you made it: --accept-config.`,
 				return err
 			}
 			defer a.Close()
-			rec, err := a.Store.Task(cmd.Context(), args[0])
-			if errors.Is(err, purser.ErrNotFound) {
-				return badInput(fmt.Errorf("no task %q in %s", args[0], a.DB))
-			}
-			if err != nil {
+			rec, task, proj, err := resumable(cmd, a, args[0])
+			if err != nil || rec.State == purser.StateDone {
 				return err
-			}
-			if rec.State == purser.StateDone {
-				fmt.Fprintf(cmd.OutOrStdout(), "task %s is already DONE; nothing to resume\n", rec.ID)
-				return nil
-			}
-			if rec.File == "" {
-				// A purser shell session is recorded as a task with no
-				// file: there is nothing to read it again from.
-				return badInput(fmt.Errorf("task %s has no task file to resume from (a purser shell session is not resumed: start a new one with purser shell)", rec.ID))
-			}
-			task, proj, err := loadTask(rec.File)
-			if err != nil {
-				return badInput(fmt.Errorf("task %s: %w", rec.ID, err))
-			}
-			if task.ID != rec.ID {
-				return badInput(fmt.Errorf("%s now has id %q, not %q", rec.File, task.ID, rec.ID))
 			}
 			if err := a.Preflight(cmd.Context(), app.Preflight{Tasks: []purser.Task{task}, Files: []string{rec.File}, Draws: true, Project: proj, AcceptConfig: acceptConfig}); err != nil {
 				return err
