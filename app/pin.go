@@ -17,6 +17,7 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
+	"github.com/purser-dev/purser/sandbox"
 	"github.com/purser-dev/purser/workspace"
 )
 
@@ -124,7 +125,9 @@ func Governing(proj *config.Project, t purser.Task) Pinned {
 		v["backend.unpricedModel"] = "allow"
 	}
 	if sb, ok := BackendSandbox(t.Backend); ok {
-		v["backend.sandbox"] = fmt.Sprint(sb)
+		// Written out field by field, as the project's is: a new field of
+		// the setting must not read as a change to every pinned run.
+		v["backend.sandbox"] = sandboxText(sb.Setting)
 	}
 	if len(t.DrawFrom) > 0 {
 		v["drawFrom"] = strings.Join(t.DrawFrom, ", ")
@@ -147,7 +150,7 @@ func Governing(proj *config.Project, t purser.Task) Pinned {
 	if proj.Durability != "" {
 		v[key+"durability"] = proj.Durability
 	}
-	v[key+"sandbox"] = settingText(proj.Sandbox.Mode, proj.Sandbox.ReadOnly, proj.Sandbox.Env, proj.Sandbox.Allow)
+	v[key+"sandbox"] = sandboxText(proj.Sandbox)
 	if proj.Budget != nil {
 		v[key+"budget"] = budgetText(proj.Budget)
 	}
@@ -184,19 +187,27 @@ func shownSecret(path string) string {
 	return shown + " [sha256 " + hex.EncodeToString(sum[:6]) + "]"
 }
 
-func settingText(mode any, ro, env, allow []string) string {
-	s := fmt.Sprint(mode)
+// sandboxText is a sandbox: setting as a pin records it: its mode as
+// written ("(not set)": on by default) and each bound or list it sets.
+func sandboxText(st sandbox.Setting) string {
+	s := string(st.Mode)
 	if s == "" {
 		s = "(not set)"
 	}
-	if len(ro) > 0 {
-		s += " readOnly " + strings.Join(ro, ",")
+	if len(st.ReadOnly) > 0 {
+		s += " readOnly " + strings.Join(st.ReadOnly, ",")
 	}
-	if len(env) > 0 {
-		s += " env " + strings.Join(env, ",")
+	if len(st.Env) > 0 {
+		s += " env " + strings.Join(st.Env, ",")
 	}
-	if len(allow) > 0 {
-		s += " network.allow " + strings.Join(allow, ",")
+	if len(st.Allow) > 0 {
+		s += " network.allow " + strings.Join(st.Allow, ",")
+	}
+	if st.Processes != 0 {
+		s += fmt.Sprintf(" processes %d", st.Processes)
+	}
+	if st.MemoryMiB != 0 {
+		s += fmt.Sprintf(" memoryMiB %d", st.MemoryMiB)
 	}
 	return s
 }
