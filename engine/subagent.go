@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -27,6 +28,32 @@ type subAgentBook struct {
 	mu      sync.Mutex
 	spawned int // sub-agents admitted a first request, over the task's calls
 	agents  map[subAgentKey]*subAgentState
+}
+
+// seedSpawns counts the sub-agents the task's ledger shows spent, before
+// this process admits any: a task resumed in a new process counts its
+// spawns over its whole life, as maxSpawn says, not afresh. A spawn that
+// spent nothing (refused at its first request) is not counted, as it was
+// not here. A ledger that cannot be read counts none: the call goes on
+// under the task's own caps, which still bind everything.
+func (t *taskRun) seedSpawns(ctx context.Context) {
+	if t.task.SubAgents.MaxSpawn == nil {
+		return
+	}
+	usage, err := t.e.cfg.Store.CallUsage(ctx, t.task.ID)
+	if err != nil {
+		t.log.Warn("reading the task's sub-agents from its ledger: maxSpawn counts this process's spawns only", "error", err)
+		return
+	}
+	seen := map[string]bool{}
+	for _, u := range usage {
+		if u.Agent != "" && (u.Totals.Tokens > 0 || u.Totals.USD > 0) {
+			seen[u.Agent] = true
+		}
+	}
+	t.subs.mu.Lock()
+	t.subs.spawned = len(seen)
+	t.subs.mu.Unlock()
 }
 
 // subAgentKey names one sub-agent: its call's door and the door's index.

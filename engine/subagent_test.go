@@ -31,6 +31,7 @@ type subAgentDoor struct {
 	workspace string
 	reqs      []subReq
 	prices    *pricing.Catalogue
+	unfixed   bool // leave the workspace as it was: the validator fails
 
 	mu      sync.Mutex
 	refused map[int]string // per request index
@@ -64,6 +65,9 @@ func (d *subAgentDoor) Call(ctx context.Context, req purser.CallRequest, report 
 		ev.Agent = name
 		report(ev)
 		g.Release()
+	}
+	if d.unfixed {
+		return purser.CallResult{Text: "not yet"}, nil
 	}
 	if err := os.WriteFile(filepath.Join(d.workspace, "src/fixed"), []byte("yes"), 0o644); err != nil {
 		return purser.CallResult{}, err
@@ -199,5 +203,37 @@ func TestSubAgentStillBoundByTheTasksCap(t *testing.T) {
 	// $0.0375 each: two fit under $0.08, the third does not.
 	if got := d.refused[2]; got != "purser: budget exhausted (hard usd $0.08)" {
 		t.Errorf("the sub-agent's second request refused %q (refused %v)", got, d.refused)
+	}
+}
+
+// maxSpawn counts the task's spawns across processes: a task resumed in a
+// new process (its sub-agent book empty) counts the sub-agents its ledger
+// shows spent, so a spawn that would be past the cap over the whole task
+// is refused, not granted afresh.
+func TestSubAgentSpawnsCountAcrossAResume(t *testing.T) {
+	r := func(who int) subReq { return subReq{who: who, input: 1_000, maxOut: 1_000, output: 100} }
+	f := newFixture(t, "steps: []\n")
+	first := &subAgentDoor{refused: map[int]string{}, grants: map[int]purser.WireGrant{}, reqs: []subReq{r(0), r(1)}, unfixed: true}
+	first.workspace, first.prices = f.workspace, pricing.Builtin()
+	f.cfg.Backends = func(purser.BackendSpec) (purser.Backend, error) { return first, nil }
+	f.task.Backend.Models = map[string]string{"cheap": haiku, "standard": sonnet}
+	f.task.Budget = budget.Config{Hard: budget.HardLimits{USD: usd("5.00"), MaxIterations: ptr(1)}}
+	f.task.Degrade = purser.DegradePolicy{}
+	one := 1
+	f.task.SubAgents = purser.SubAgentLimits{MaxSpawn: &one}
+	if err := f.run(); err == nil || len(first.refused) != 0 {
+		t.Fatalf("first run: %v (refused %v), want stopped at its one iteration with nothing refused", err, first.refused)
+	}
+	// Resumed, as a new process would: a new engine, the sub-agent book empty.
+	second := &subAgentDoor{refused: map[int]string{}, grants: map[int]purser.WireGrant{}, reqs: []subReq{r(0), r(1), r(0)}}
+	second.workspace, second.prices = f.workspace, pricing.Builtin()
+	f.cfg.Backends = func(purser.BackendSpec) (purser.Backend, error) { return second, nil }
+	f.eng = nil
+	f.task.Budget.Hard.MaxIterations = ptr(3)
+	if err := f.run(); err != nil {
+		t.Fatalf("resumed run: %v (refused %v)", err, second.refused)
+	}
+	if want := "purser: sub-agent limit: 1 of maxSpawn 1 already spawned"; second.refused[1] != want || len(second.refused) != 1 {
+		t.Errorf("resumed run refused %v, want request 1 (a second spawn over the task) refused %q", second.refused, want)
 	}
 }

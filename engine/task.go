@@ -76,6 +76,7 @@ func (e *Engine) RunTask(ctx context.Context, task purser.Task, run *budget.Mana
 	if t.backendErr != nil {
 		return t.finish(ctx, purser.StateFailed, fmt.Errorf("backend %s: %w", task.Backend.Name, t.backendErr))
 	}
+	t.seedSpawns(ctx)
 	var err error
 
 	// The moment any recording crosses HARD, the call in flight is
