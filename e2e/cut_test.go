@@ -145,6 +145,10 @@ func runAgentCut(t *testing.T, c agentCut) {
 			t.Fatal(err)
 		}
 	}
+	// Unboxed, as the agents' other cuts are written (their boxed runs are
+	// agent_door_test.go's): the box would need the agents' npm install
+	// named under readOnly:.
+	unboxedProject(t, dir)
 	task := fmt.Sprintf("id: %s\ngoal: %q\nworkspace: ./ws\nbackend:\n%s\nvalidators:\n  - name: check\n    run: %q\nbudget:\n%s\n",
 		c.name, goalPlain, c.setup(t, c.bin, home, url), notDone, budgetTime)
 	if err := os.WriteFile(filepath.Join(dir, "task.yaml"), []byte(task), 0o644); err != nil {
