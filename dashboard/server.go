@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/report"
 )
 
 //go:embed static
@@ -176,7 +177,10 @@ func (h *handler) load(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	if snap.Budgets, err = h.budgets.get(ctx, h.store, time.Now()); err != nil {
-		return nil, err
+		// The runs are still worth showing: the tree is left out, said
+		// in the log, and read again at the next poll.
+		h.o.Logger.Error("read the named budgets", "err", err)
+		snap.Budgets = []report.BudgetTreeJSON{}
 	}
 	addForecasts(ctx, &snap, h.o.Forecast)
 	return json.Marshal(snap)
