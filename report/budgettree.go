@@ -1,11 +1,13 @@
 package report
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
@@ -29,6 +31,30 @@ type BudgetTreeJSON struct {
 	Children []BudgetTreeJSON `json:"children"`
 
 	room, spent budget.Amount // as the text shows them
+}
+
+// NamedBudgetReader is what reading the tree needs of a store.
+type NamedBudgetReader interface {
+	NamedBudgetList(ctx context.Context) ([]purser.NamedBudget, error)
+	NamedBudgetStatus(ctx context.Context, name string, now time.Time) (purser.NamedBudgetStatus, error)
+}
+
+// ReadBudgetTree reads every named budget's status at now and arranges
+// them as their tree (BudgetTree), for budgets tree and the dashboard.
+func ReadBudgetTree(ctx context.Context, r NamedBudgetReader, now time.Time) ([]BudgetTreeJSON, error) {
+	list, err := r.NamedBudgetList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read named budgets: %w", err)
+	}
+	sts := make([]purser.NamedBudgetStatus, 0, len(list))
+	for _, b := range list {
+		st, err := r.NamedBudgetStatus(ctx, b.Name, now)
+		if err != nil {
+			return nil, fmt.Errorf("read named budget %s: %w", b.Name, err)
+		}
+		sts = append(sts, st)
+	}
+	return BudgetTree(sts), nil
 }
 
 // BudgetTree arranges the statuses of named budgets as their tree: roots by

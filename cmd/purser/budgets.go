@@ -216,20 +216,10 @@ func newBudgetsTreeCmd() *cobra.Command {
 				return err
 			}
 			defer a.Close()
-			list, err := a.Store.NamedBudgetList(ctx)
+			tree, err := report.ReadBudgetTree(ctx, a.Store, time.Now())
 			if err != nil {
 				return err
 			}
-			now := time.Now()
-			var sts []purser.NamedBudgetStatus
-			for _, b := range list {
-				st, err := a.Store.NamedBudgetStatus(ctx, b.Name, now)
-				if err != nil {
-					return err
-				}
-				sts = append(sts, st)
-			}
-			tree := report.BudgetTree(sts)
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
