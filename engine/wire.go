@@ -116,7 +116,6 @@ func newWireAdmitter(t *taskRun, pc *preparedCall, res *budget.Reservation, ctx 
 // wire, then a hold for the request's worst case, its output clamped to
 // what fits.
 func (w *wireAdmitter) AdmitWire(ctx context.Context, r purser.WireRequest) (purser.WireGrant, error) {
-	t := w.t
 	if r.InputTokens < 0 || r.MaxOutputTokens < 0 {
 		return purser.WireGrant{}, fmt.Errorf("purser: request with negative token counts (input %d, max output %d)", r.InputTokens, r.MaxOutputTokens)
 	}
@@ -138,26 +137,10 @@ func (w *wireAdmitter) AdmitWire(ctx context.Context, r purser.WireRequest) (pur
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(w.ctx, stop)()
-	grant := purser.WireGrant{Model: r.Model}
-	maxOut := r.MaxOutputTokens
-	if maxOut == 0 {
-		// A request that names no bound is bounded by the engine's, so that
-		// its worst case can be held at all.
-		maxOut = t.e.cfg.ReserveOutputTokens
-		grant.MaxOutputTokens = maxOut
-	}
-	grant.Model, maxOut, grant.Actions = w.degrade(ctx, r, maxOut)
-	if maxOut != r.MaxOutputTokens {
-		grant.MaxOutputTokens = maxOut
-	}
-	sub, err := w.subAgent(r, grant.Model, maxOut) // subagent.go: refused as it is, the call goes on
+	grant, maxOut, sub, err := w.shape(ctx, r)
 	if err != nil {
 		return purser.WireGrant{}, err
 	}
-	if sub.maxOut < maxOut {
-		maxOut, grant.MaxOutputTokens, grant.Actions = sub.maxOut, sub.maxOut, append(grant.Actions, sub.action)
-	}
-	grant.Used = sub.used
 	h, size, err := w.hold(ctx, grant.Model, r.InputTokens, maxOut)
 	if err != nil {
 		sub.release()
@@ -167,23 +150,65 @@ func (w *wireAdmitter) AdmitWire(ctx context.Context, r purser.WireRequest) (pur
 		grant.MaxOutputTokens = size.maxOut
 		grant.Actions = append(grant.Actions, fmt.Sprintf("max output %d → %d: what the budget has left under its hard cap", maxOut, size.maxOut))
 	}
+	if err := w.register(&grant, h, sub); err != nil {
+		return purser.WireGrant{}, err
+	}
+	admitted = true
+	if why, due := w.wrapUpDue(size.want); due {
+		w.askWrapUp(&grant, why, size.maxOut)
+	}
+	if w.t.task.Degrade.BudgetHint {
+		grant.Hint = w.t.budget.Hint()
+	}
+	return grant, nil
+}
+
+// shape decides what a request is forwarded as before anything is held:
+// its output bound (the engine's when it names none), the degrade policy's
+// model and bound, and a sub-agent's own cap (refused as it is, the call
+// goes on). It returns the grant so far and the bound to hold for.
+func (w *wireAdmitter) shape(ctx context.Context, r purser.WireRequest) (purser.WireGrant, int64, subAgentGrant, error) {
+	grant := purser.WireGrant{Model: r.Model}
+	maxOut := r.MaxOutputTokens
+	if maxOut == 0 {
+		// A request that names no bound is bounded by the engine's, so that
+		// its worst case can be held at all.
+		maxOut = w.t.e.cfg.ReserveOutputTokens
+		grant.MaxOutputTokens = maxOut
+	}
+	grant.Model, maxOut, grant.Actions = w.degrade(ctx, r, maxOut)
+	if maxOut != r.MaxOutputTokens {
+		grant.MaxOutputTokens = maxOut
+	}
+	sub, err := w.subAgent(r, grant.Model, maxOut) // subagent.go
+	if err != nil {
+		return purser.WireGrant{}, 0, subAgentGrant{}, err
+	}
+	if sub.maxOut < maxOut {
+		maxOut, grant.MaxOutputTokens, grant.Actions = sub.maxOut, sub.maxOut, append(grant.Actions, sub.action)
+	}
+	grant.Used = sub.used
+	return grant, maxOut, sub, nil
+}
+
+// register counts an admitted request's hold among the call's open ones
+// and gives the grant its Release; a call that ended while the request was
+// admitted holds nothing past it, and the request is refused.
+func (w *wireAdmitter) register(grant *purser.WireGrant, h *wireHold, sub subAgentGrant) error {
 	w.mu.Lock()
 	if w.closed {
-		// The call ended while the request was admitted: nothing may be
-		// held past it.
 		w.forget(h)
 		w.mu.Unlock()
 		h.releaseAll()
 		sub.release()
 		if err := w.stopped(); err != nil {
-			return purser.WireGrant{}, err
+			return err
 		}
-		return purser.WireGrant{}, errors.New("purser: the call has ended")
+		return errors.New("purser: the call has ended")
 	}
 	id := w.next
 	w.next++
 	w.open[id] = h
-	admitted = true
 	w.mu.Unlock()
 	grant.Release = func() {
 		h.once.Do(func() {
@@ -198,13 +223,7 @@ func (w *wireAdmitter) AdmitWire(ctx context.Context, r purser.WireRequest) (pur
 			sub.release()
 		})
 	}
-	if why, due := w.wrapUpDue(size.want); due {
-		w.askWrapUp(&grant, why, size.maxOut)
-	}
-	if t.task.Degrade.BudgetHint {
-		grant.Hint = t.budget.Hint()
-	}
-	return grant, nil
+	return nil
 }
 
 // stopped refuses every request once the call is cut or a cap it is
@@ -234,41 +253,7 @@ func (w *wireAdmitter) hold(ctx context.Context, model string, input, maxOut int
 		if err := w.repay(ctx); err != nil {
 			return nil, size, err
 		}
-		w.mu.Lock()
-		// Only a request alone in flight borrows: every token spent while
-		// it is then its own, and shrinks the call's hold by as much.
-		var loan budget.Amount
-		if w.active == 1 && w.borrower == nil {
-			loan = size.want.Min(w.res.Held())
-		}
-		credit := loan
-		extra := minusFloor(size.want, loan)
-		// A hold in the database does not shrink as the call spends: the
-		// store counts the spend beside it. Once a request needs more than
-		// the call's hold has left, that hold would count the call's spend
-		// twice there (refusing room the call never uses), so it is given
-		// back — when no request borrows from it — and each request holds
-		// its whole worst case there from then on.
-		drop := extra != (budget.Amount{}) && w.dbHeld && w.borrower == nil
-		if drop {
-			w.dbHeld = false
-		}
-		extraDB := extra
-		if !w.dbHeld {
-			extraDB = size.want
-		}
-		dbCredit := credit
-		if !w.dbHeld {
-			dbCredit = budget.Amount{}
-		}
-		h := &wireHold{loan: loan}
-		if loan != (budget.Amount{}) {
-			w.borrower, w.poolAtLend = h, w.res.Held()
-		}
-		w.mu.Unlock()
-		if drop {
-			w.pc.releaseDB()
-		}
+		h, credit, dbCredit, extra, extraDB := w.plan(size.want)
 		if extra == (budget.Amount{}) && extraDB == (budget.Amount{}) {
 			return h, size, nil
 		}
@@ -309,6 +294,44 @@ func (w *wireAdmitter) hold(ctx context.Context, model string, input, maxOut int
 		}
 		size = callSize{want: worst(maxOut), maxOut: maxOut}
 	}
+}
+
+// plan decides, for a request whose worst case is want, what it borrows
+// from the call's own hold (credit; dbCredit of it in the database) and
+// what it must hold anew (extra in memory, extraDB in the database).
+func (w *wireAdmitter) plan(want budget.Amount) (h *wireHold, credit, dbCredit, extra, extraDB budget.Amount) {
+	w.mu.Lock()
+	// Only a request alone in flight borrows: every token spent while it
+	// is then its own, and shrinks the call's hold by as much.
+	var loan budget.Amount
+	if w.active == 1 && w.borrower == nil {
+		loan = want.Min(w.res.Held())
+	}
+	credit = loan
+	extra = minusFloor(want, loan)
+	// A hold in the database does not shrink as the call spends: the
+	// store counts the spend beside it. Once a request needs more than
+	// the call's hold has left, that hold would count the call's spend
+	// twice there (refusing room the call never uses), so it is given
+	// back — when no request borrows from it — and each request holds
+	// its whole worst case there from then on.
+	drop := extra != (budget.Amount{}) && w.dbHeld && w.borrower == nil
+	if drop {
+		w.dbHeld = false
+	}
+	extraDB, dbCredit = extra, credit
+	if !w.dbHeld {
+		extraDB, dbCredit = want, budget.Amount{}
+	}
+	h = &wireHold{loan: loan}
+	if loan != (budget.Amount{}) {
+		w.borrower, w.poolAtLend = h, w.res.Held()
+	}
+	w.mu.Unlock()
+	if drop {
+		w.pc.releaseDB()
+	}
+	return h, credit, dbCredit, extra, extraDB
 }
 
 // forget ends h's loan, if it is the borrower (w.mu held).
