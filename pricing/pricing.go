@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
 	"math/bits"
@@ -958,31 +959,30 @@ func ParseLiteLLM(data []byte, source string) (*Catalogue, error) {
 	if c.Len() == 0 && len(zero) == 0 {
 		return nil, fmt.Errorf("%s: %w", source, ErrNoPrices)
 	}
-	keys := make([]string, 0, len(unknown))
-	for k := range unknown {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	c.warnings = append(c.warnings, litellmWarnings(source, unknown, onlyBy, zero)...)
+	return c, nil
+}
+
+// litellmWarnings names what a LiteLLM table prices in a way Purser does
+// not model: keys beside a modelled price (unknown), keys that were a
+// chat model's only price (onlyBy), and models priced at zero (zero).
+func litellmWarnings(source string, unknown, onlyBy map[string][]string, zero []string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(unknown)) {
 		models := unknown[k]
-		c.warnings = append(c.warnings, fmt.Sprintf("%s: price key %q is not modelled, so the charges it describes are not estimated (%d priced model(s), e.g. %s)",
+		out = append(out, fmt.Sprintf("%s: price key %q is not modelled, so the charges it describes are not estimated (%d priced model(s), e.g. %s)",
 			source, k, len(models), models[0]))
 	}
-	keys = keys[:0]
-	for k := range onlyBy {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(onlyBy)) {
 		models := onlyBy[k]
-		c.warnings = append(c.warnings, fmt.Sprintf("%s: price key %q is not modelled, and %d chat model(s) are priced by no other key, so their cost is unknown (e.g. %s)",
+		out = append(out, fmt.Sprintf("%s: price key %q is not modelled, and %d chat model(s) are priced by no other key, so their cost is unknown (e.g. %s)",
 			source, k, len(models), models[0]))
 	}
 	if len(zero) > 0 {
-		c.warnings = append(c.warnings, fmt.Sprintf("%s: %d model(s) have a zero price and are not marked free (\":free\"), so their cost is unknown, never $0 (e.g. %s)",
+		out = append(out, fmt.Sprintf("%s: %d model(s) have a zero price and are not marked free (\":free\"), so their cost is unknown, never $0 (e.g. %s)",
 			source, len(zero), zero[0]))
 	}
-	return c, nil
+	return out
 }
 
 // chatLike is an entry for a model an agent talks to: LiteLLM's chat,

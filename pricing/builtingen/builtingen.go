@@ -123,25 +123,21 @@ type Output struct {
 	SourceGo []byte
 }
 
-// Generate reads the reference (LiteLLM's whole file, or a subset holding
-// every entry Models names) and makes the table from it.
-func Generate(reference []byte, src Source) (Output, error) {
-	var ref map[string]json.RawMessage
-	if err := json.Unmarshal(reference, &ref); err != nil {
-		return Output{}, fmt.Errorf("builtingen: the reference is not a JSON object: %w", err)
-	}
-	var table, subset bytes.Buffer
+// tableOf writes the table: each of Models under Purser's name, with the
+// reference entry's per-token price keys only. It returns the reference
+// keys it read, sorted.
+func tableOf(ref map[string]json.RawMessage) ([]byte, []string, error) {
+	var table bytes.Buffer
 	table.WriteString("{\n")
-	subset.WriteString("{\n")
 	keys := make([]string, 0, len(Models))
 	for i, m := range Models {
 		raw, ok := ref[m.Key]
 		if !ok {
-			return Output{}, fmt.Errorf("builtingen: %s (for %s): %w", m.Key, m.Name, ErrMissing)
+			return nil, nil, fmt.Errorf("builtingen: %s (for %s): %w", m.Key, m.Name, ErrMissing)
 		}
 		var fields map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &fields); err != nil {
-			return Output{}, fmt.Errorf("builtingen: %s: not an object: %w", m.Key, err)
+			return nil, nil, fmt.Errorf("builtingen: %s: not an object: %w", m.Key, err)
 		}
 		names := make([]string, 0, len(fields))
 		for k := range fields {
@@ -150,7 +146,7 @@ func Generate(reference []byte, src Source) (Output, error) {
 			}
 		}
 		if len(names) == 0 {
-			return Output{}, fmt.Errorf("builtingen: %s (for %s) has no per-token price", m.Key, m.Name)
+			return nil, nil, fmt.Errorf("builtingen: %s (for %s) has no per-token price", m.Key, m.Name)
 		}
 		sort.Strings(names)
 		fmt.Fprintf(&table, "  %q: {", m.Name)
@@ -169,10 +165,17 @@ func Generate(reference []byte, src Source) (Output, error) {
 	}
 	table.WriteString("}\n")
 	sort.Strings(keys)
+	return table.Bytes(), keys, nil
+}
+
+// subsetOf writes the reference's entries under keys, whole and indented.
+func subsetOf(ref map[string]json.RawMessage, keys []string) ([]byte, error) {
+	var subset bytes.Buffer
+	subset.WriteString("{\n")
 	for i, k := range keys {
 		var entry bytes.Buffer
 		if err := json.Indent(&entry, ref[k], "  ", "  "); err != nil {
-			return Output{}, fmt.Errorf("builtingen: %s: %w", k, err)
+			return nil, fmt.Errorf("builtingen: %s: %w", k, err)
 		}
 		fmt.Fprintf(&subset, "  %q: %s", k, entry.Bytes())
 		if i < len(keys)-1 {
@@ -181,8 +184,26 @@ func Generate(reference []byte, src Source) (Output, error) {
 		subset.WriteString("\n")
 	}
 	subset.WriteString("}\n")
+	return subset.Bytes(), nil
+}
+
+// Generate reads the reference (LiteLLM's whole file, or a subset holding
+// every entry Models names) and makes the table from it.
+func Generate(reference []byte, src Source) (Output, error) {
+	var ref map[string]json.RawMessage
+	if err := json.Unmarshal(reference, &ref); err != nil {
+		return Output{}, fmt.Errorf("builtingen: the reference is not a JSON object: %w", err)
+	}
+	table, keys, err := tableOf(ref)
+	if err != nil {
+		return Output{}, err
+	}
+	subset, err := subsetOf(ref, keys)
+	if err != nil {
+		return Output{}, err
+	}
 	// The table must be one Purser reads, every model priced.
-	c, err := pricing.ParseLiteLLM(table.Bytes(), "generated table")
+	c, err := pricing.ParseLiteLLM(table, "generated table")
 	if err != nil {
 		return Output{}, fmt.Errorf("builtingen: the generated table does not parse: %w", err)
 	}
@@ -205,5 +226,5 @@ const BuiltinReference = %q
 	if err != nil {
 		return Output{}, err
 	}
-	return Output{Table: table.Bytes(), Subset: subset.Bytes(), SourceGo: goSrc}, nil
+	return Output{Table: table, Subset: subset, SourceGo: goSrc}, nil
 }
