@@ -21,13 +21,21 @@ func RunMetrics(t *testing.T, newDatabase func(t *testing.T) Opener) {
 }
 
 func testMetricsSums(t *testing.T, open Opener) {
-	ctx := t.Context()
 	s := open(t)
 	ms, ok := s.(purser.MetricsStore)
 	if !ok {
 		t.Fatalf("%T is not a purser.MetricsStore", s)
 	}
 	at := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
+	checkUsageSums(t, s, ms, at)
+	checkCallCounts(t, s, ms, at)
+	checkDegradeCounts(t, s, ms, at)
+}
+
+// checkUsageSums: the breakdown and totals per task are the ledger's, each
+// key counted once.
+func checkUsageSums(t *testing.T, s purser.Store, ms purser.MetricsStore, at time.Time) {
+	ctx := t.Context()
 	for _, id := range []string{"t1", "t2"} {
 		if err := s.SaveTask(ctx, purser.TaskRecord{ID: id, RunID: "r", State: purser.StateRunning, CreatedAt: at, UpdatedAt: at}); err != nil {
 			t.Fatal(err)
@@ -85,7 +93,11 @@ func testMetricsSums(t *testing.T, open Opener) {
 			t.Errorf("task %s: TaskUsageTotals %+v, UsageTotals %+v", task, all[task], one)
 		}
 	}
+}
 
+// checkCallCounts: finished calls of known tasks, by kind and outcome.
+func checkCallCounts(t *testing.T, s purser.Store, ms purser.MetricsStore, at time.Time) {
+	ctx := t.Context()
 	calls := []purser.CallRecord{
 		{ID: "c1", TaskID: "t1", Kind: purser.CallMain, Outcome: purser.CallOK},
 		{ID: "c2", TaskID: "t1", Kind: purser.CallMain, Outcome: purser.CallOK},
@@ -108,6 +120,11 @@ func testMetricsSums(t *testing.T, open Opener) {
 	if !maps.Equal(gotCalls, wantCalls) {
 		t.Errorf("CallCounts = %v, want %v", gotCalls, wantCalls)
 	}
+}
+
+// checkDegradeCounts: degrade actions of known tasks, by action and tier.
+func checkDegradeCounts(t *testing.T, s purser.Store, ms purser.MetricsStore, at time.Time) {
+	ctx := t.Context()
 	for _, d := range []purser.DegradeRecord{
 		{TaskID: "t1", Action: purser.ShrinkContext, Tier: budget.Warning},
 		{TaskID: "t2", Action: purser.ShrinkContext, Tier: budget.Warning},

@@ -66,6 +66,13 @@ func testAlertOutboxLifecycle(t *testing.T, open Opener) {
 	if got, err := a.ClaimAlerts(ctx, "host 2 2", []string{"ops"}, time.Hour, gone); err != nil || len(got) != 0 {
 		t.Fatalf("an owner claimed its own alerts again: %v (%v)", ids(got), err)
 	}
+	checkOutboxSettleAndExpire(t, a, b, now, alive)
+}
+
+// checkOutboxSettleAndExpire goes on from testAlertOutboxLifecycle: k1@ops
+// and k2@ops held by "host 2 2" through b, k1@chat pending under "host 1 1".
+func checkOutboxSettleAndExpire(t *testing.T, a, b Store, now time.Time, alive func(string) bool) {
+	ctx := t.Context()
 	for range 3 {
 		if err := b.AlertAttempted(ctx, "k1", "ops"); err != nil {
 			t.Fatal(err)
@@ -107,7 +114,7 @@ func testAlertOutboxLifecycle(t *testing.T, open Opener) {
 	if n, err := a.ExpireAlerts(ctx, now, 2); err != nil || n != 1 {
 		t.Fatalf("expired %d by attempts (%v), want 1 (k3)", n, err)
 	}
-	all, err = b.OutboxAlerts(ctx)
+	all, err := b.OutboxAlerts(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
