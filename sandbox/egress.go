@@ -104,6 +104,22 @@ func egressFor(allow []string) (*egress, error) {
 	return e, nil
 }
 
+// CloseEgress stops this process's egress proxies and removes the
+// directory of their sockets, so that a run leaves none behind in
+// $TMPDIR. Purser calls it as it exits; a box started after it gets new
+// proxies.
+func CloseEgress() {
+	egresses.Lock()
+	defer egresses.Unlock()
+	for _, e := range egresses.m {
+		_ = e.ln.Close()
+	}
+	if egresses.dir != "" {
+		_ = os.RemoveAll(egresses.dir)
+	}
+	egresses.dir, egresses.m = "", nil
+}
+
 // serve accepts until the listener is closed.
 func (e *egress) serve() {
 	for {

@@ -39,7 +39,9 @@ func main() {
 		<-sigs
 		quitNow()
 	}()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	sandbox.CloseEgress()
+	os.Exit(code)
 }
 
 // quitNow ends Purser at once (a second signal, a second Ctrl+C): every
@@ -47,5 +49,6 @@ func main() {
 // The tasks stay resumable: their usage so far is in the ledger.
 func quitNow() {
 	proc.KillAll()
+	sandbox.CloseEgress()
 	os.Exit(exitInterrupted)
 }
