@@ -72,8 +72,11 @@ func scaleStore(b *testing.B, events int) purser.Store {
 // BenchmarkScale measures one GET of /api/snapshot and of /metrics over
 // loopback HTTP, against a static file of the same bytes served from memory
 // by the same HTTP server and client (static-*), over a store of 10⁵ and 10⁶
-// ledger events, in the same run: the ratio is the figure. metrics-cold is
-// the first scrape of a handler that has never scraped.
+// ledger events, in the same run: the ratio is the figure. While nothing is
+// committed the handler serves what it last read (purser.ChangeMarker);
+// *-after-a-commit commits one usage event before each request, so each
+// reads the store. metrics-cold is the first scrape of a handler that has
+// never scraped.
 func BenchmarkScale(b *testing.B) {
 	for _, events := range []int{100_000, 1_000_000} {
 		b.Run(fmt.Sprintf("events=%d", events), func(b *testing.B) {
@@ -96,6 +99,25 @@ func BenchmarkScale(b *testing.B) {
 					b.ReportAllocs()
 					b.SetBytes(int64(len(body)))
 					for b.Loop() {
+						get(b, url, path)
+					}
+				})
+			}
+			// The same requests with a commit before each (one usage
+			// event): the page is read from the store every time, as it
+			// is while tasks run.
+			for _, path := range []string{"/api/snapshot", "/metrics"} {
+				b.Run(path[1:]+"-after-a-commit", func(b *testing.B) {
+					url := serve(b, h)
+					b.ReportAllocs()
+					i := 0
+					for b.Loop() {
+						b.StopTimer()
+						i++
+						must(b, s.AppendUsage(context.Background(), purser.LedgerEntry{Key: fmt.Sprintf("commit-%s-%d", path, i), TaskID: "task-01", RunID: "run-1",
+							CallID: "task-01-c00", Iteration: 1, Kind: purser.CallMain, At: time.Date(2026, 11, 23, 2, 0, 0, 0, time.UTC),
+							Event: budget.UsageEvent{Model: "m", InputTokens: 1, CostSource: budget.CostReported, USD: 1}}))
+						b.StartTimer()
 						get(b, url, path)
 					}
 				})

@@ -119,7 +119,7 @@ func NewHandler(store purser.StoreReader, o Options) http.Handler {
 	})
 	mux.HandleFunc("GET /api/snapshot", h.snapshot)
 	mux.HandleFunc("GET /events", h.events)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(&markedGatherer{g: reg, store: store}, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	return h.secure(mux)
 }
 
@@ -132,6 +132,7 @@ type handler struct {
 	hosts   hosts
 	feed    *feed
 	budgets budgetTree
+	last    lastBody
 }
 
 // secure checks the Host (against DNS rebinding), then the token, in
@@ -172,18 +173,29 @@ func (h *handler) secure(next http.Handler) http.Handler {
 }
 
 func (h *handler) load(ctx context.Context) ([]byte, error) {
+	now := time.Now()
+	mark, marked := changeMark(ctx, h.store)
+	if body := h.last.get(mark, marked, now); body != nil {
+		return body, nil
+	}
 	snap, err := Load(ctx, h.store)
 	if err != nil {
 		return nil, err
 	}
-	if snap.Budgets, err = h.budgets.get(ctx, h.store, time.Now()); err != nil {
+	treeRead := true
+	if snap.Budgets, err = h.budgets.get(ctx, h.store, now); err != nil {
 		// The runs are still worth showing: the tree is left out, said
 		// in the log, and read again at the next poll.
 		h.o.Logger.Error("read the named budgets", "err", err)
 		snap.Budgets = []report.BudgetTreeJSON{}
+		treeRead = false
 	}
 	addForecasts(ctx, &snap, h.o.Forecast)
-	return json.Marshal(snap)
+	body, err := json.Marshal(snap)
+	if err == nil && marked && treeRead {
+		h.last.put(mark, body, now)
+	}
+	return body, err
 }
 
 func (h *handler) snapshot(w http.ResponseWriter, r *http.Request) {

@@ -31,6 +31,7 @@ type Store struct {
 	// appends gathers the appends that arrive while one commits, so that
 	// they share the next transaction (a group commit).
 	appends appendQueue
+	mark    changeMark // ChangeMark's own connection
 }
 
 var _ purser.Store = (*Store)(nil)
@@ -157,6 +158,9 @@ func isBusy(err error) bool {
 // Close folds the write-ahead log into the database file and closes it, so
 // that the file alone holds everything.
 func (s *Store) Close() error {
+	s.mark.mu.Lock()
+	s.mark.close()
+	s.mark.mu.Unlock()
 	for _, st := range []*sql.Stmt{s.insertUsage, s.addTotal, s.addCallTotal, s.addPriceTotal} {
 		st.Close()
 	}

@@ -18,6 +18,10 @@ func RunMetrics(t *testing.T, newDatabase func(t *testing.T) Opener) {
 		t.Parallel()
 		testMetricsSums(t, newDatabase(t))
 	})
+	t.Run("ChangeMarkMovesOnEveryCommit", func(t *testing.T) {
+		t.Parallel()
+		testChangeMarkMovesOnEveryCommit(t, newDatabase(t))
+	})
 }
 
 func testMetricsSums(t *testing.T, open Opener) {
