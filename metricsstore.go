@@ -42,3 +42,24 @@ type MetricsStore interface {
 	// (budget.Tier.String()).
 	DegradeCounts(ctx context.Context) (map[LabelPair]int64, error)
 }
+
+// Plus is the breakdown of b's events and o's together.
+func (b UsageBreakdown) Plus(o UsageBreakdown) UsageBreakdown {
+	return UsageBreakdown{ReportedUSD: b.ReportedUSD + o.ReportedUSD, EstimatedUSD: b.EstimatedUSD + o.EstimatedUSD,
+		UnknownEvents: b.UnknownEvents + o.UnknownEvents, InputTokens: b.InputTokens + o.InputTokens,
+		OutputTokens: b.OutputTokens + o.OutputTokens, CacheReadTokens: b.CacheReadTokens + o.CacheReadTokens,
+		CacheWriteTokens: b.CacheWriteTokens + o.CacheWriteTokens, ReasoningTokens: b.ReasoningTokens + o.ReasoningTokens}
+}
+
+// BreakdownAfterStore is a MetricsStore whose ledger rows are numbered in
+// the order they were committed, so that a task's breakdown is kept up to
+// date by summing only the rows after the last one read: a scrape after a
+// commit then reads what was appended, not the task's whole ledger.
+// SQLite numbers rows so (one writer at a time); PostgreSQL numbers them
+// as they are inserted, and a row inserted earlier may commit after a
+// later one was read, so it does not offer this.
+type BreakdownAfterStore interface {
+	// UsageBreakdownAfter sums the task's ledger rows numbered after
+	// afterSeq, and returns the last number summed (afterSeq when none).
+	UsageBreakdownAfter(ctx context.Context, taskID string, afterSeq int64) (UsageBreakdown, int64, error)
+}

@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -81,5 +82,31 @@ func TestAnUnchangedStoreIsNotReadAgain(t *testing.T) {
 				t.Fatalf("a store with no change mark was read %d times for two requests, want %d", n, 2*once)
 			}
 		})
+	}
+}
+
+// A scrape after more usage is committed counts what was there and what
+// was added, each once: on SQLite the breakdown adds the rows appended
+// since (purser.BreakdownAfterStore) rather than summing the ledger again.
+func TestAScrapeAfterACommitCountsTheNewRowsOnce(t *testing.T) {
+	s := filledStore(t)
+	h := dashboard.NewHandler(s, dashboard.Options{})
+	before, ok := value(scrape(t, h), "purser_tokens_total", "type=input")
+	if !ok {
+		t.Fatal("no purser_tokens_total{type=input}")
+	}
+	at := time.Date(2026, 11, 26, 7, 0, 0, 0, time.UTC)
+	for i := range 3 {
+		must(t, s.AppendUsage(t.Context(), purser.LedgerEntry{Key: fmt.Sprintf("more-%d", i), TaskID: "blocked", RunID: "run-1", At: at,
+			Event: budget.UsageEvent{InputTokens: 7, CostSource: budget.CostReported, USD: 1}}))
+		after, _ := value(scrape(t, h), "purser_tokens_total", "type=input")
+		if want := before + float64(7*(i+1)); after != want {
+			t.Fatalf("after %d more events of 7 input tokens: %v input tokens, want %v", i+1, after, want)
+		}
+	}
+	// The same as a handler that never scraped before reads.
+	fresh, _ := value(scrape(t, dashboard.NewHandler(s, dashboard.Options{})), "purser_tokens_total", "type=input")
+	if fresh != before+21 {
+		t.Fatalf("a fresh scrape says %v input tokens, want %v", fresh, before+21)
 	}
 }

@@ -35,6 +35,7 @@ func newScrapeCache() scrapeCache {
 type cachedBreakdown struct {
 	totals budget.Totals
 	b      purser.UsageBreakdown
+	seq    int64 // the last ledger row b sums (purser.BreakdownAfterStore)
 }
 
 // stopKey is what a task's time to stop is found from, short of its ledger.
@@ -230,13 +231,29 @@ func (c *Collector) readTask(ctx context.Context, ms purser.MetricsStore, t *tal
 }
 
 // breakdown is a task's ledger by cost source and token type: the cached
-// one while its running totals have not moved.
+// one while its running totals have not moved; when they have, the rows
+// appended since are added to it where the store numbers rows in commit
+// order (purser.BreakdownAfterStore), else the task's ledger is summed
+// again.
 func (c *Collector) breakdown(ctx context.Context, ms purser.MetricsStore, taskID string, totals budget.Totals) (purser.UsageBreakdown, error) {
-	if cached, ok := c.cache.breakdowns[taskID]; ok && cached.totals == totals {
+	cached, ok := c.cache.breakdowns[taskID]
+	if ok && cached.totals == totals {
 		return cached.b, nil
 	}
 	if totals == (budget.Totals{}) {
 		return purser.UsageBreakdown{}, nil // nothing spent: nothing to read
+	}
+	if after, incremental := ms.(purser.BreakdownAfterStore); incremental {
+		if !ok {
+			cached = cachedBreakdown{}
+		}
+		more, seq, err := after.UsageBreakdownAfter(ctx, taskID, cached.seq)
+		if err != nil {
+			return more, fmt.Errorf("read usage of task %s: %w", taskID, err)
+		}
+		b := cached.b.Plus(more)
+		c.cache.breakdowns[taskID] = cachedBreakdown{totals: totals, b: b, seq: seq}
+		return b, nil
 	}
 	b, err := ms.UsageBreakdown(ctx, taskID)
 	if err != nil {
