@@ -394,6 +394,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		},
 		Follow: &proc.FollowSession{Find: func() string { return b.rollout(req.TaskID, p) }, Feed: p.FeedRollout, Every: rolloutPoll},
 		Finish: func(out proc.Outcome, parseErr error, recovered int, res *purser.CallResult) error {
+			b.bookSubAgents(req, p, report) // subagents.go
 			_, failed, text, done, retries := p.state()
 			res.Text = text
 			if !done && recovered > 0 {
