@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -162,8 +163,9 @@ func (m *codexModel) perAgent() map[string]int64 {
 
 // runCodexDelegating runs the real Codex under purser against m with
 // multi-agent on and the task's subAgents: line, in Purser's box when box
-// is set, and returns purser's output and the ledger's tokens per agent.
-func runCodexDelegating(t *testing.T, m *codexModel, subAgents string, box bool) (string, map[string]int64) {
+// is set, and returns purser's output, the ledger's tokens per agent (each
+// sub-agent by its task path less /root) and the task's directory.
+func runCodexDelegating(t *testing.T, m *codexModel, subAgents string, box bool) (string, map[string]int64, string) {
 	t.Helper()
 	dir := clis(t)
 	m.seen = map[string]int{}
@@ -213,7 +215,7 @@ func runCodexDelegating(t *testing.T, m *codexModel, subAgents string, box bool)
 		per[strings.TrimPrefix(u.Agent, "/root")] += u.Totals.Tokens
 	}
 	t.Logf("ledger per agent %v; the model saw %+v", per, m.calls())
-	return string(out), per
+	return string(out), per, work
 }
 
 // Issue 25 with the real Codex: the main agent spawns two sub-agents under
@@ -227,7 +229,7 @@ func TestCodexSpawnPastMaxSpawnRefused(t *testing.T) {
 		t.Run(fmt.Sprintf("sandbox=%v", box), func(t *testing.T) {
 			m := &codexModel{prompts: []string{"SUBTASK-ONE: count the files.", "SUBTASK-TWO: count the lines."},
 				subInput: 2_000, mainInput: 1_000, subTurns: 1}
-			out, per := runCodexDelegating(t, m, "subAgents: {maxSpawn: 1}", box)
+			out, per, _ := runCodexDelegating(t, m, "subAgents: {maxSpawn: 1}", box)
 			var told bool
 			subs := map[string]int{}
 			for _, c := range m.calls() {
@@ -257,7 +259,7 @@ func TestCodexSubAgentStoppedAtItsCap(t *testing.T) {
 	for _, box := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sandbox=%v", box), func(t *testing.T) {
 			m := &codexModel{prompts: []string{"SUBTASK-ONE: count the files."}, subInput: 190_000, mainInput: 1_000, subTurns: 3}
-			out, per := runCodexDelegating(t, m, "subAgents: {maxSpawn: 8, each: {usd: 5.0, tokens: 200000}}", box)
+			out, per, work := runCodexDelegating(t, m, "subAgents: {maxSpawn: 8, each: {usd: 5.0, tokens: 200000}}", box)
 			var told bool
 			subs := map[string]int{}
 			for _, c := range m.calls() {
@@ -273,6 +275,30 @@ func TestCodexSubAgentStoppedAtItsCap(t *testing.T) {
 			if per["/part_1"] != 190_050 || per[""] != m.perAgent()[""] || len(per) != 2 {
 				t.Errorf("ledger per agent %v, want main %d, /root/part_1 190050\n%s", per, m.perAgent()[""], out)
 			}
+			spendShown(t, work, "/root/part_1", 190_050)
 		})
+	}
+}
+
+// spendShown checks that `purser explain` and the task's BUDGET.md show
+// what sub-agent spent.
+func spendShown(t *testing.T, work, agent string, tokens int64) {
+	t.Helper()
+	cmd := exec.Command(buildPurser(t), "explain", "delegate")
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "PURSER_DB="+filepath.Join(work, "purser.db"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("purser explain: %v\n%s", err, out)
+	}
+	if !regexp.MustCompile(regexp.QuoteMeta(agent) + `\s+1 call\(s\)\s+` + fmt.Sprint(tokens) + ` tokens`).Match(out) {
+		t.Errorf("purser explain shows no %d tokens of %s:\n%s", tokens, agent, out)
+	}
+	md, err := os.ReadFile(filepath.Join(work, "ws", "BUDGET.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "Per sub-agent") || !strings.Contains(string(md), agent) {
+		t.Errorf("BUDGET.md has no row of %s:\n%s", agent, md)
 	}
 }
