@@ -7,19 +7,22 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/purser-dev/purser"
-	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/backend/proc"
+	"github.com/purser-dev/purser/internal/tick"
 )
 
 // Codex's sub-agents (multi_agent_v2's spawn_agent) are threads of their
 // own: `codex exec --json` and the main thread's rollout report the main
 // agent's tokens only, and each sub-agent writes its own rollout, whose
 // session_meta names the session (the main thread) and its task path. So a
-// call's sub-agents are booked from those rollouts when the call ends,
-// each under its task path, the name the door gives the sub-agent's
-// requests (gateway/codexsub.go). Codex's multi-agent is the user's to
+// call's sub-agents are booked from those rollouts, each under its task
+// path, the name the door gives the sub-agent's
+// requests (gateway/codexsub.go): followed while Codex runs, as the main
+// rollout is, and read to their end when it has exited. Codex's multi-agent is the user's to
 // switch on (`--enable multi_agent_v2` in the backend's args, or
 // [features] in config.toml); Purser does not change what the agent may do.
 
@@ -46,55 +49,134 @@ type rolloutMeta struct {
 	} `json:"payload"`
 }
 
-// bookSubAgents reports the spend of the sub-agents the call's Codex
-// spawned, read from their rollout files, each under its name.
-func (b *Backend) bookSubAgents(req purser.CallRequest, p *Parser, report purser.UsageFunc) {
-	thread, _, _, _, _ := p.state()
-	for _, ev := range subAgentSpend(filepath.Join(b.sessionsHome(req.TaskID), "sessions"), thread, req.Model) {
-		report(ev)
+// subAgentPoll is how often the sub-agents' rollouts are looked for and
+// read while Codex runs.
+const subAgentPoll = 250 * time.Millisecond
+
+// subAgentFollower follows the rollouts of a call's sub-agents while Codex
+// runs, so their usage arrives as they spend it (a hard cap can stop the
+// call on it), and reads what is left of them once Codex has exited.
+type subAgentFollower struct {
+	sessions string
+	model    string
+	thread   func() string // the call's session, once Codex has named it
+	report   purser.UsageFunc
+
+	mu       sync.Mutex
+	since    time.Time // the session's start; zero until known
+	timed    bool      // since is known (the thread id is a UUIDv7)
+	seen     map[string]bool
+	kids     []*proc.Follower
+	stopTick func()
+	once     sync.Once
+}
+
+// followSubAgents starts following the sub-agents of the call's Codex.
+func (b *Backend) followSubAgents(req purser.CallRequest, p *Parser, report purser.UsageFunc) *subAgentFollower {
+	s := newSubAgentFollower(filepath.Join(b.sessionsHome(req.TaskID), "sessions"), req.Model,
+		func() string { thread, _, _, _, _ := p.state(); return thread }, report)
+	s.stopTick = tick.Every(subAgentPoll, func() { s.poll(false) })
+	return s
+}
+
+func newSubAgentFollower(sessions, model string, thread func() string, report purser.UsageFunc) *subAgentFollower {
+	return &subAgentFollower{sessions: sessions, model: model, thread: thread, report: report, seen: map[string]bool{}, stopTick: func() {}}
+}
+
+// stop stops the polling (once; safe to call again).
+func (s *subAgentFollower) stop() { s.once.Do(func() { s.stopTick() }) }
+
+// finish stops the polling and reads what the sub-agents' rollouts hold
+// that was not read yet: Codex has exited, so they are whole.
+func (s *subAgentFollower) finish() {
+	s.stop()
+	s.poll(true)
+}
+
+// poll finds the session's sub-agents not yet found and reads what their
+// rollouts added. Looking everywhere (final, for a session whose start is
+// unknown) reads every rollout's first line; else only the days' folders
+// from the session's start are listed.
+func (s *subAgentFollower) poll(final bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	thread := s.thread()
+	if thread == "" {
+		return
+	}
+	if !s.timed {
+		s.since, s.timed = threadStart(thread)
+	}
+	for _, f := range s.candidates(final) {
+		if s.seen[f] || strings.HasSuffix(f, thread+".jsonl") {
+			continue
+		}
+		if st, err := os.Stat(f); err != nil || (s.timed && st.ModTime().Before(s.since)) {
+			s.seen[f] = true
+			continue
+		}
+		name, ok, whole := spawnedBy(f, thread)
+		if !whole {
+			continue // its first line is still being written: looked at again
+		}
+		s.seen[f] = true
+		if ok {
+			s.kids = append(s.kids, s.kid(f, name))
+		}
+	}
+	for _, k := range s.kids {
+		k.Poll()
 	}
 }
 
-// subAgentSpend is the spend of the sub-agents of session thread whose
-// rollouts are under sessions: one event per sub-agent (and model), its
-// Agent the sub-agent's name. Rollouts last written before the thread
-// began are not read.
-func subAgentSpend(sessions, thread, model string) []budget.UsageEvent {
-	if thread == "" {
-		return nil
-	}
-	files, _ := filepath.Glob(filepath.Join(sessions, "*", "*", "*", "rollout-*.jsonl"))
-	since, timed := threadStart(thread)
-	var out []budget.UsageEvent
-	for _, f := range files {
-		if strings.HasSuffix(f, thread+".jsonl") {
-			continue // the main thread's own
-		}
-		if st, err := os.Stat(f); err != nil || (timed && st.ModTime().Before(since)) {
-			continue
-		}
-		name, ok := spawnedBy(f, thread)
-		if !ok {
-			continue
-		}
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for _, ev := range NewParser(model).Recover(data) {
+// kid is the follower of sub-agent name's rollout: each running total it
+// reads is reported as what it adds, under the sub-agent's name.
+func (s *subAgentFollower) kid(file, name string) *proc.Follower {
+	p := NewParser(s.model)
+	return &proc.Follower{Find: func() string { return file }, OnLine: func(l proc.Line) {
+		for _, ev := range p.FeedRollout(l.Text) {
 			ev.Agent = name
-			out = append(out, ev)
+			s.report(ev)
+		}
+	}}
+}
+
+// candidates are the rollout files that may be the session's sub-agents':
+// those of the days from the session's start to now (Codex files a rollout
+// under its day, local or UTC), or, final and with no start known, all.
+func (s *subAgentFollower) candidates(final bool) []string {
+	if !s.timed {
+		if !final {
+			return nil
+		}
+		files, _ := filepath.Glob(filepath.Join(s.sessions, "*", "*", "*", "rollout-*.jsonl"))
+		return files
+	}
+	dirs := map[string]bool{}
+	for d := s.since.Add(-24 * time.Hour); !d.After(time.Now().Add(24 * time.Hour)); d = d.Add(24 * time.Hour) {
+		for _, t := range []time.Time{d.UTC(), d.Local()} {
+			dirs[filepath.Join(s.sessions, t.Format("2006"), t.Format("01"), t.Format("02"))] = true
 		}
 	}
-	return out
+	var files []string
+	for dir := range dirs {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if n := e.Name(); strings.HasPrefix(n, "rollout-") && strings.HasSuffix(n, ".jsonl") {
+				files = append(files, filepath.Join(dir, n))
+			}
+		}
+	}
+	return files
 }
 
 // spawnedBy reads a rollout's session_meta line: whether it is a thread
-// spawn_agent started in session thread, and its name.
-func spawnedBy(file, thread string) (string, bool) {
+// spawn_agent started in session thread, and its name; whole is false
+// while that line is still being written.
+func spawnedBy(file, thread string) (name string, ok, whole bool) {
 	f, err := os.Open(file)
 	if err != nil {
-		return "", false
+		return "", false, true
 	}
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 64<<10)
@@ -102,26 +184,32 @@ func spawnedBy(file, thread string) (string, bool) {
 	for {
 		chunk, err := r.ReadSlice('\n')
 		line = append(line, chunk...)
-		if err != bufio.ErrBufferFull || len(line) > maxMetaLine {
+		if err == nil {
 			break
+		}
+		if err != bufio.ErrBufferFull {
+			return "", false, false // no newline yet
+		}
+		if len(line) > maxMetaLine {
+			return "", false, true
 		}
 	}
 	var m rolloutMeta
 	if json.Unmarshal(line, &m) != nil || m.Type != "session_meta" || m.Payload.SessionID != thread || m.Payload.ID == thread {
-		return "", false
+		return "", false, true
 	}
 	sa := m.Payload.Source.SubAgent
 	if sa == nil || sa.ThreadSpawn == nil {
-		return "", false // a review or compaction thread: not a spawned sub-agent
+		return "", false, true // a review or compaction thread: not a spawned sub-agent
 	}
-	name := strings.TrimSpace(sa.ThreadSpawn.AgentPath)
+	name = strings.TrimSpace(sa.ThreadSpawn.AgentPath)
 	if name == "" {
 		name = "thread " + m.Payload.ID
 	}
 	if r := []rune(name); len(r) > maxSubAgentName {
 		name = string(r[:maxSubAgentName-1]) + "…"
 	}
-	return name, true
+	return name, true, true
 }
 
 // threadStart is when a thread began, from its id (a UUIDv7, whose first

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/purser-dev/purser/budget"
 )
 
 // rolloutLines is a rollout as codex-cli 0.169.0 writes one, in short: its
@@ -25,15 +28,44 @@ func spawnSource(parent, path string) string {
 	return fmt.Sprintf(`{"subagent":{"thread_spawn":{"parent_thread_id":%q,"depth":1,"agent_path":%q,"agent_nickname":"Hilbert","agent_role":null}}}`, parent, path)
 }
 
-// A call's sub-agents are booked from their own rollouts: each spawned
-// thread of the call's session, under its task path, with its last running
-// total. The main thread's rollout (the stream's and its follower's), a
-// review thread of the session, a sub-agent of another session, and a
-// rollout last written before the session began are not read.
-func TestSubAgentSpendReadsTheSpawnedThreadsRollouts(t *testing.T) {
+// spendOf follows the sub-agents of session root under sessions, as the
+// backend does, and returns what each was booked (input, cached, output).
+type spendOf struct {
+	mu  sync.Mutex
+	got map[string][3]int64
+}
+
+func (s *spendOf) report(ev budget.UsageEvent) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ev.Model != "gpt-5.5" {
+		ev.Agent += " (model " + ev.Model + ")"
+	}
+	g := s.got[ev.Agent]
+	s.got[ev.Agent] = [3]int64{g[0] + ev.InputTokens, g[1] + ev.CacheReadTokens, g[2] + ev.OutputTokens}
+}
+
+func (s *spendOf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Sprint(s.got)
+}
+
+// A call's sub-agents are booked from their own rollouts as they grow:
+// each spawned thread of the call's session, under its task path, what
+// each running total adds. A rollout whose first line is still being
+// written is looked at again. The main thread's rollout (the stream's and
+// its follower's), a review thread of the session, a sub-agent of another
+// session, and a rollout last written before the session began are not
+// read; at the end, what was left is.
+func TestSubAgentFollowerReadsTheSpawnedThreadsRollouts(t *testing.T) {
 	const root = "01a216aa-2046-7c02-8791-c81c29ddc76c"
 	sessions := t.TempDir()
-	day := filepath.Join(sessions, "2026", "11", "26")
+	begun, ok := threadStart(root)
+	if !ok || begun.Year() != 2026 {
+		t.Fatalf("threadStart(%s) = %v %v, want a time in 2026", root, begun, ok)
+	}
+	day := filepath.Join(sessions, time.Now().Format("2006/01/02"))
 	if err := os.MkdirAll(day, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -44,34 +76,63 @@ func TestSubAgentSpendReadsTheSpawnedThreadsRollouts(t *testing.T) {
 		}
 		return f
 	}
+	const one, two = "01a216aa-20e1-7a60-9381-2426c7c16747", "01a216aa-20e2-7a60-9381-2426c7c16747"
 	write(root, rolloutLines(root, root, `"exec"`, 3))
-	write("01a216aa-20e1-7a60-9381-2426c7c16747", rolloutLines("01a216aa-20e1-7a60-9381-2426c7c16747", root, spawnSource(root, "/root/part_1"), 2))
-	write("01a216aa-20e2-7a60-9381-2426c7c16747", rolloutLines("01a216aa-20e2-7a60-9381-2426c7c16747", root, spawnSource(root, "/root/part_2"), 1))
+	partOne := write(one, rolloutLines(one, root, spawnSource(root, "/root/part_1"), 1))
+	full := rolloutLines(two, root, spawnSource(root, "/root/part_2"), 1)
+	partTwo := write(two, full[:40]) // its session_meta line half written
 	write("01a216aa-20e3-7a60-9381-2426c7c16747", rolloutLines("01a216aa-20e3-7a60-9381-2426c7c16747", root, `{"subagent":"review"}`, 4))
 	write("01a216aa-20e4-7a60-9381-2426c7c16747", rolloutLines("01a216aa-20e4-7a60-9381-2426c7c16747", "01a216aa-0000-7000-8000-000000000000", spawnSource("01a216aa-0000-7000-8000-000000000000", "/root/other"), 4))
 	old := write("01a216aa-20e5-7a60-9381-2426c7c16747", rolloutLines("01a216aa-20e5-7a60-9381-2426c7c16747", root, spawnSource(root, "/root/old"), 4))
-	begun, ok := threadStart(root)
-	if !ok || begun.Year() != 2026 {
-		t.Fatalf("threadStart(%s) = %v %v, want a time in 2026", root, begun, ok)
-	}
 	if err := os.Chtimes(old, begun.Add(-time.Hour), begun.Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	got := map[string][3]int64{}
-	for _, ev := range subAgentSpend(sessions, root, "") {
-		g := got[ev.Agent]
-		got[ev.Agent] = [3]int64{g[0] + ev.InputTokens, g[1] + ev.CacheReadTokens, g[2] + ev.OutputTokens}
-		if ev.Model != "gpt-5.5" {
-			t.Errorf("%s: model %q, want the rollout's gpt-5.5", ev.Agent, ev.Model)
-		}
+	var spend spendOf
+	spend.got = map[string][3]int64{}
+	f := newSubAgentFollower(sessions, "", func() string { return root }, spend.report)
+	f.poll(false)
+	if got, want := spend.String(), fmt.Sprint(map[string][3]int64{"/root/part_1": {100, 40, 5}}); got != want {
+		t.Errorf("first poll: spend per sub-agent %s, want %s", got, want)
 	}
-	want := map[string][3]int64{"/root/part_1": {200, 80, 10}, "/root/part_2": {100, 40, 5}}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("spend per sub-agent %v, want %v", got, want)
+	// part 1's second model call, and part 2's first line whole.
+	if err := os.WriteFile(partOne, []byte(rolloutLines(one, root, spawnSource(root, "/root/part_1"), 2)), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	if evs := subAgentSpend(sessions, "", ""); evs != nil {
-		t.Errorf("no thread named: %v, want nothing", evs)
+	if err := os.WriteFile(partTwo, []byte(full), 0o600); err != nil {
+		t.Fatal(err)
 	}
+	f.poll(false)
+	f.finish()
+	f.finish() // a second finish reads nothing twice
+	if got, want := spend.String(), fmt.Sprint(map[string][3]int64{"/root/part_1": {200, 80, 10}, "/root/part_2": {100, 40, 5}}); got != want {
+		t.Errorf("at the end: spend per sub-agent %s, want %s", got, want)
+	}
+}
+
+// A session whose id tells no start (not a UUIDv7) is looked for in every
+// folder, once, at the end; a call whose Codex named no thread has none.
+func TestSubAgentFollowerWithNoStartLooksEverywhereAtTheEnd(t *testing.T) {
+	sessions := t.TempDir()
+	day := filepath.Join(sessions, "2025", "01", "02")
+	if err := os.MkdirAll(day, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(day, "rollout-x-kid.jsonl"), []byte(rolloutLines("kid", "root-thread", spawnSource("root-thread", ""), 2)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var spend spendOf
+	spend.got = map[string][3]int64{}
+	f := newSubAgentFollower(sessions, "", func() string { return "root-thread" }, spend.report)
+	f.poll(false)
+	if got := spend.String(); got != "map[]" {
+		t.Errorf("while running: %s, want nothing", got)
+	}
+	f.finish()
+	if got, want := spend.String(), fmt.Sprint(map[string][3]int64{"thread kid": {200, 80, 10}}); got != want {
+		t.Errorf("at the end: %s, want %s", got, want)
+	}
+	none := newSubAgentFollower(sessions, "", func() string { return "" }, func(ev budget.UsageEvent) { t.Errorf("booked %+v with no thread", ev) })
+	none.finish()
 }
 
 // threadStart reads a UUIDv7's milliseconds, and refuses any other id.
