@@ -20,11 +20,11 @@ import (
 // agent's tokens only, and each sub-agent writes its own rollout, whose
 // session_meta names the session (the main thread) and its task path. So a
 // call's sub-agents are booked from those rollouts, each under its task
-// path, the name the door gives the sub-agent's
-// requests (gateway/codexsub.go): followed while Codex runs, as the main
-// rollout is, and read to their end when it has exited. Codex's multi-agent is the user's to
-// switch on (`--enable multi_agent_v2` in the backend's args, or
-// [features] in config.toml); Purser does not change what the agent may do.
+// path (the name the door gives the sub-agent's requests,
+// gateway/codexsub.go): followed while Codex runs, as the main rollout is,
+// and read to their end when it has exited. Codex's multi-agent is the
+// user's to switch on (`--enable multi_agent_v2` in the backend's args, or
+// [features] in config.toml): Purser does not change what the agent may do.
 
 // maxSubAgentName bounds a sub-agent's name, as the door bounds it.
 const maxSubAgentName = 120
@@ -65,8 +65,8 @@ type subAgentFollower struct {
 	mu       sync.Mutex
 	since    time.Time // the session's start; zero until known
 	timed    bool      // since is known (the thread id is a UUIDv7)
-	seen     map[string]bool
-	kids     []*proc.Follower
+	seen     map[string]bool  // rollouts whose first line was read
+	kids     []*proc.Follower // the sub-agents' rollouts
 	stopTick func()
 	once     sync.Once
 }
@@ -79,6 +79,9 @@ func (b *Backend) followSubAgents(req purser.CallRequest, p *Parser, report purs
 	return s
 }
 
+// newSubAgentFollower follows, under sessions, the sub-agents of the
+// session thread names, reporting their usage to report; it is not polled
+// until told to.
 func newSubAgentFollower(sessions, model string, thread func() string, report purser.UsageFunc) *subAgentFollower {
 	return &subAgentFollower{sessions: sessions, model: model, thread: thread, report: report, seen: map[string]bool{}, stopTick: func() {}}
 }
