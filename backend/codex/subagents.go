@@ -63,8 +63,8 @@ type subAgentFollower struct {
 	report   purser.UsageFunc
 
 	mu       sync.Mutex
-	since    time.Time // the session's start; zero until known
-	timed    bool      // since is known (the thread id is a UUIDv7)
+	since    time.Time        // the session's start; zero until known
+	timed    bool             // since is known (the thread id is a UUIDv7)
 	seen     map[string]bool  // rollouts whose first line was read
 	kids     []*proc.Follower // the sub-agents' rollouts
 	stopTick func()
