@@ -27,6 +27,8 @@ type route struct {
 	stream   bool   // the path asks for a stream (Gemini)
 	subAgent string // the sub-agent that sent the request ("" the main agent)
 	used     func(budget.UsageEvent)
+	// codex is the Codex thread that sent the request (codexsub.go).
+	codex codexThread
 }
 
 var (
@@ -47,7 +49,7 @@ func routeOf(r *http.Request) (route, bool) {
 		case strings.HasSuffix(p, "/chat/completions"):
 			return route{protocol: OpenAIChat, api: meter.APIChat}, true
 		case strings.HasSuffix(p, "/responses"):
-			return route{protocol: OpenAIResponses, api: meter.APIResponses}, true
+			return route{protocol: OpenAIResponses, api: meter.APIResponses, codex: codexThreadOf(r.Header)}, true
 		case geminiCount.MatchString(p):
 			return route{protocol: Gemini}, true
 		}

@@ -42,7 +42,8 @@ type spawn struct {
 // subAgents is what a lane knows of its sub-agents.
 type subAgents struct {
 	mu     sync.Mutex
-	spawns []spawn // spawn k is spawns[k-1]
+	spawns []spawn      // spawn k is spawns[k-1]
+	codex  codexThreads // Codex's spawned threads (codexsub.go)
 }
 
 // spawnInput is the part of the Agent tool's input the door reads.
@@ -330,8 +331,11 @@ func (l *Lane) bookFor(rt route) func(meter.Usage) {
 
 // subAgentOf is who sent a request, and its name in the ledger.
 func (l *Lane) subAgentOf(rt route, body []byte) (int, string) {
-	if rt.api != meter.APIAnthropic {
-		return 0, ""
+	switch rt.api {
+	case meter.APIAnthropic:
+		return l.subs.whoSent(body)
+	case meter.APIResponses:
+		return l.subs.whoSentCodex(rt.codex)
 	}
-	return l.subs.whoSent(body)
+	return 0, ""
 }

@@ -360,6 +360,8 @@ const rolloutPoll = 100 * time.Millisecond
 // the turn ends: a hard cap can stop Codex mid-turn.
 func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
 	p := NewParser(req.Model)
+	subs := b.followSubAgents(req, p, report) // subagents.go
+	defer subs.stop()
 	// Codex's built-in providers are not metered: only a provider its
 	// config defines with a base_url can be given the meter's (-c).
 	id, _ := b.provider()
@@ -394,6 +396,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		},
 		Follow: &proc.FollowSession{Find: func() string { return b.rollout(req.TaskID, p) }, Feed: p.FeedRollout, Every: rolloutPoll},
 		Finish: func(out proc.Outcome, parseErr error, recovered int, res *purser.CallResult) error {
+			subs.finish()
 			_, failed, text, done, retries := p.state()
 			res.Text = text
 			if !done && recovered > 0 {
