@@ -2,6 +2,7 @@ package purser
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/purser-dev/purser/budget"
 )
@@ -38,12 +39,108 @@ type SpendForecast struct {
 	Runs    int `json:"runs"`
 	// Source says which history it was read from.
 	Source string `json:"source,omitempty"`
+	// Tokens is the forecast of the task's final tokens, made the same
+	// way, for a task capped on tokens or whose money is unknown (a
+	// backend that reports no USD); nil otherwise.
+	Tokens *TokensForecast `json:"tokens,omitempty"`
+}
+
+// TokensForecast is what a task will likely have used in tokens when it
+// ends: SpendForecast's method, on tokens. Without enough history OK is
+// false and Why says so.
+type TokensForecast struct {
+	OK  bool   `json:"ok"`
+	Why string `json:"why,omitempty"`
+	// Used is the tokens the forecast is conditioned on; Median, Low and
+	// High those of the final tokens, Coverage the share the interval
+	// is meant to hold.
+	Used       int64   `json:"usedTokens"`
+	Median     int64   `json:"medianTokens"`
+	Low        int64   `json:"lowTokens"`
+	High       int64   `json:"highTokens"`
+	Coverage   float64 `json:"coverage"`
+	Calibrated bool    `json:"calibrated"`
+	// PSolved, Labelled, Reached and Runs are as in SpendForecast, for
+	// the runs that used at least Used tokens.
+	PSolved  float64 `json:"pSolved"`
+	Labelled int     `json:"labelled"`
+	Reached  int     `json:"reached"`
+	Runs     int     `json:"runs"`
+}
+
+// Headline is the tokens forecast's figures alone: "forecast to finish
+// 1.20M tokens (80 %: 800k–2.10M)".
+func (f TokensForecast) Headline() string {
+	return fmt.Sprintf("forecast to finish %s tokens (%.0f %%: %s–%s)", TokensText(f.Median), f.Coverage*100, TokensText(f.Low), TokensText(f.High))
+}
+
+// String says the tokens forecast in one line, as SpendForecast.String
+// says money's, or why there is none.
+func (f TokensForecast) String() string {
+	if !f.OK {
+		return "no tokens forecast: " + f.Why
+	}
+	s := f.Headline()
+	if !f.Calibrated {
+		s += ", uncalibrated"
+	}
+	if f.Labelled > 0 {
+		s += fmt.Sprintf("; of past runs that reached %s tokens, %.0f %% were solved", TokensText(f.Used), f.PSolved*100)
+	}
+	return s
+}
+
+// TokensText is a count of tokens as the forecast says it: exact under
+// ten thousand, else in thousands ("12.5k", "800k") or millions ("1.20M").
+// The JSON carries the exact figures.
+func TokensText(n int64) string {
+	switch {
+	case n < 10_000:
+		return fmt.Sprintf("%d", n)
+	case n < 100_000:
+		return fmt.Sprintf("%.1fk", float64(n)/1e3)
+	case n < 1_000_000:
+		return fmt.Sprintf("%.0fk", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%.2fM", float64(n)/1e6)
 }
 
 // String says the forecast the way STATUS.md, the live view and alerts say
 // it: "forecast to finish $1.40 (80 %: $0.90–$2.60); of past runs that
 // reached $0.80, 31 % were solved", or why there is none.
 func (f SpendForecast) String() string {
+	if f.Tokens != nil {
+		return f.withTokens(*f.Tokens)
+	}
+	return f.moneyString()
+}
+
+// withTokens says the money forecast and the tokens forecast t in one
+// line: both figures when both are known (P(solved) once, money's), the
+// tokens' alone, with why money has none, when only they are.
+func (f SpendForecast) withTokens(t TokensForecast) string {
+	switch {
+	case f.OK && t.OK:
+		s := f.Headline() + " and " + strings.TrimPrefix(t.Headline(), "forecast to finish ")
+		if !f.Calibrated || !t.Calibrated {
+			s += ", uncalibrated"
+		}
+		if f.Labelled > 0 {
+			s += fmt.Sprintf("; of past runs that reached %s, %.0f %% were solved", f.Spent, f.PSolved*100)
+		}
+		return s
+	case t.OK:
+		return t.String() + " (no money forecast: " + f.Why + ")"
+	case f.OK:
+		return f.moneyString() + " (no tokens forecast: " + t.Why + ")"
+	case f.Why == t.Why:
+		return "no forecast: " + f.Why
+	}
+	return "no forecast: " + f.Why + "; no tokens forecast: " + t.Why
+}
+
+// moneyString is String for the money forecast alone.
+func (f SpendForecast) moneyString() string {
 	if !f.OK {
 		return "no forecast: " + f.Why
 	}
@@ -68,4 +165,10 @@ func (f SpendForecast) Headline() string {
 // use.
 type SpendForecaster interface {
 	ForecastSpend(spent budget.USD) SpendForecast
+}
+
+// TokensForecaster is a SpendForecaster that also forecasts a task's
+// final tokens from the tokens it has used (SpendForecast.Tokens).
+type TokensForecaster interface {
+	ForecastTokens(used int64) TokensForecast
 }

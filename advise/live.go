@@ -13,11 +13,35 @@ import (
 // Forecaster is a fitted spend forecast as the engine asks it: a
 // purser.SpendForecaster saying where its history came from.
 type Forecaster struct {
-	Model  *forecast.Model
+	Model *forecast.Model[budget.USD]
+	// Tokens forecasts the final tokens (nil: no tokens forecast); it is
+	// fitted on more runs than Model when some runs' money is unknown.
+	Tokens *forecast.Model[int64]
 	Source string // e.g. "this project's database: 42 finished runs of claude-sonnet-4-5"
 }
 
-var _ purser.SpendForecaster = Forecaster{}
+var (
+	_ purser.SpendForecaster  = Forecaster{}
+	_ purser.TokensForecaster = Forecaster{}
+)
+
+// ForecastTokens forecasts the final tokens of a task that has used used.
+func (f Forecaster) ForecastTokens(used int64) purser.TokensForecast {
+	if f.Tokens == nil {
+		return purser.TokensForecast{Used: used, Why: f.Source}
+	}
+	g := f.Tokens.Forecast(used)
+	// To the thousand, outward, as money is to the cent.
+	const k = 1000
+	if g.OK {
+		g.Median = (g.Median + k/2) / k * k
+		g.Low = max(g.Low/k*k, min(used, g.Low))
+		g.High = (g.High + k - 1) / k * k
+	}
+	tf := forecast.Tokens(g)
+	tf.Runs = f.Tokens.Runs()
+	return tf
+}
 
 // ForecastSpend forecasts the final spend of a task that has spent spent.
 func (f Forecaster) ForecastSpend(spent budget.USD) purser.SpendForecast {
@@ -33,7 +57,7 @@ func (f Forecaster) ForecastSpend(spent budget.USD) purser.SpendForecast {
 		g.Low = max(g.Low/cent*cent, min(spent, g.Low))
 		g.High = (g.High + cent - 1) / cent * cent
 	}
-	sf := g.Spend()
+	sf := forecast.Spend(g)
 	sf.Runs, sf.Source = f.Model.Runs(), f.Source
 	return sf
 }
@@ -63,5 +87,5 @@ func LiveForecaster(prices *pricing.Catalogue, runs []replay.Run, model, from st
 	if len(same) == 0 && allOtherwise {
 		use, what = finished, fmt.Sprintf("%s: %d finished runs, none of %s (all models pooled)", from, len(finished), model)
 	}
-	return Forecaster{Model: FitForecast(prices, use, forecast.Options{}), Source: what}
+	return Forecaster{Model: FitForecast(prices, use, forecast.Options{}), Tokens: FitTokensForecast(prices, use, forecast.Options{}), Source: what}
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/forecast"
 )
 
@@ -12,14 +13,14 @@ import (
 // lognormal with spread 0.5 around a level of the period's own (spread
 // 0.6 across periods), as runs of one repository are alike and cost
 // differently from another's.
-func periods(r *rand.Rand, n, size int) [][]forecast.Sample {
-	out := make([][]forecast.Sample, n)
+func periods(r *rand.Rand, n, size int) [][]forecast.Sample[budget.USD] {
+	out := make([][]forecast.Sample[budget.USD], n)
 	for i := range out {
 		level := r.NormFloat64() * 0.6
 		for range size {
 			d := math.Exp(level + r.NormFloat64()*0.5)
 			solved := r.Float64() < 0.5
-			out[i] = append(out[i], forecast.Sample{Final: dollars(d), Solved: &solved})
+			out[i] = append(out[i], forecast.Sample[budget.USD]{Final: dollars(d), Solved: &solved})
 		}
 	}
 	return out
@@ -30,7 +31,7 @@ func TestCrossConformalHoldsItsCoverageOnAPeriodItNeverSaw(t *testing.T) {
 	// tested on the next period. Coverage averages over them (one
 	// replication's figure swings with the new period's level).
 	r := rand.New(rand.NewPCG(3, 5))
-	var cross, naive forecast.Score
+	var cross, naive forecast.Score[budget.USD]
 	for range 300 {
 		history := periods(r, 5, 40)
 		test := periods(r, 1, 40)[0]
@@ -41,7 +42,7 @@ func TestCrossConformalHoldsItsCoverageOnAPeriodItNeverSaw(t *testing.T) {
 		}
 		// The correction read from runs dealt alternately from the same
 		// periods sees no shift between periods.
-		var fit, held []forecast.Sample
+		var fit, held []forecast.Sample[budget.USD]
 		for _, p := range history {
 			for i, s := range p {
 				if i%2 == 0 {
@@ -65,13 +66,13 @@ func TestCrossConformalHoldsItsCoverageOnAPeriodItNeverSaw(t *testing.T) {
 	}
 }
 
-func add(total *forecast.Score, s forecast.Score) {
+func add(total *forecast.Score[budget.USD], s forecast.Score[budget.USD]) {
 	total.Covered += s.Covered
 	total.Checkpoints += s.Checkpoints
 }
 
 func TestCrossConformalWithOneFoldIsUncorrected(t *testing.T) {
-	m := forecast.FitCross([][]forecast.Sample{ladder(100, 50)}, forecast.Options{})
+	m := forecast.FitCross([][]forecast.Sample[budget.USD]{ladder(100, 50)}, forecast.Options{})
 	if m.Calibrated() != 0 || m.Forecast(0).Calibrated {
 		t.Errorf("one fold has nothing held out, yet the model says it was corrected on %d scores", m.Calibrated())
 	}

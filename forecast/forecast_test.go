@@ -15,11 +15,11 @@ func dollars(d float64) budget.USD { return budget.USD(math.Round(d * budget.Nan
 
 // ladder is a history of runs ending at $1, $2, … $n; those ending at or
 // under solvedUpTo were solved.
-func ladder(n int, solvedUpTo float64) []forecast.Sample {
-	out := make([]forecast.Sample, n)
+func ladder(n int, solvedUpTo float64) []forecast.Sample[budget.USD] {
+	out := make([]forecast.Sample[budget.USD], n)
 	for i := range out {
 		solved := float64(n-i) <= solvedUpTo
-		out[i] = forecast.Sample{Final: dollars(float64(n - i)), Solved: &solved}
+		out[i] = forecast.Sample[budget.USD]{Final: dollars(float64(n - i)), Solved: &solved}
 	}
 	return out
 }
@@ -68,7 +68,7 @@ func TestTooLittleHistoryForecastsNothing(t *testing.T) {
 	if !strings.HasPrefix(f.String(), "no forecast: not enough history") {
 		t.Errorf("String = %q", f.String())
 	}
-	if f := forecast.Fit(nil, forecast.Options{}).Forecast(0); f.OK {
+	if f := forecast.Fit[budget.USD](nil, forecast.Options{}).Forecast(0); f.OK {
 		t.Errorf("an empty history forecast %+v", f)
 	}
 }
@@ -76,9 +76,9 @@ func TestTooLittleHistoryForecastsNothing(t *testing.T) {
 func TestForecastNeverBelowWhatIsSpent(t *testing.T) {
 	m := forecast.Fit(ladder(100, 0), forecast.Options{MinReached: 1})
 	// Shrink the interval hard: held-out runs all at the median.
-	var held []forecast.Sample
+	var held []forecast.Sample[budget.USD]
 	for range 50 {
-		held = append(held, forecast.Sample{Final: dollars(50)})
+		held = append(held, forecast.Sample[budget.USD]{Final: dollars(50)})
 	}
 	m.Conformalize(held)
 	for _, spent := range []budget.USD{0, dollars(20), dollars(99.5)} {
@@ -102,12 +102,12 @@ func TestCheckpointsAreADoublingGridOfWhatTheRunPassed(t *testing.T) {
 
 // lognormal draws n runs whose final spend is lognormal around $1 with
 // spread sigma; the cheaper half is solved more often.
-func lognormal(r *rand.Rand, n int, sigma float64) []forecast.Sample {
-	out := make([]forecast.Sample, n)
+func lognormal(r *rand.Rand, n int, sigma float64) []forecast.Sample[budget.USD] {
+	out := make([]forecast.Sample[budget.USD], n)
 	for i := range out {
 		d := math.Exp(r.NormFloat64() * sigma)
 		solved := r.Float64() < 1/(1+d)
-		out[i] = forecast.Sample{Final: dollars(d), Solved: &solved}
+		out[i] = forecast.Sample[budget.USD]{Final: dollars(d), Solved: &solved}
 	}
 	return out
 }

@@ -22,12 +22,13 @@ type adviseFlags struct {
 	pricingPath, db, plot  string
 	asJSON, fromDB         bool
 	calibrate, test, split string
+	metric                 string
 }
 
 func newAdviseCmd() *cobra.Command {
 	var fl adviseFlags
 	cmd := &cobra.Command{
-		Use:   "advise (CORPUS.jsonl | --from-db) [--plot FILE.svg] | --calibrate TRAIN.jsonl [--test TEST.jsonl | --split time|alternate]",
+		Use:   "advise (CORPUS.jsonl | --from-db) [--plot FILE.svg] | --calibrate TRAIN.jsonl [--test TEST.jsonl | --split time|alternate] [--metric money|tokens]",
 		Short: "Propose budgets from recorded runs, with the trade-off of candidate hard caps",
 		Long: `Proposes optimal / warning / hard per metric for each system and model in the
 history: optimal near the median of solved runs, warning near their 75th
@@ -41,7 +42,10 @@ distribution of solved and unsolved runs with the proposed lines as SVG.
 TRAIN held out in turn (cross-conformal), and scored on TEST — or, without
 --test, on TRAIN split by --split (time: each system's later half is the
 test) — it prints how often the 80 % interval held the final spend, and the
-median's error, per system and model.`,
+median's error, per system and model; beside it, the same forecast learning
+from each test run once it ended, in time order (adaptive). --metric tokens
+checks the forecast of the final tokens instead (every run whose tokens are
+known, priced or not).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runAdvise(cmd, fl, args) },
 	}
@@ -52,6 +56,7 @@ median's error, per system and model.`,
 	cmd.Flags().StringVar(&fl.calibrate, "calibrate", "", "check the spend forecast: fit it on this corpus (JSON Lines; \"db\" for --from-db)")
 	cmd.Flags().StringVar(&fl.test, "test", "", "with --calibrate: score the forecast on this corpus")
 	cmd.Flags().StringVar(&fl.split, "split", string(advise.SplitTime), "with --calibrate and no --test: how to split the corpus (time or alternate)")
+	cmd.Flags().StringVar(&fl.metric, "metric", "money", "with --calibrate: the forecast to check (money or tokens)")
 	cmd.Flags().StringVar(&fl.plot, "plot", "", "write the distribution with the proposed lines to this SVG file")
 	return cmd
 }
@@ -203,6 +208,9 @@ func runCalibrate(cmd *cobra.Command, prices *pricing.Catalogue, fl adviseFlags,
 		return badInput(fmt.Errorf("with --calibrate, give the corpora as --calibrate and --test, not as an argument"))
 	}
 	trainPath, testPath, split := fl.calibrate, fl.test, fl.split
+	if fl.metric != "money" && fl.metric != "tokens" {
+		return badInput(fmt.Errorf("--metric: want money or tokens, got %q", fl.metric))
+	}
 	if trainPath == "" {
 		return badInput(fmt.Errorf("--test needs --calibrate TRAIN.jsonl (the runs the forecast is fitted on)"))
 	}
@@ -228,7 +236,15 @@ func runCalibrate(cmd *cobra.Command, prices *pricing.Catalogue, fl adviseFlags,
 		return badInput(fmt.Errorf("--calibrate needs runs to fit on and runs to test on (got %d and %d)", len(train), len(test)))
 	}
 	opts := forecast.Options{Coverage: forecast.DefaultCoverage, MinReached: forecast.DefaultMinReached}
-	cs := advise.Calibrate(prices, train, test, opts)
+	var cs []advise.Calibration
+	switch fl.metric {
+	case "money":
+		cs = advise.Calibrate(prices, train, test, opts)
+	case "tokens":
+		cs = advise.CalibrateTokens(prices, train, test, opts)
+	default:
+		return badInput(fmt.Errorf("--metric: want money or tokens, got %q", fl.metric))
+	}
 	if fl.asJSON {
 		enc := json.NewEncoder(cmd.OutOrStdout())
 		enc.SetIndent("", "  ")
@@ -249,11 +265,18 @@ func calibrationJSON(cs []advise.Calibration) any {
 		Coverage       float64    `json:"coverage"`
 		CoverageSE     float64    `json:"coverageSE"`
 		MedianRelError float64    `json:"medianRelError"`
-		MedianAbsError budget.USD `json:"medianAbsErrorUsd"`
-		Brier          *float64   `json:"brierSolved"`
+		MedianAbsError *budget.USD `json:"medianAbsErrorUsd,omitempty"`
+		MedianAbsTok   *int64      `json:"medianAbsErrorTokens,omitempty"`
+		Brier          *float64    `json:"brierSolved"`
 	}
-	toScore := func(s forecast.Score) score {
-		out := score{Forecasts: s.Checkpoints, Skipped: s.Skipped, Coverage: s.Coverage, CoverageSE: s.CoverageSE, MedianRelError: s.MedianRelError, MedianAbsError: s.MedianAbsError}
+	toScore := func(m budget.Metric, s forecast.Score[int64]) score {
+		out := score{Forecasts: s.Checkpoints, Skipped: s.Skipped, Coverage: s.Coverage, CoverageSE: s.CoverageSE, MedianRelError: s.MedianRelError}
+		if m == budget.Tokens {
+			out.MedianAbsTok = &s.MedianAbsError
+		} else {
+			usd := budget.USD(s.MedianAbsError)
+			out.MedianAbsError = &usd
+		}
 		if s.BrierN > 0 {
 			b := s.Brier
 			out.Brier = &b
@@ -269,21 +292,31 @@ func calibrationJSON(cs []advise.Calibration) any {
 		Unpriced   int    `json:"unpricedRuns"`
 		Raw        score  `json:"raw"`
 		Calibrated score  `json:"calibrated"`
+		Adaptive   score  `json:"adaptive"`
 		Why        string `json:"why,omitempty"`
 		Timed      bool   `json:"timed"`
 	}
+	metric := budget.Money
+	if len(cs) > 0 {
+		metric = cs[0].Metric
+	}
 	out := struct {
-		Groups []group `json:"groups"`
+		Metric budget.Metric `json:"metric"`
+		Groups []group       `json:"groups"`
 		Pooled struct {
 			Raw        score `json:"raw"`
 			Calibrated score `json:"calibrated"`
+			Adaptive   score `json:"adaptive"`
 		} `json:"pooled"`
-	}{Groups: []group{}}
+	}{Metric: metric, Groups: []group{}}
 	for _, c := range cs {
-		out.Groups = append(out.Groups, group{c.System, c.Model, c.Fit, c.Folds, c.Test, c.Unpriced, toScore(c.Raw), toScore(c.Calibrated), c.Why, c.Timed})
+		out.Groups = append(out.Groups, group{c.System, c.Model, c.Fit, c.Folds, c.Test, c.Unpriced,
+			toScore(metric, c.Raw), toScore(metric, c.Calibrated), toScore(metric, c.Adaptive), c.Why, c.Timed})
 	}
-	out.Pooled.Raw = toScore(advise.Pooled(cs, func(c advise.Calibration) forecast.Score { return c.Raw }))
-	out.Pooled.Calibrated = toScore(advise.Pooled(cs, func(c advise.Calibration) forecast.Score { return c.Calibrated }))
+	pooled := func(pick func(advise.Calibration) forecast.Score[int64]) score { return toScore(metric, advise.Pooled(cs, pick)) }
+	out.Pooled.Raw = pooled(func(c advise.Calibration) forecast.Score[int64] { return c.Raw })
+	out.Pooled.Calibrated = pooled(func(c advise.Calibration) forecast.Score[int64] { return c.Calibrated })
+	out.Pooled.Adaptive = pooled(func(c advise.Calibration) forecast.Score[int64] { return c.Adaptive })
 	return out
 }
 
