@@ -260,11 +260,11 @@ func runCalibrate(cmd *cobra.Command, prices *pricing.Catalogue, fl adviseFlags,
 // calibrationJSON is advise --calibrate --json: per group and pooled.
 func calibrationJSON(cs []advise.Calibration) any {
 	type score struct {
-		Forecasts      int        `json:"forecasts"`
-		Skipped        int        `json:"skipped"`
-		Coverage       float64    `json:"coverage"`
-		CoverageSE     float64    `json:"coverageSE"`
-		MedianRelError float64    `json:"medianRelError"`
+		Forecasts      int         `json:"forecasts"`
+		Skipped        int         `json:"skipped"`
+		Coverage       float64     `json:"coverage"`
+		CoverageSE     float64     `json:"coverageSE"`
+		MedianRelError float64     `json:"medianRelError"`
 		MedianAbsError *budget.USD `json:"medianAbsErrorUsd,omitempty"`
 		MedianAbsTok   *int64      `json:"medianAbsErrorTokens,omitempty"`
 		Brier          *float64    `json:"brierSolved"`
@@ -313,7 +313,9 @@ func calibrationJSON(cs []advise.Calibration) any {
 		out.Groups = append(out.Groups, group{c.System, c.Model, c.Fit, c.Folds, c.Test, c.Unpriced,
 			toScore(metric, c.Raw), toScore(metric, c.Calibrated), toScore(metric, c.Adaptive), c.Why, c.Timed})
 	}
-	pooled := func(pick func(advise.Calibration) forecast.Score[int64]) score { return toScore(metric, advise.Pooled(cs, pick)) }
+	pooled := func(pick func(advise.Calibration) forecast.Score[int64]) score {
+		return toScore(metric, advise.Pooled(cs, pick))
+	}
 	out.Pooled.Raw = pooled(func(c advise.Calibration) forecast.Score[int64] { return c.Raw })
 	out.Pooled.Calibrated = pooled(func(c advise.Calibration) forecast.Score[int64] { return c.Calibrated })
 	out.Pooled.Adaptive = pooled(func(c advise.Calibration) forecast.Score[int64] { return c.Adaptive })
