@@ -172,3 +172,31 @@ type SpendForecaster interface {
 type TokensForecaster interface {
 	ForecastTokens(used int64) TokensForecast
 }
+
+// ForecastWarningArtifact is the task artifact in which the engine records
+// that the forecast trigger put the task in WARNING (a ForecastWarning,
+// JSON): a resumed task is put back in WARNING without its WARNING alert
+// being sent a second time.
+const ForecastWarningArtifact = "forecast-warning.json"
+
+// ForecastWarning is what ForecastWarningArtifact holds: why the forecast
+// trigger fired, and the hard caps it was compared with.
+type ForecastWarning struct {
+	Why        string      `json:"why"`
+	HardUSD    *budget.USD `json:"hardUsd,omitempty"`
+	HardTokens *int64      `json:"hardTokens,omitempty"`
+}
+
+// Holds reports whether the warning still stands under hard: the same hard
+// caps as when it fired. A budget raised (or otherwise changed) since
+// re-arms the trigger, which then compares the forecast afresh.
+func (w ForecastWarning) Holds(hard budget.HardLimits) bool {
+	return samePtr(w.HardUSD, hard.USD) && samePtr(w.HardTokens, hard.Tokens)
+}
+
+func samePtr[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}

@@ -11,7 +11,6 @@ import (
 	"github.com/purser-dev/purser/alert"
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/config"
-	"github.com/purser-dev/purser/report"
 )
 
 // Alerts is a run's webhook notifier, when purser.yaml configures one. A nil
@@ -57,7 +56,7 @@ func StartAlerts(ctx context.Context, stderr io.Writer, proj *config.Project, st
 		fmt.Fprintf(stderr, "purser: delivering %d alert(s) an earlier run did not deliver\n", rec.Queued)
 	}
 	for _, t := range tasks {
-		st, state, err := report.RecordedStatus(ctx, store, t.ID)
+		st, state, err := alertBaseline(ctx, store, t.ID)
 		if errors.Is(err, purser.ErrNotFound) {
 			continue
 		}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -166,4 +167,28 @@ func (s *StoredForecasts) forecast(ctx context.Context, rec purser.TaskRecord, s
 	t := purser.Task{ID: rec.ID, File: rec.File, Budget: rec.Budget, Backend: purser.BackendSpec{Models: map[string]string{"": model}}}
 	fc := s.f.resolveWithout(ctx, t, rec.ID).ForecastSpend(spent)
 	return &fc
+}
+
+// alertBaseline is where a task stood before this process runs it, as its
+// alerts start from (alert.Notifier.Baseline): its recorded status, and at
+// least WARNING when the forecast trigger put it there and its hard caps
+// are unchanged since. The engine then holds it in WARNING again before
+// any other event (purser.ForecastWarningArtifact), and the WARNING alert,
+// sent when the trigger fired, is not sent a second time.
+func alertBaseline(ctx context.Context, s Store, id string) (budget.Status, purser.TaskState, error) {
+	rec, err := s.Task(ctx, id)
+	if err != nil {
+		return budget.Status{}, "", err
+	}
+	st, err := report.RecordStatus(ctx, s, rec)
+	if err != nil {
+		return budget.Status{}, "", err
+	}
+	if st.Tier < budget.Warning && rec.Budget.Warning.Forecast == budget.ForecastHard {
+		var w purser.ForecastWarning
+		if b, err := s.Artifact(ctx, id, purser.ForecastWarningArtifact); err == nil && json.Unmarshal(b, &w) == nil && w.Why != "" && w.Holds(rec.Budget.Hard) {
+			st.Tier = budget.Warning
+		}
+	}
+	return st, rec.State, nil
 }

@@ -77,7 +77,8 @@ type Limits struct {
 // with to enter WARNING early (warning.forecast).
 type ForecastTrigger string
 
-// ForecastHard: WARNING once the forecast's upper bound passes hard.usd.
+// ForecastHard: WARNING once the forecast's upper bound passes hard.usd,
+// or the tokens forecast's passes hard.tokens.
 const ForecastHard ForecastTrigger = "hard"
 
 // OnHard is what happens to the call in flight when a hard cap is crossed.
@@ -175,8 +176,8 @@ func (c Config) Validate() error {
 	switch c.Warning.Forecast {
 	case "":
 	case ForecastHard:
-		if c.Hard.USD == nil {
-			add("warning.forecast", "needs hard.usd: the forecast's upper bound is compared with it")
+		if c.Hard.USD == nil && c.Hard.Tokens == nil {
+			add("warning.forecast", "needs hard.usd or hard.tokens: the forecast's upper bound is compared with it")
 		}
 	default:
 		add("warning.forecast", "must be %q, got %q", ForecastHard, c.Warning.Forecast)

@@ -23,6 +23,9 @@ func TestConfigValidateForecastOnHardStuck(t *testing.T) {
 		{"corpus", func(c *budget.Config) { c.Forecast = &budget.ForecastSource{Corpus: "runs.jsonl"} }, ""},
 		{"unknown trigger", func(c *budget.Config) { c.Warning.Forecast = "soft" }, "warning.forecast"},
 		{"trigger without hard.usd", func(c *budget.Config) { c.Hard.USD = nil; c.Warning.Forecast = budget.ForecastHard }, "warning.forecast"},
+		{"trigger on hard.tokens alone", func(c *budget.Config) {
+			c.Hard.USD, c.Hard.Tokens, c.Warning.Forecast = nil, ptr[int64](100_000), budget.ForecastHard
+		}, ""},
 		{"trigger on optimal", func(c *budget.Config) { c.Optimal.Forecast = budget.ForecastHard }, "optimal.forecast"},
 		{"unknown onHard", func(c *budget.Config) { c.OnHard = "finish" }, "onHard"},
 		{"stuckAfter zero", func(c *budget.Config) { c.StuckAfter = ptr(0) }, "stuckAfter"},

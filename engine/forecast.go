@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -32,17 +34,60 @@ func (t *taskRun) startForecast(ctx context.Context) {
 	if t.e.cfg.Forecasts != nil {
 		t.fc.f = t.e.cfg.Forecasts(ctx, t.task)
 	}
+	t.restoreForecastWarning(ctx)
 	t.updateForecast(ctx)
 }
 
-// updateForecast forecasts the final spend from the spend now, says it
-// (EventForecast), and fires the forecast trigger when its upper bound has
-// passed the hard money cap.
+// restoreForecastWarning puts a resumed task back in WARNING when the
+// forecast trigger put it there before (ForecastWarningArtifact) and its
+// hard caps are unchanged: before any other event, so that alerts, whose
+// baseline for a resumed task says the same (app), do not announce it a
+// second time. A raised budget re-arms the trigger instead.
+func (t *taskRun) restoreForecastWarning(ctx context.Context) {
+	cfg := t.task.Budget
+	if cfg.Warning.Forecast != budget.ForecastHard {
+		return
+	}
+	b, err := t.e.cfg.Store.Artifact(ctx, t.task.ID, purser.ForecastWarningArtifact)
+	if err != nil {
+		if !errors.Is(err, purser.ErrNotFound) {
+			t.log.Warn("forecast trigger: reading whether it fired before", "error", err)
+		}
+		return
+	}
+	var w purser.ForecastWarning
+	if err := json.Unmarshal(b, &w); err != nil || w.Why == "" || !w.Holds(cfg.Hard) {
+		return
+	}
+	t.fc.mu.Lock()
+	t.fc.triggered = w.Why
+	t.fc.mu.Unlock()
+	t.budget.HoldWarning()
+}
+
+// recordForecastWarning records that the forecast trigger fired, and why
+// (restoreForecastWarning). A failure to is logged: the task goes on in
+// WARNING all the same; only a resume would announce it again.
+func (t *taskRun) recordForecastWarning(ctx context.Context, why string) {
+	hard := t.task.Budget.Hard
+	b, err := json.Marshal(purser.ForecastWarning{Why: why, HardUSD: hard.USD, HardTokens: hard.Tokens})
+	if err == nil {
+		err = t.e.cfg.Store.SaveArtifact(context.WithoutCancel(ctx), t.task.ID, purser.ForecastWarningArtifact, b)
+	}
+	if err != nil {
+		t.log.Warn("forecast trigger: recording that it fired", "error", err)
+	}
+}
+
+// updateForecast forecasts the final spend from the spend now (and the
+// final tokens, when the task needs them: forecastOf), says it
+// (EventForecast), and fires the forecast trigger when an upper bound has
+// passed its hard cap.
 func (t *taskRun) updateForecast(ctx context.Context) {
 	if t.fc == nil || t.fc.f == nil {
 		return
 	}
-	f := t.fc.f.ForecastSpend(t.budget.Totals().USD)
+	f := t.forecastOf(t.budget.Totals())
 	text := f.String()
 	t.fc.mu.Lock()
 	t.fc.last = &f
@@ -57,30 +102,68 @@ func (t *taskRun) updateForecast(ctx context.Context) {
 	t.checkForecastTrigger(ctx, f)
 }
 
+// forecastOf is the forecast at totals: the money forecast, and the
+// tokens forecast beside it for a task capped on tokens or whose money is
+// not known in full (a backend that reports no USD, calls left unpriced).
+// Where no call's money is known the money forecast, conditioned on a $0
+// that means nothing, is replaced by why there is none.
+func (t *taskRun) forecastOf(totals budget.Totals) purser.SpendForecast {
+	f := t.fc.f.ForecastSpend(totals.USD)
+	tf, ok := t.fc.f.(purser.TokensForecaster)
+	src := totals.USDSource()
+	if !ok || (t.task.Budget.Hard.Tokens == nil && src != budget.SourceUnknown && src != budget.SourcePartial) {
+		return f
+	}
+	tok := tf.ForecastTokens(totals.Tokens)
+	f.Tokens = &tok
+	if src == budget.SourceUnknown {
+		f = purser.SpendForecast{Why: "this task's spend in money is unknown (no call of it was priced)", Spent: totals.USD,
+			Runs: f.Runs, Source: f.Source, Tokens: &tok}
+	}
+	return f
+}
+
 // checkForecastTrigger puts the task's budget in WARNING (HoldWarning)
-// once the forecast's upper bound passes hard.usd, if the budget asks for
-// it (warning.forecast: hard): its degrade policy acts, status says
-// WARNING, and the budget's tier change is announced — the tier event and
-// the WARNING alert — once, saying why (tierMessage). It never leaves it: a
-// forecast that falls back is no reason to spend freely again within the
-// same task run. HARD is still reached by the spend alone.
-func (t *taskRun) checkForecastTrigger(_ context.Context, f purser.SpendForecast) {
-	cfg := t.task.Budget
-	if cfg.Warning.Forecast != budget.ForecastHard || cfg.Hard.USD == nil || !f.OK || f.High <= *cfg.Hard.USD {
+// once the forecast's upper bound passes hard.usd (or the tokens
+// forecast's hard.tokens), if the budget asks for it (warning.forecast:
+// hard): its degrade policy acts, status says WARNING, and the budget's
+// tier change is announced — the tier event and the WARNING alert — once,
+// saying why (tierMessage). It never leaves it: a forecast that falls back
+// is no reason to spend freely again within the same task run. HARD is
+// still reached by the spend alone.
+func (t *taskRun) checkForecastTrigger(ctx context.Context, f purser.SpendForecast) {
+	if t.task.Budget.Warning.Forecast != budget.ForecastHard {
+		return
+	}
+	why := passesHard(t.task.Budget.Hard, f)
+	if why == "" {
 		return
 	}
 	t.fc.mu.Lock()
 	fired := t.fc.triggered == ""
 	if fired {
-		t.fc.triggered = fmt.Sprintf("%s passes the hard %s", f.Headline(), *cfg.Hard.USD)
+		t.fc.triggered = why
 	}
-	why := t.fc.triggered
 	t.fc.mu.Unlock()
 	if !fired {
 		return
 	}
 	t.log.Warn("forecast trigger: WARNING before the spend gets there", "why", why)
+	t.recordForecastWarning(ctx, why)
 	t.budget.HoldWarning() // its listener announces the change (tierMessage)
+}
+
+// passesHard is why f passes a hard cap of hard — "forecast to finish
+// $2.00 (80 %: $0.40–$4.00) passes the hard $1.00", or the same of tokens
+// — or "" when no upper bound passes its cap. Money is looked at first.
+func passesHard(hard budget.HardLimits, f purser.SpendForecast) string {
+	if hard.USD != nil && f.OK && f.High > *hard.USD {
+		return fmt.Sprintf("%s passes the hard %s", f.Headline(), *hard.USD)
+	}
+	if tok := f.Tokens; hard.Tokens != nil && tok != nil && tok.OK && tok.High > *hard.Tokens {
+		return fmt.Sprintf("%s passes the hard %d tokens", tok.Headline(), *hard.Tokens)
+	}
+	return ""
 }
 
 // tierMessage is the tier event for a budget's change of tier, which the
@@ -128,7 +211,9 @@ func (t *taskRun) forecastNote(spent budget.USD) string {
 	if t.fc == nil || t.fc.f == nil {
 		return ""
 	}
-	return "; " + t.fc.f.ForecastSpend(spent).String()
+	totals := t.budget.Totals()
+	totals.USD = spent
+	return "; " + t.forecastOf(totals).String()
 }
 
 // degrade is the degrade decision for a call: the budget's, with the
