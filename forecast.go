@@ -200,3 +200,25 @@ func samePtr[T comparable](a, b *T) bool {
 	}
 	return *a == *b
 }
+
+// ForecastAt is f's forecast for a task of budget cfg at totals: the money
+// forecast, and the tokens forecast beside it (when f makes one) for a task
+// capped on tokens or whose money is not known in full (a backend that
+// reports no USD, calls left unpriced). Where no call's money is known the
+// money forecast, conditioned on a $0 that means nothing, is replaced by
+// why there is none. The engine, status and the dashboard all read it so.
+func ForecastAt(f SpendForecaster, cfg budget.Config, totals budget.Totals) SpendForecast {
+	sf := f.ForecastSpend(totals.USD)
+	tf, ok := f.(TokensForecaster)
+	src := totals.USDSource()
+	if !ok || (cfg.Hard.Tokens == nil && src != budget.SourceUnknown && src != budget.SourcePartial) {
+		return sf
+	}
+	tok := tf.ForecastTokens(totals.Tokens)
+	sf.Tokens = &tok
+	if src == budget.SourceUnknown {
+		sf = SpendForecast{Why: "this task's spend in money is unknown (no call of it was priced)", Spent: totals.USD,
+			Runs: sf.Runs, Source: sf.Source, Tokens: &tok}
+	}
+	return sf
+}

@@ -71,8 +71,28 @@ func NoForecaster(why string) Forecaster { return Forecaster{Source: why} }
 // finished runs (labelled solved or not) of model, or, when the history has
 // none of that model and allOtherwise is set, all its finished runs (the
 // source then says so: runs of other systems forecast this one poorly).
-// from names the history for the source line.
+// from names the history for the source line. The money forecast reads the
+// runs whose spend is known in full, the tokens forecast every run whose
+// tokens are known.
 func LiveForecaster(prices *pricing.Catalogue, runs []replay.Run, model, from string, allOtherwise bool) Forecaster {
+	return LiveForecasterOf(prices, runs, runs, model, from, allOtherwise)
+}
+
+// LiveForecasterOf is LiveForecaster with the money forecast fitted on
+// moneyRuns and the tokens forecast on tokenRuns: a history that knows
+// which of its runs' money is known only in part (a Purser database) leaves
+// them out of moneyRuns, where their tokens, read as a totals-only run's,
+// would be priced anew.
+func LiveForecasterOf(prices *pricing.Catalogue, moneyRuns, tokenRuns []replay.Run, model, from string, allOtherwise bool) Forecaster {
+	money, what := finishedOf(moneyRuns, model, from, allOtherwise)
+	tokens, _ := finishedOf(tokenRuns, model, from, allOtherwise)
+	return Forecaster{Model: FitForecast(prices, money, forecast.Options{}), Tokens: FitTokensForecast(prices, tokens, forecast.Options{}), Source: what}
+}
+
+// finishedOf are the finished runs of model in runs (all finished runs
+// when none is of model and allOtherwise is set), and the source line
+// saying so.
+func finishedOf(runs []replay.Run, model, from string, allOtherwise bool) ([]replay.Run, string) {
 	var same, finished []replay.Run
 	for _, r := range runs {
 		if r.Resolved == nil {
@@ -83,9 +103,8 @@ func LiveForecaster(prices *pricing.Catalogue, runs []replay.Run, model, from st
 			same = append(same, r)
 		}
 	}
-	use, what := same, fmt.Sprintf("%s: %d finished runs of %s", from, len(same), model)
 	if len(same) == 0 && allOtherwise {
-		use, what = finished, fmt.Sprintf("%s: %d finished runs, none of %s (all models pooled)", from, len(finished), model)
+		return finished, fmt.Sprintf("%s: %d finished runs, none of %s (all models pooled)", from, len(finished), model)
 	}
-	return Forecaster{Model: FitForecast(prices, use, forecast.Options{}), Tokens: FitTokensForecast(prices, use, forecast.Options{}), Source: what}
+	return same, fmt.Sprintf("%s: %d finished runs of %s", from, len(same), model)
 }

@@ -103,7 +103,11 @@ func (f *forecasters) resolveWithout(ctx context.Context, t purser.Task, exclude
 		if exclude != "" {
 			runs = slices.DeleteFunc(runs, func(r replay.Run) bool { return r.InstanceID == exclude })
 		}
-		fc = advise.LiveForecaster(f.prices, runs, model, "this project's database", false)
+		// A run whose money is known only in part would be re-priced from
+		// its tokens (all read as input) by the money forecast: it reads
+		// the runs whose money is known, the tokens forecast all of them.
+		fc = advise.LiveForecasterOf(f.prices, slices.DeleteFunc(slices.Clone(runs), func(r replay.Run) bool { return !moneyKnown(r) }), runs,
+			model, "this project's database", false)
 		f.cache[key] = fitted{fc: fc, version: version}
 	}
 	return fc
@@ -115,9 +119,16 @@ func (f *forecasters) resolveWithout(ctx context.Context, t purser.Task, exclude
 func (a *App) TaskForecasts(ctx context.Context, recs []purser.TaskRecord, tasks []report.TaskStatus) {
 	sf := a.StoredForecasts(0)
 	for i, rec := range recs {
-		if i < len(tasks) {
-			tasks[i].Forecast = sf.forecast(ctx, rec, tasks[i].Budget.UsedUSD)
+		if i >= len(tasks) || rec.State == purser.StateDone {
+			continue
 		}
+		// The stored totals, not the status's figures: the forecast asks
+		// whether the task's money is known (their events' sources).
+		totals, err := a.Store.UsageTotals(ctx, rec.ID)
+		if err != nil {
+			continue
+		}
+		tasks[i].Forecast = sf.forecast(ctx, rec, totals)
 	}
 }
 
@@ -148,24 +159,31 @@ func (s *StoredForecasts) Forecast(ctx context.Context, id string) *purser.Spend
 	if err != nil {
 		return nil
 	}
+	if rec.State == purser.StateDone {
+		return nil
+	}
 	totals, err := s.a.Store.UsageTotals(ctx, id)
 	if err != nil {
 		return nil
 	}
-	return s.forecast(ctx, rec, totals.USD)
+	return s.forecast(ctx, rec, totals)
 }
 
-func (s *StoredForecasts) forecast(ctx context.Context, rec purser.TaskRecord, spent budget.USD) *purser.SpendForecast {
+// forecast is the forecast of the task rec at totals, as the engine makes
+// it (purser.ForecastAt); nil when it is DONE.
+func (s *StoredForecasts) forecast(ctx context.Context, rec purser.TaskRecord, totals budget.Totals) *purser.SpendForecast {
 	if rec.State == purser.StateDone {
 		return nil
 	}
+	var f purser.SpendForecaster
 	if _, _, err := s.f.hist.runs(ctx); err != nil {
-		fc := advise.NoForecaster(fmt.Sprintf("the project's history could not be read: %v", err)).ForecastSpend(spent)
-		return &fc
+		f = advise.NoForecaster(fmt.Sprintf("the project's history could not be read: %v", err))
+	} else {
+		model := s.f.hist.model(rec.ID)
+		t := purser.Task{ID: rec.ID, File: rec.File, Budget: rec.Budget, Backend: purser.BackendSpec{Models: map[string]string{"": model}}}
+		f = s.f.resolveWithout(ctx, t, rec.ID)
 	}
-	model := s.f.hist.model(rec.ID)
-	t := purser.Task{ID: rec.ID, File: rec.File, Budget: rec.Budget, Backend: purser.BackendSpec{Models: map[string]string{"": model}}}
-	fc := s.f.resolveWithout(ctx, t, rec.ID).ForecastSpend(spent)
+	fc := purser.ForecastAt(f, rec.Budget, totals)
 	return &fc
 }
 

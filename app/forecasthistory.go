@@ -117,9 +117,12 @@ func (h *history) refreshLocked(ctx context.Context) error {
 }
 
 // runFromTotals is one task as a run of the history: its final spend from
-// its stored totals (unknown when any of its calls was unpriced), the model
-// of its first call, and whether it was solved (DONE) — unlabelled while
-// it could still finish.
+// its stored totals, the model of its first call, and whether it was
+// solved (DONE) — unlabelled while it could still finish. Its tokens are
+// kept whatever is known of its money (the tokens forecast reads them);
+// its spend is left unknown (TotalCostUSD nil) when any of its calls was
+// unpriced: the known part is a lower bound, and a final spend read low
+// would pull every money interval down with it (moneyKnown).
 func runFromTotals(ctx context.Context, s Store, rec purser.TaskRecord) (replay.Run, error) {
 	run := replay.Run{InstanceID: rec.ID, System: "purser", WallTime: rec.Elapsed}
 	calls, err := s.CallUsage(ctx, rec.ID)
@@ -138,9 +141,18 @@ func runFromTotals(ctx context.Context, s Store, rec purser.TaskRecord) (replay.
 	if err != nil {
 		return run, fmt.Errorf("the forecast's history: %w", err)
 	}
+	// Every token as input: the forecast reads their sum (as the budget
+	// counts them), never prices them — a run's money is its recorded USD
+	// or unknown.
+	run.TotalInputTokens = totals.Tokens
 	if src := totals.USDSource(); len(calls) > 0 && src != budget.SourceUnknown && src != budget.SourcePartial {
 		usd := totals.USD
 		run.TotalCostUSD = &usd
 	}
 	return run, nil
 }
+
+// moneyKnown reports whether a history run's final spend is known in full
+// (runFromTotals): only those are read by the money forecast; every
+// finished run is read by the tokens one.
+func moneyKnown(r replay.Run) bool { return r.TotalCostUSD != nil }

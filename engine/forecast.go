@@ -102,25 +102,10 @@ func (t *taskRun) updateForecast(ctx context.Context) {
 	t.checkForecastTrigger(ctx, f)
 }
 
-// forecastOf is the forecast at totals: the money forecast, and the
-// tokens forecast beside it for a task capped on tokens or whose money is
-// not known in full (a backend that reports no USD, calls left unpriced).
-// Where no call's money is known the money forecast, conditioned on a $0
-// that means nothing, is replaced by why there is none.
+// forecastOf is the forecast at totals (purser.ForecastAt): the money
+// forecast, with the tokens forecast where the task needs it.
 func (t *taskRun) forecastOf(totals budget.Totals) purser.SpendForecast {
-	f := t.fc.f.ForecastSpend(totals.USD)
-	tf, ok := t.fc.f.(purser.TokensForecaster)
-	src := totals.USDSource()
-	if !ok || (t.task.Budget.Hard.Tokens == nil && src != budget.SourceUnknown && src != budget.SourcePartial) {
-		return f
-	}
-	tok := tf.ForecastTokens(totals.Tokens)
-	f.Tokens = &tok
-	if src == budget.SourceUnknown {
-		f = purser.SpendForecast{Why: "this task's spend in money is unknown (no call of it was priced)", Spent: totals.USD,
-			Runs: f.Runs, Source: f.Source, Tokens: &tok}
-	}
-	return f
+	return purser.ForecastAt(t.fc.f, t.task.Budget, totals)
 }
 
 // checkForecastTrigger puts the task's budget in WARNING (HoldWarning)
