@@ -57,25 +57,10 @@ func TestSnapshotCarriesForecasts(t *testing.T) {
 
 // The page shows the forecast line on the task's card, in words.
 func TestBrowserShowsTheForecast(t *testing.T) {
-	chromium := findChromium()
-	if chromium == "" {
-		t.Skip("no chromium binary on PATH (install Debian's chromium package to run the browser test)")
-	}
-	srv := httptest.NewServer(dashboard.NewHandler(filledStore(t), dashboard.Options{Forecast: knownForecasts}))
-	defer srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(filepath.Join(t.TempDir(), "profile")))
-	defer cancelAlloc()
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
+	browser, url := openDashboard(t, knownForecasts)
 	card := `article[data-task="blocked"]`
 	must(t, chromedp.Do(browser,
-		chromedp.Navigate(srv.URL+"/"),
+		chromedp.Navigate(url+"/"),
 		chromedp.WaitVisible(chromedp.CSS(card+` p.forecast[data-forecast="1"]`)),
 	))
 	text, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(card+` p.forecast`)))
@@ -88,4 +73,62 @@ func TestBrowserShowsTheForecast(t *testing.T) {
 	if !strings.HasPrefix(none, "no forecast: not enough history") {
 		t.Errorf("a task without history shows %q", none)
 	}
+}
+
+// tokensForecasts forecasts the tokens of the task "fresh" alone: its
+// money is unknown.
+func tokensForecasts(context.Context, string) *purser.SpendForecast {
+	tok := purser.TokensForecast{OK: true, Used: 300_000, Median: 1_200_000, Low: 800_000, High: 2_100_000, Coverage: 0.8,
+		Calibrated: true, PSolved: 0.31, Labelled: 40}
+	return &purser.SpendForecast{Why: "this task's spend in money is unknown (no call of it was priced)", Tokens: &tok}
+}
+
+const shownTokens = "forecast to finish 1.20M tokens (80 %: 800k–2.10M); of past runs that reached 300k tokens, 31 % were solved" +
+	" (no money forecast: this task's spend in money is unknown (no call of it was priced))"
+
+// A task forecast on tokens alone (its money unknown) shows that forecast,
+// as a forecast; the snapshot carries its figures.
+func TestBrowserShowsTheTokensForecast(t *testing.T) {
+	browser, url := openDashboard(t, tokensForecasts)
+	resp, err := http.Get(url + "/api/snapshot")
+	must(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	must(t, err)
+	if !strings.Contains(string(body), `"highTokens":2100000`) {
+		t.Errorf("snapshot lacks the tokens forecast:\n%s", body)
+	}
+	card := `article[data-task="fresh"]`
+	must(t, chromedp.Do(browser,
+		chromedp.Navigate(url+"/"),
+		chromedp.WaitVisible(chromedp.CSS(card+` p.forecast[data-forecast="1"]`)),
+	))
+	text, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(card+` p.forecast`)))
+	must(t, err)
+	if text != shownTokens {
+		t.Errorf("tokens forecast shown as %q, want %q", text, shownTokens)
+	}
+}
+
+// openDashboard serves the filled store's dashboard with forecasts from
+// fc, and opens a headless browser on it; it skips without chromium.
+func openDashboard(t *testing.T, fc dashboard.Forecaster) (context.Context, string) {
+	t.Helper()
+	chromium := findChromium()
+	if chromium == "" {
+		t.Skip("no chromium binary on PATH (install Debian's chromium package to run the browser test)")
+	}
+	srv := httptest.NewServer(dashboard.NewHandler(filledStore(t), dashboard.Options{Forecast: fc}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(filepath.Join(t.TempDir(), "profile")))
+	t.Cleanup(cancelAlloc)
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	t.Cleanup(cancelBrowser)
+	return browser, srv.URL
 }

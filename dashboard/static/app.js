@@ -124,7 +124,9 @@ function task(t) {
     el("span", { class: "note" }, "state " + t.state + " · budget " + t.budget.summary + " · money " + t.budget.money)));
   if (t.goal) art.append(el("p", { class: "goal" }, t.goal));
   if (t.reason) art.append(el("p", { class: "reason" }, "Why: " + t.reason));
-  if (t.forecastText) art.append(el("p", { class: "forecast", "data-forecast": t.forecast && t.forecast.ok ? "1" : "0" }, t.forecastText));
+  // A forecast of the tokens alone (the money unknown) is a forecast too.
+  const forecasting = t.forecast && (t.forecast.ok || (t.forecast.tokens && t.forecast.tokens.ok));
+  if (t.forecastText) art.append(el("p", { class: "forecast", "data-forecast": forecasting ? "1" : "0" }, t.forecastText));
   art.append(gauges(t.budget, "task " + t.id));
   art.append(details(t.id + "/spend", "Spend over time", spendChart(t.spend)));
   art.append(details(t.id + "/degrades", "Degrade actions (" + t.degrades.length + ")", degradeTimeline(t.degrades)));
