@@ -12,6 +12,17 @@ import (
 	"github.com/purser-dev/purser/replay"
 )
 
+// triggerCaps names the hard caps the forecast trigger compares with.
+func triggerCaps(h budget.HardLimits) string {
+	switch {
+	case h.USD != nil && h.Tokens != nil:
+		return "hard.usd (or the tokens forecast's, hard.tokens)"
+	case h.Tokens != nil:
+		return "hard.tokens (the tokens forecast's)"
+	}
+	return "hard.usd"
+}
+
 // describeOnHard says what a task's budget asks beyond its tiers: the
 // forecast trigger and where it is fitted from, stuckAfter, and, for a
 // budget that lets the call in flight end at the hard cap (onHard:
@@ -24,7 +35,7 @@ func describeOnHard(w io.Writer, t purser.Task, prices *pricing.Catalogue) {
 		from = "corpus " + src.Corpus
 	}
 	if t.Budget.Warning.Forecast == budget.ForecastHard {
-		fmt.Fprintf(w, "  forecast    WARNING once the forecast's upper bound passes hard.usd; fitted on %s\n", from)
+		fmt.Fprintf(w, "  forecast    WARNING once the forecast's upper bound passes %s; fitted on %s\n", triggerCaps(t.Budget.Hard), from)
 	}
 	if n := t.Budget.StuckAfter; n != nil {
 		fmt.Fprintf(w, "  stuck       BLOCKED after %d iterations in a row failing the same validators with no change to the workspace\n", *n)
