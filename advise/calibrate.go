@@ -243,15 +243,17 @@ func foldsOf[A forecast.Amount](prices *pricing.Catalogue, runs []replay.Run, pi
 	return folds, unknown
 }
 
-// FitForecast fits a spend forecast on runs, its intervals corrected by
-// cross-conformal prediction over periods (foldsOf): the model a live
-// forecast uses. Runs whose spend is unknown, wholly or in part, are left
-// out: a partial spend is a lower bound, and a final spend read low would
-// pull every interval down with it.
+// FitForecast fits a spend forecast on runs, the model a live forecast
+// uses: its intervals corrected by cross-conformal prediction over the
+// earlier periods (foldsOf), then adapted to each later run in the order
+// they ran (forecast.FitAdaptive) — the method Calibrate's adaptive column
+// measures. Runs whose spend is unknown, wholly or in part, are left out: a
+// partial spend is a lower bound, and a final spend read low would pull
+// every interval down with it.
 func FitForecast(prices *pricing.Catalogue, runs []replay.Run, opts forecast.Options) *forecast.Model[budget.USD] {
 	opts.Unit = forecast.USDUnit
 	folds, _ := foldsOf(prices, runs, usdOf)
-	return forecast.FitCross(folds, opts)
+	return forecast.FitAdaptive(folds, opts)
 }
 
 // FitTokensForecast is FitForecast for the final tokens: it reads every
@@ -260,7 +262,7 @@ func FitForecast(prices *pricing.Catalogue, runs []replay.Run, opts forecast.Opt
 func FitTokensForecast(prices *pricing.Catalogue, runs []replay.Run, opts forecast.Options) *forecast.Model[int64] {
 	opts.Unit = forecast.TokensUnit
 	folds, _ := foldsOf(prices, runs, tokensOf)
-	return forecast.FitCross(folds, opts)
+	return forecast.FitAdaptive(folds, opts)
 }
 
 // Pooled sums the scores of several groups (coverage and Brier weighted by

@@ -99,6 +99,33 @@ func (o *Online[A]) refit() {
 	o.m.widen = o.scores[min(max(k, 0), n-1)]
 }
 
+// Learn forecasts a run that has ended at every checkpoint, as it stands,
+// then learns from it (Observe): a history replayed in the order its runs
+// ended leaves the forecast where it would be had it watched them.
+func (o *Online[A]) Learn(s Sample[A]) {
+	var t tally[A]
+	run := t.run(o.m, s)
+	o.Observe(s, run[0], run[1])
+}
+
+// FitAdaptive fits a forecast on a history cut in folds in time order, as
+// it would stand after watching it: started (NewOnline) on the earlier
+// half of the folds and learning (Learn) from each run of the later half
+// in turn. With fewer than four folds it is FitCross.
+func FitAdaptive[A Amount](folds [][]Sample[A], opts Options) *Model[A] {
+	if len(folds) < 4 {
+		return FitCross(folds, opts)
+	}
+	half := len(folds) / 2
+	o := NewOnline(folds[:half], opts, 0)
+	for _, f := range folds[half:] {
+		for _, s := range f {
+			o.Learn(s)
+		}
+	}
+	return o.Model()
+}
+
 // EvaluateOnline scores an adaptive forecast on test runs in the order
 // given (the order they ended): each run is forecast by the forecast as it
 // stands, then learnt from.
