@@ -182,7 +182,10 @@ const ForecastWarningArtifact = "forecast-warning.json"
 // ForecastWarning is what ForecastWarningArtifact holds: why the forecast
 // trigger fired, and the hard caps it was compared with.
 type ForecastWarning struct {
-	Why        string      `json:"why"`
+	Why string `json:"why"`
+	// Metric is the metric whose forecast passed its hard cap: "money"
+	// or "tokens" ("" in a record made before tokens were forecast: money).
+	Metric     string      `json:"metric,omitempty"`
 	HardUSD    *budget.USD `json:"hardUsd,omitempty"`
 	HardTokens *int64      `json:"hardTokens,omitempty"`
 }

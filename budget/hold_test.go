@@ -19,10 +19,10 @@ func TestHoldWarning(t *testing.T) {
 	if m.WarningHeld() || m.Tier() != budget.Optimal {
 		t.Fatalf("a fresh budget is held in WARNING, or not OPTIMAL: %s", m.Tier())
 	}
-	if got := m.HoldWarning(); got != budget.Warning {
+	if got := m.HoldWarning(budget.Money); got != budget.Warning {
 		t.Fatalf("HoldWarning = %s, want WARNING", got)
 	}
-	m.HoldWarning() // again: no second change
+	m.HoldWarning(budget.Money) // again: no second change
 	st := m.Status()
 	if st.Tier != budget.Warning || st.Cause != budget.Money || !st.IsInWarning || !m.WarningHeld() || !m.ShouldApplyDegrade() {
 		t.Errorf("held: tier %s by %s, in warning %v, held %v, degrade %v; want WARNING by money", st.Tier, st.Cause, st.IsInWarning, m.WarningHeld(), m.ShouldApplyDegrade())
@@ -36,5 +36,18 @@ func TestHoldWarning(t *testing.T) {
 	m.RecordUsage(budget.UsageEvent{USD: hard, CostSource: budget.CostReported})
 	if m.Tier() != budget.Hard || m.Check() == nil || m.WarningHeld() {
 		t.Errorf("at the cap: tier %s, check %v, held %v; want HARD, stopped, not held alone", m.Tier(), m.Check(), m.WarningHeld())
+	}
+}
+
+// A WARNING the tokens forecast put the budget in says tokens, not money.
+func TestHoldWarningSaysItsMetric(t *testing.T) {
+	m, err := budget.NewManager(budget.Config{Hard: budget.HardLimits{Tokens: ptr(int64(1000)), MaxIterations: ptr(3)}}, budget.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.HoldWarning(budget.Tokens)
+	m.HoldWarning(budget.Money) // the first held is kept
+	if st := m.Status(); st.Tier != budget.Warning || st.Cause != budget.Tokens {
+		t.Fatalf("held by the tokens forecast: tier %s by %s, want WARNING by tokens", st.Tier, st.Cause)
 	}
 }

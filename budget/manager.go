@@ -166,9 +166,9 @@ type Manager struct {
 	tier      Tier
 	listeners []listener
 	nextID    int
-	// warningHeld: HoldWarning put this budget in WARNING whatever its
-	// spend says.
-	warningHeld bool
+	// warningBy: the metric HoldWarning put this budget in WARNING by,
+	// whatever its spend says; NoMetric while it has not.
+	warningBy Metric
 }
 
 // NewManager validates cfg and returns a Manager for it.
@@ -271,11 +271,12 @@ func (m *Manager) SetExternal(others Totals) Tier {
 }
 
 // tierLocked is the overall tier: the highest of any configured metric,
-// and at least WARNING (by money) while HoldWarning holds it there.
+// and at least WARNING (by the metric held) while HoldWarning holds it
+// there.
 func (m *Manager) tierLocked(now time.Time) (Tier, Metric) {
 	tier, cause := m.spendTierLocked(now)
-	if m.warningHeld && tier < Warning {
-		return Warning, Money
+	if m.warningBy != NoMetric && tier < Warning {
+		return Warning, m.warningBy
 	}
 	return tier, cause
 }

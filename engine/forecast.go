@@ -62,15 +62,19 @@ func (t *taskRun) restoreForecastWarning(ctx context.Context) {
 	t.fc.mu.Lock()
 	t.fc.triggered = w.Why
 	t.fc.mu.Unlock()
-	t.budget.HoldWarning()
+	metric := budget.Money
+	if w.Metric == budget.Tokens.String() {
+		metric = budget.Tokens
+	}
+	t.budget.HoldWarning(metric)
 }
 
 // recordForecastWarning records that the forecast trigger fired, and why
 // (restoreForecastWarning). A failure to is logged: the task goes on in
 // WARNING all the same; only a resume would announce it again.
-func (t *taskRun) recordForecastWarning(ctx context.Context, why string) {
+func (t *taskRun) recordForecastWarning(ctx context.Context, why string, metric budget.Metric) {
 	hard := t.task.Budget.Hard
-	b, err := json.Marshal(purser.ForecastWarning{Why: why, HardUSD: hard.USD, HardTokens: hard.Tokens})
+	b, err := json.Marshal(purser.ForecastWarning{Why: why, Metric: metric.String(), HardUSD: hard.USD, HardTokens: hard.Tokens})
 	if err == nil {
 		err = t.e.cfg.Store.SaveArtifact(context.WithoutCancel(ctx), t.task.ID, purser.ForecastWarningArtifact, b)
 	}
@@ -120,7 +124,7 @@ func (t *taskRun) checkForecastTrigger(ctx context.Context, f purser.SpendForeca
 	if t.task.Budget.Warning.Forecast != budget.ForecastHard {
 		return
 	}
-	why := passesHard(t.task.Budget.Hard, f)
+	why, metric := passesHard(t.task.Budget.Hard, f)
 	if why == "" {
 		return
 	}
@@ -134,21 +138,22 @@ func (t *taskRun) checkForecastTrigger(ctx context.Context, f purser.SpendForeca
 		return
 	}
 	t.log.Warn("forecast trigger: WARNING before the spend gets there", "why", why)
-	t.recordForecastWarning(ctx, why)
-	t.budget.HoldWarning() // its listener announces the change (tierMessage)
+	t.recordForecastWarning(ctx, why, metric)
+	t.budget.HoldWarning(metric) // its listener announces the change (tierMessage)
 }
 
 // passesHard is why f passes a hard cap of hard — "forecast to finish
 // $2.00 (80 %: $0.40–$4.00) passes the hard $1.00", or the same of tokens
-// — or "" when no upper bound passes its cap. Money is looked at first.
-func passesHard(hard budget.HardLimits, f purser.SpendForecast) string {
+// — and the metric of that cap, or "" when no upper bound passes its cap.
+// Money is looked at first.
+func passesHard(hard budget.HardLimits, f purser.SpendForecast) (string, budget.Metric) {
 	if hard.USD != nil && f.OK && f.High > *hard.USD {
-		return fmt.Sprintf("%s passes the hard %s", f.Headline(), *hard.USD)
+		return fmt.Sprintf("%s passes the hard %s", f.Headline(), *hard.USD), budget.Money
 	}
 	if tok := f.Tokens; hard.Tokens != nil && tok != nil && tok.OK && tok.High > *hard.Tokens {
-		return fmt.Sprintf("%s passes the hard %d tokens", tok.Headline(), *hard.Tokens)
+		return fmt.Sprintf("%s passes the hard %d tokens", tok.Headline(), *hard.Tokens), budget.Tokens
 	}
-	return ""
+	return "", budget.NoMetric
 }
 
 // tierMessage is the tier event for a budget's change of tier, which the

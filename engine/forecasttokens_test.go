@@ -79,6 +79,9 @@ func TestForecastTriggerOnATokensCap(t *testing.T) {
 			if !strings.HasSuffix(text, "; "+why) {
 				t.Errorf("WARNING alert %q: want it to say the tokens forecast passes the cap", text)
 			}
+			if !strings.Contains(text, "entered WARNING (tokens)") {
+				t.Errorf("WARNING alert %q: want it to name tokens, the metric the forecast was of", text)
+			}
 		case strings.Contains(text, "reached its HARD cap"):
 			hard++
 		}
