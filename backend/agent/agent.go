@@ -60,6 +60,12 @@ func NewOptions() backend.Options { return &Options{} }
 
 var _ backend.Boxable = (*Options)(nil)
 
+// BoxNetwork says what network the agent has in a box, for purser check:
+// a lane of the door per call, relayed into the box.
+func (o *Options) BoxNetwork() string {
+	return "only Purser's door, 127.0.0.1:PORT inside relayed to the call's gateway lane, which holds the key; no DNS, no other route"
+}
+
 // EnvNames are the names that enter the box besides the allow-list, for
 // purser check: env:'s, the base-URL and token variables.
 func (o *Options) EnvNames() []string {

@@ -56,10 +56,6 @@ func backendBox(t purser.Task, c backend.SandboxConfig) string {
 	line := boxAllows(c, filepath.Join(c.Homes, "agent-"+t.ID), env)
 	if o, ok := t.Backend.Options.(interface{ BoxNetwork() string }); ok {
 		line = strings.Replace(line, noDoor, o.BoxNetwork(), 1)
-	} else if t.Backend.Type == "agent" {
-		// type: agent opens a lane of the door per call and relays it into
-		// the box (backend/agent), which says no BoxNetwork of its own.
-		line = strings.Replace(line, noDoor, "only Purser's door, 127.0.0.1:PORT inside relayed to the call's gateway lane, which holds the key; no DNS, no other route", 1)
 	}
 	if t.Backend.Type == "codex" {
 		line += "; Codex's own sandbox is off inside the box (bubblewrap cannot nest; the box is the boundary)"
