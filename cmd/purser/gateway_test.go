@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/purser-dev/purser/backend/backendtest"
+)
+
+// keysSeen is a relay in front of the mock provider that records the key
+// each request carried.
+func keysSeen(t *testing.T, mock string) (string, func() []string) {
+	u, err := url.Parse(mock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var keys []string
+	rp := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get("X-Api-Key"))
+		mu.Unlock()
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), keys...) }
+}
+
+// envWithout is the test's environment without the variables named.
+func envWithout(names ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		drop := false
+		for _, n := range names {
+			drop = drop || k == n
+		}
+		if !drop {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// doorProject writes a project whose one type: agent task reaches upstream
+// through the door, its key named $PURSER_TEST_REAL_KEY.
+func doorProject(t *testing.T, upstream string) string {
+	dir := t.TempDir()
+	script, err := filepath.Abs("../../backend/agent/testdata/agent.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"agent.py":    string(b),
+		"ws/.keep":    "",
+		"purser.yaml": "sandbox: off\n",
+		"task.yaml": fmt.Sprintf(`id: door
+goal: write it MOCK_TOOL
+workspace: ./ws
+backend:
+  type: agent
+  wire: anthropic
+  command: [%q, "{prompt}"]
+  model: claude-sonnet-4-5
+  models: {standard: claude-sonnet-4-5}
+  upstream: %s
+  key: {env: PURSER_TEST_REAL_KEY}
+validators:
+  - {name: t, run: "true"}
+budget:
+  hard: {maxIterations: 1, tokens: 100000}
+`, filepath.Join(dir, "agent.py"), upstream),
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// Two `purser run` processes share one `purser gateway`: each task is DONE
+// with its own ledger exact (the agent's two requests, booked from the
+// service's lane in the run's database), the provider saw only the
+// service's key, never the run's placeholder nor a scoped token; with the
+// service stopped, a run is refused, naming the socket and what to run.
+func TestTwoRunsShareTheDoorsService(t *testing.T) {
+	mock := backendtest.StartMock(t)
+	upstream, seen := keysSeen(t, mock)
+	bin := buildPurser(t)
+	const realKey, placeholder = "sk-ant-held-by-the-service-only", "sk-placeholder-in-the-run"
+	sock := filepath.Join(t.TempDir(), "gw", "gateway.sock")
+	svc := exec.Command(bin, "gateway", "--socket", sock)
+	svc.Env = append(envWithout("PURSER_TEST_REAL_KEY", "PURSER_GATEWAY"), "PURSER_TEST_REAL_KEY="+realKey)
+	var svcErr bytes.Buffer
+	svc.Stderr = &svcErr
+	if err := svc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = svc.Process.Kill(); _ = svc.Wait() }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the service did not listen: %s", svcErr.String())
+		}
+	}
+	// The type: agent backend's own check wants its key's variable set in
+	// the run's environment: a placeholder the provider must never see.
+	runEnv := func(dir string) []string {
+		return append(envWithout("PURSER_TEST_REAL_KEY", "PURSER_GATEWAY", "XDG_STATE_HOME"),
+			"PURSER_TEST_REAL_KEY="+placeholder, "XDG_STATE_HOME="+filepath.Join(dir, ".state"))
+	}
+	dirs := []string{doorProject(t, upstream), doorProject(t, upstream)}
+	outs := make([][]byte, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, dir := range dirs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(bin, "run", "--gateway", sock, filepath.Join(dir, "task.yaml"))
+			cmd.Dir, cmd.Env = dir, runEnv(dir)
+			outs[i], errs[i] = cmd.CombinedOutput()
+		}()
+	}
+	wg.Wait()
+	for i, dir := range dirs {
+		if errs[i] != nil {
+			t.Fatalf("run %d: %v\n%s\nservice: %s", i, errs[i], outs[i], svcErr.String())
+		}
+		if !strings.Contains(string(outs[i]), "the door's lanes open on the service at "+sock) {
+			t.Errorf("run %d did not say it uses the service:\n%s", i, outs[i])
+		}
+		cmd := exec.Command(bin, "status", "--json")
+		cmd.Dir, cmd.Env = dir, runEnv(dir)
+		out, err := cmd.Output()
+		var got struct{ Tasks []sharedTask }
+		if err != nil || json.Unmarshal(out, &got) != nil || len(got.Tasks) != 1 {
+			t.Fatalf("status %d: %v %s", i, err, out)
+		}
+		if tk := got.Tasks[0]; tk.Status != "DONE" || tk.Budget.UsedTokens != 5500+60+50+3 {
+			t.Errorf("run %d: task %+v; want DONE with 5613 tokens, booked from the service's lane", i, tk)
+		}
+	}
+	keys := seen()
+	if len(keys) != 4 {
+		t.Errorf("the provider saw %d requests; want the two agents' 2 each", len(keys))
+	}
+	for _, k := range keys {
+		if k != realKey {
+			t.Errorf("the provider got key %q; want only the service's", k)
+		}
+	}
+	if strings.Contains(svcErr.String(), realKey) {
+		t.Error("the service printed its key")
+	}
+
+	// check names the door and asks the service for the key, by name.
+	cmd := exec.Command(bin, "check", "--gateway", sock, filepath.Join(dirs[0], "task.yaml"))
+	cmd.Dir, cmd.Env = dirs[0], runEnv(dirs[0])
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "door        the service at "+sock+" (purser gateway), which holds $PURSER_TEST_REAL_KEY") {
+		t.Errorf("check: %v\n%s", err, out)
+	}
+
+	// The service stopped: the run is refused, the socket named, and
+	// nothing reaches the provider.
+	_ = svc.Process.Signal(os.Interrupt)
+	_ = svc.Wait()
+	fresh := doorProject(t, upstream)
+	cmd = exec.Command(bin, "run", "--gateway", sock, filepath.Join(fresh, "task.yaml"))
+	cmd.Dir, cmd.Env = fresh, runEnv(fresh)
+	out, _ = cmd.CombinedOutput()
+	t.Logf("a run with the service down:\n%s", out)
+	if !strings.Contains(string(out), "purser gateway --socket "+sock) {
+		t.Errorf("a run with the service down said:\n%s\nwant the socket and `purser gateway --socket`", out)
+	}
+	if n := len(seen()); n != 4 {
+		t.Errorf("with the service down the provider saw %d more requests", n-4)
+	}
+	cmd = exec.Command(bin, "check", "--gateway", sock, filepath.Join(dirs[0], "task.yaml"))
+	cmd.Dir, cmd.Env = dirs[0], runEnv(dirs[0])
+	out, _ = cmd.CombinedOutput()
+	if !strings.Contains(string(out), "does not answer: calls are refused until `purser gateway --socket "+sock+"` runs") {
+		t.Errorf("check with the service down:\n%s", out)
+	}
+}
