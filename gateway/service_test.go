@@ -401,3 +401,77 @@ func TestServiceClosesAKilledWorkersLanes(t *testing.T) {
 		t.Errorf("journal %+v (%v); want the two finished replies", evs, err)
 	}
 }
+
+// A worker killed while a reply is in flight on its lane: the service cuts
+// the reply (the agent's stream ends, the provider's request is cancelled)
+// and closes the lane, whose token then passes nothing.
+func TestServiceCutsAKilledWorkersReplyInFlight(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	up, upstreamEnded := slowStream(t, []string{"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":10}}}\n\n",
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":5}}\n\n"}, hold)
+	s := startService(t)
+	cmd := worker(t, s.Socket(), up.URL, 0, "PURSER_TEST_WORKER_HANG=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var url, token string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 3 && f[0] == "LANE" {
+			url, token = f[1], f[2]
+			break
+		}
+	}
+	if url == "" {
+		t.Fatal("the worker said no lane")
+	}
+	// This test plays the agent in the box: its reply is in flight when
+	// the worker dies.
+	req, _ := http.NewRequest("POST", url+"/v1/messages", strings.NewReader(`{"model":"m","stream":true,"max_tokens":10}`))
+	req.Header.Set("x-api-key", token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	if line, _ := rd.ReadString('\n'); !strings.HasPrefix(line, "event: message_start") {
+		t.Fatalf("first line %q", line)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string, 1)
+	go func() { rest, _ := io.ReadAll(rd); done <- string(rest) }()
+	select {
+	case rest := <-done:
+		// The lane closes at once, as an in-process lane's Close does:
+		// the connection ends, whether or not the error event made it.
+		if strings.Contains(rest, "message_delta") {
+			t.Errorf("after the worker died the agent read %q; want nothing of the rest of the reply", rest)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the agent's stream did not end when its worker died")
+	}
+	select {
+	case <-upstreamEnded:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the provider's request was not cancelled")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Lanes() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s.Lanes() != 0 {
+		t.Fatal("the killed worker's lane is still open on the service")
+	}
+	if status, _ := doErr(url+"/v1/messages", token); status == 200 {
+		t.Error("the killed worker's token still passes")
+	}
+}
