@@ -111,22 +111,7 @@ func TestTwoRunsShareTheDoorsService(t *testing.T) {
 	bin := buildPurser(t)
 	const realKey, placeholder = "sk-ant-held-by-the-service-only", "sk-placeholder-in-the-run"
 	sock := filepath.Join(t.TempDir(), "gw", "gateway.sock")
-	svc := exec.Command(bin, "gateway", "--socket", sock)
-	svc.Env = append(envWithout("PURSER_TEST_REAL_KEY", "PURSER_GATEWAY"), "PURSER_TEST_REAL_KEY="+realKey)
-	var svcErr bytes.Buffer
-	svc.Stderr = &svcErr
-	if err := svc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = svc.Process.Kill(); _ = svc.Wait() }()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(sock); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the service did not listen: %s", svcErr.String())
-		}
-	}
+	svc, svcErr := startGatewayService(t, bin, sock, realKey)
 	// The type: agent backend's own check wants its key's variable set in
 	// the run's environment: a placeholder the provider must never see.
 	runEnv := func(dir string) []string {
@@ -141,9 +126,7 @@ func TestTwoRunsShareTheDoorsService(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := exec.Command(bin, "run", "--gateway", sock, filepath.Join(dir, "task.yaml"))
-			cmd.Dir, cmd.Env = dir, runEnv(dir)
-			outs[i], errs[i] = cmd.CombinedOutput()
+			outs[i], errs[i] = inDir(bin, dir, runEnv(dir), "run", "--gateway", sock, filepath.Join(dir, "task.yaml"))
 		}()
 	}
 	wg.Wait()
@@ -154,9 +137,9 @@ func TestTwoRunsShareTheDoorsService(t *testing.T) {
 		if !strings.Contains(string(outs[i]), "the door's lanes open on the service at "+sock) {
 			t.Errorf("run %d did not say it uses the service:\n%s", i, outs[i])
 		}
-		cmd := exec.Command(bin, "status", "--json")
-		cmd.Dir, cmd.Env = dir, runEnv(dir)
-		out, err := cmd.Output()
+		status := exec.Command(bin, "status", "--json")
+		status.Dir, status.Env = dir, runEnv(dir)
+		out, err := status.Output()
 		var got struct{ Tasks []sharedTask }
 		if err != nil || json.Unmarshal(out, &got) != nil || len(got.Tasks) != 1 {
 			t.Fatalf("status %d: %v %s", i, err, out)
@@ -179,9 +162,7 @@ func TestTwoRunsShareTheDoorsService(t *testing.T) {
 	}
 
 	// check names the door and asks the service for the key, by name.
-	cmd := exec.Command(bin, "check", "--gateway", sock, filepath.Join(dirs[0], "task.yaml"))
-	cmd.Dir, cmd.Env = dirs[0], runEnv(dirs[0])
-	out, err := cmd.CombinedOutput()
+	out, err := inDir(bin, dirs[0], runEnv(dirs[0]), "check", "--gateway", sock, filepath.Join(dirs[0], "task.yaml"))
 	if err != nil || !strings.Contains(string(out), "door        the service at "+sock+" (purser gateway), which holds $PURSER_TEST_REAL_KEY") {
 		t.Errorf("check: %v\n%s", err, out)
 	}
@@ -191,20 +172,44 @@ func TestTwoRunsShareTheDoorsService(t *testing.T) {
 	_ = svc.Process.Signal(os.Interrupt)
 	_ = svc.Wait()
 	fresh := doorProject(t, upstream)
-	cmd = exec.Command(bin, "run", "--gateway", sock, filepath.Join(fresh, "task.yaml"))
-	cmd.Dir, cmd.Env = fresh, runEnv(fresh)
-	out, _ = cmd.CombinedOutput()
-	t.Logf("a run with the service down:\n%s", out)
+	out, _ = inDir(bin, fresh, runEnv(fresh), "run", "--gateway", sock, filepath.Join(fresh, "task.yaml"))
 	if !strings.Contains(string(out), "purser gateway --socket "+sock) {
 		t.Errorf("a run with the service down said:\n%s\nwant the socket and `purser gateway --socket`", out)
 	}
 	if n := len(seen()); n != 4 {
 		t.Errorf("with the service down the provider saw %d more requests", n-4)
 	}
-	cmd = exec.Command(bin, "check", "--gateway", sock, filepath.Join(dirs[0], "task.yaml"))
-	cmd.Dir, cmd.Env = dirs[0], runEnv(dirs[0])
-	out, _ = cmd.CombinedOutput()
+	out, _ = inDir(bin, dirs[0], runEnv(dirs[0]), "check", "--gateway", sock, filepath.Join(dirs[0], "task.yaml"))
 	if !strings.Contains(string(out), "does not answer: calls are refused until `purser gateway --socket "+sock+"` runs") {
 		t.Errorf("check with the service down:\n%s", out)
+	}
+}
+
+// inDir runs purser in dir with env, its output combined.
+func inDir(bin, dir string, env []string, args ...string) ([]byte, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Dir, cmd.Env = dir, env
+	return cmd.CombinedOutput()
+}
+
+// startGatewayService starts `purser gateway --socket sock` with key as
+// $PURSER_TEST_REAL_KEY in its environment, and waits for its socket.
+func startGatewayService(t *testing.T, bin, sock, key string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	svc := exec.Command(bin, "gateway", "--socket", sock)
+	svc.Env = append(envWithout("PURSER_TEST_REAL_KEY", "PURSER_GATEWAY"), "PURSER_TEST_REAL_KEY="+key)
+	var svcErr bytes.Buffer
+	svc.Stderr = &svcErr
+	if err := svc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Process.Kill(); _ = svc.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			return svc, &svcErr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the service did not listen: %s", svcErr.String())
+		}
 	}
 }
