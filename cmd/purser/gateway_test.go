@@ -213,3 +213,72 @@ func startGatewayService(t *testing.T, bin, sock, key string) (*exec.Cmd, *bytes
 		}
 	}
 }
+
+// Two `purser worker` processes on one SQLite queue share one `purser
+// gateway`: every task is DONE with its ledger exact, and the provider got
+// only the service's key on each of the agents' requests.
+func TestWorkersShareTheDoorsService(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two worker processes and the service")
+	}
+	mock := backendtest.StartMock(t)
+	upstream, seen := keysSeen(t, mock)
+	bin := buildPurser(t)
+	const realKey = "sk-ant-held-by-the-service-only"
+	sock := filepath.Join(t.TempDir(), "gw", "gateway.sock")
+	startGatewayService(t, bin, sock, realKey)
+	dir := doorProject(t, upstream)
+	t.Setenv("PURSER_TEST_REAL_KEY", "sk-placeholder-in-the-worker") // the backend's own check (docs/gateway.md)
+	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, ".state"))
+	t.Setenv("PURSER_GATEWAY", "")
+	task, err := os.ReadFile(filepath.Join(dir, "task.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks []string
+	for i := range 4 {
+		name := fmt.Sprintf("task%d.yaml", i)
+		body := strings.Replace(strings.Replace(string(task), "id: door", fmt.Sprintf("id: door%d", i), 1), "workspace: ./ws", fmt.Sprintf("workspace: ./ws%d", i), 1)
+		if err := os.MkdirAll(filepath.Join(dir, fmt.Sprintf("ws%d", i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		tasks = append(tasks, name)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "run.yaml"), []byte("hard: {tokens: 1000000, maxIterations: 100}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "queue.db")
+	submit(t, bin, dir, db, tasks)
+	var workers []*workerProc
+	for i := range 2 {
+		workers = append(workers, startWorker(t, bin, dir, db, fmt.Sprint("w", i), nil, "--gateway", sock, "--poll", "100ms", "--drain"))
+	}
+	for _, w := range workers {
+		w.wait(t, time.Now().Add(2*time.Minute))
+		if !strings.Contains(w.out.String(), "the door's lanes open on the service at "+sock) {
+			t.Errorf("worker %s did not say it uses the service:\n%s", w.name, w.out.String())
+		}
+	}
+	out, err := exec.Command(bin, "status", "--json", "--db", db).Output()
+	var got struct{ Tasks []sharedTask }
+	if err != nil || json.Unmarshal(out, &got) != nil || len(got.Tasks) != 4 {
+		t.Fatalf("status: %v %s", err, out)
+	}
+	for _, tk := range got.Tasks {
+		if tk.Status != "DONE" || tk.Budget.UsedTokens != 5500+60+50+3 {
+			t.Errorf("task %+v; want DONE with 5613 tokens, booked from the service's lanes", tk)
+		}
+	}
+	keys := seen()
+	if len(keys) != 8 {
+		t.Errorf("the provider saw %d requests; want the four agents' 2 each", len(keys))
+	}
+	for _, k := range keys {
+		if k != realKey {
+			t.Errorf("the provider got key %q; want only the service's", k)
+		}
+	}
+}
