@@ -41,7 +41,9 @@ var service struct {
 // service (`purser gateway`) listening on socket: the service holds the
 // provider keys and the lane's listener; admission, usage and the cut stay
 // with this process over one control connection. "" goes back to
-// in-process lanes. Lanes already open are not moved.
+// in-process lanes. A process calls it once, before its first lane: a
+// change drops the connection to the former service, whose lanes then
+// close.
 func UseService(socket string) {
 	service.mu.Lock()
 	defer service.mu.Unlock()
@@ -49,7 +51,7 @@ func UseService(socket string) {
 		return
 	}
 	if service.client != nil {
-		service.client.k.close(errors.New("the process left the service"))
+		service.client.k.close()
 		service.client = nil
 	}
 	service.socket = socket
@@ -95,7 +97,7 @@ func ServiceHasKey(ctx context.Context, socket string, key Key) error {
 	}
 	k := newCtlConn(conn)
 	go func() { _ = k.serve(func(ctlMsg) {}) }()
-	defer k.close(nil)
+	defer k.close()
 	_, err = k.call(ctx, ctlMsg{Op: "haskey", Key: &key})
 	if errors.Is(err, errCtlClosed) {
 		return &ServiceDownError{Socket: socket, Err: err}

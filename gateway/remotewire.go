@@ -129,7 +129,6 @@ type ctlConn struct {
 	next    uint64
 	pending map[uint64]chan ctlMsg
 	done    chan struct{}
-	err     error // why it ended, once done is closed
 }
 
 func newCtlConn(c net.Conn) *ctlConn {
@@ -216,29 +215,27 @@ func (k *ctlConn) serve(handle func(ctlMsg)) error {
 			k.mu.Lock()
 			ch := k.pending[m.ID]
 			k.mu.Unlock()
-			if ch != nil {
-				ch <- m
+			select {
+			case ch <- m: // buffered for the one reply; a second is dropped
+			default:
 			}
 			continue
 		}
 		handle(m)
 	}
-	k.close(err)
+	k.close()
 	return err
 }
 
-// close ends the connection; calls waiting fail.
-func (k *ctlConn) close(err error) {
-	k.wmu.Lock()
+// close ends the connection; calls waiting fail with errCtlClosed.
+func (k *ctlConn) close() {
+	_ = k.c.Close() // first: a write blocked on a peer that reads no more fails
 	k.mu.Lock()
 	if k.pending != nil {
 		k.pending = nil
-		k.err = err
 		close(k.done)
 	}
 	k.mu.Unlock()
-	k.wmu.Unlock()
-	_ = k.c.Close()
 }
 
 // readLine reads one line of at most maxCtlLine bytes.

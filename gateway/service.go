@@ -136,7 +136,7 @@ func (s *Service) Close() error {
 	}
 	err := s.ln.Close()
 	for sc := range conns {
-		sc.k.close(errors.New("the service is closing"))
+		sc.k.close()
 	}
 	_ = os.Remove(s.path)
 	return err
