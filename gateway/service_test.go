@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -473,5 +474,53 @@ func TestServiceCutsAKilledWorkersReplyInFlight(t *testing.T) {
 	}
 	if status, _ := doErr(url+"/v1/messages", token); status == 200 {
 		t.Error("the killed worker's token still passes")
+	}
+}
+
+// A service lane serves the box's unix socket too (the service makes it,
+// 0600, where the worker says), and the lane's counts and Carried come
+// from the service; its Stats after Close are the last the service said.
+func TestServiceLaneServesTheBoxSocket(t *testing.T) {
+	up, _ := provider(t, `{"model":"m","usage":{"input_tokens":1,"output_tokens":1}}`)
+	useService(t, startService(t))
+	l, err := gateway.Open(context.Background(), gateway.LaneConfig{Protocol: gateway.Anthropic, Upstream: up.URL, Key: gateway.Key{Env: svcKeyVar}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	sock := filepath.Join(t.TempDir(), "door.sock")
+	if err := l.ServeUnix(sock); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the box's socket: %v %v; want 0600", fi, err)
+	}
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	req, _ := http.NewRequest("POST", "http://127.0.0.1:4141/v1/messages", strings.NewReader(`{"model":"m","max_tokens":1}`))
+	req.Header.Set("x-api-key", l.Token())
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if l.Carried() == 0 || l.LastError() != nil {
+		t.Errorf("carried %d, last error %v; want the reply's bytes and none", l.Carried(), l.LastError())
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := l.Stats(); st.Requests != 1 || st.Booked != 1 {
+		t.Errorf("stats after Close %+v; want the service's last: one request, booked", st)
+	}
+	if _, err := os.Stat(sock); err == nil {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			t.Error("the box's socket still answers after the lane closed")
+		}
 	}
 }
