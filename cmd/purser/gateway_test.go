@@ -57,7 +57,10 @@ func envWithout(names ...string) []string {
 
 // doorProject writes a project whose one type: agent task reaches upstream
 // through the door, its key named $PURSER_TEST_REAL_KEY.
-func doorProject(t *testing.T, upstream string) string {
+func doorProject(t *testing.T, upstream string) string { return doorProjectBoxed(t, upstream, "off") }
+
+// doorProjectBoxed is doorProject with purser.yaml's sandbox: set to box.
+func doorProjectBoxed(t *testing.T, upstream, box string) string {
 	dir := t.TempDir()
 	script, err := filepath.Abs("../../backend/agent/testdata/agent.py")
 	if err != nil {
@@ -280,5 +283,37 @@ func TestWorkersShareTheDoorsService(t *testing.T) {
 		if k != realKey {
 			t.Errorf("the provider got key %q; want only the service's", k)
 		}
+	}
+}
+
+// A boxed agent reaches the service's lane through the unix socket the
+// service binds where the run says, relayed into the box: DONE, its ledger
+// exact, the provider given the service's key only.
+func TestABoxedRunUsesTheDoorsService(t *testing.T) {
+	requireBox(t)
+	mock := backendtest.StartMock(t)
+	upstream, seen := keysSeen(t, mock)
+	bin := buildPurser(t)
+	const realKey = "sk-ant-held-by-the-service-only"
+	sock := filepath.Join(t.TempDir(), "gw", "gateway.sock")
+	startGatewayService(t, bin, sock, realKey)
+	dir := doorProjectBoxed(t, upstream, "on")
+	env := append(envWithout("PURSER_TEST_REAL_KEY", "PURSER_GATEWAY", "XDG_STATE_HOME"),
+		"PURSER_TEST_REAL_KEY=sk-placeholder-in-the-run", "XDG_STATE_HOME="+filepath.Join(dir, ".state"))
+	if out, err := inDir(bin, dir, env, "run", "--gateway", sock, filepath.Join(dir, "task.yaml")); err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	status := exec.Command(bin, "status", "--json")
+	status.Dir, status.Env = dir, env
+	out, err := status.Output()
+	var got struct{ Tasks []sharedTask }
+	if err != nil || json.Unmarshal(out, &got) != nil || len(got.Tasks) != 1 {
+		t.Fatalf("status: %v %s", err, out)
+	}
+	if tk := got.Tasks[0]; tk.Status != "DONE" || tk.Budget.UsedTokens != 5500+60+50+3 {
+		t.Errorf("task %+v; want DONE with 5613 tokens", tk)
+	}
+	if keys := seen(); len(keys) != 2 || keys[0] != realKey || keys[1] != realKey {
+		t.Errorf("the provider got keys %q; want the service's, twice", keys)
 	}
 }
