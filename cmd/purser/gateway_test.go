@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -197,19 +196,19 @@ func inDir(bin, dir string, env []string, args ...string) ([]byte, error) {
 
 // startGatewayService starts `purser gateway --socket sock` with key as
 // $PURSER_TEST_REAL_KEY in its environment, and waits for its socket.
-func startGatewayService(t *testing.T, bin, sock, key string) (*exec.Cmd, *bytes.Buffer) {
+func startGatewayService(t *testing.T, bin, sock, key string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	svc := exec.Command(bin, "gateway", "--socket", sock)
 	svc.Env = append(envWithout("PURSER_TEST_REAL_KEY", "PURSER_GATEWAY"), "PURSER_TEST_REAL_KEY="+key)
-	var svcErr bytes.Buffer
-	svc.Stderr = &svcErr
+	svcErr := &syncBuffer{}
+	svc.Stderr = svcErr
 	if err := svc.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Process.Kill(); _ = svc.Wait() })
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if _, err := os.Stat(sock); err == nil {
-			return svc, &svcErr
+			return svc, svcErr
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the service did not listen: %s", svcErr.String())
