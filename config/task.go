@@ -87,6 +87,9 @@ type projectFile struct {
 	Sandbox any `yaml:"sandbox"`
 	// SubAgents caps the sub-agents of the project's tasks (subAgents:).
 	SubAgents *subAgentsFile `yaml:"subAgents"`
+	// Gateway is the door's shared service the project's lanes open on
+	// (gateway.go).
+	Gateway *gatewayFile `yaml:"gateway"`
 }
 
 // Project is what purser.yaml holds: project-level defaults.
@@ -114,6 +117,9 @@ type Project struct {
 	// SubAgents caps the sub-agents of every task that says none itself
 	// (subAgents:).
 	SubAgents purser.SubAgentLimits
+	// GatewaySocket is the door's shared service's socket (gateway.socket,
+	// absolute); "" when lanes open in-process.
+	GatewaySocket string
 
 	doc *document // the file, to locate problems with its backends found later
 }
@@ -177,6 +183,9 @@ func (l Loader) LoadProject(path string) (*Project, error) {
 		return nil, err
 	}
 	if err := p.sandbox(pf.Sandbox); err != nil {
+		return nil, err
+	}
+	if err := p.gateway(pf.Gateway); err != nil {
 		return nil, err
 	}
 	if err := l.projectBackends(p, pf.Backends); err != nil {

@@ -154,12 +154,22 @@ type Lane struct {
 	output   int64 // output tokens booked
 	closed   bool
 	inflight sync.WaitGroup
+
+	remote *remoteLane // the lane is the door's service's (UseService); nil: in-process
 }
 
 // Open opens a lane: ctx is the call's (its end, the hard cap or a signal,
 // cuts every reply in flight and refuses what follows). The lane listens
-// on 127.0.0.1 on a free port until Close.
+// on 127.0.0.1 on a free port until Close. After UseService the lane is
+// the door's service's, its key read there; a service that does not answer
+// is a *ServiceDownError, never an in-process lane.
 func Open(ctx context.Context, c LaneConfig) (*Lane, error) {
+	return open(ctx, c, ServiceSocket() != "")
+}
+
+// open opens a lane on the service (remote) or in this process (the
+// service's own lanes are).
+func open(ctx context.Context, c LaneConfig, remote bool) (*Lane, error) {
 	if !KnownProtocol(c.Protocol) {
 		return nil, fmt.Errorf("gateway: protocol %q: want one of %s", c.Protocol, strings.Join(Protocols, ", "))
 	}
@@ -172,6 +182,9 @@ func Open(ctx context.Context, c LaneConfig) (*Lane, error) {
 	}
 	if c.BufferBytes <= 0 {
 		c.BufferBytes = DefaultBuffer
+	}
+	if remote {
+		return openRemote(ctx, c)
 	}
 	key, err := c.Key.value(c.Getenv)
 	if err != nil {
@@ -205,11 +218,21 @@ func Open(ctx context.Context, c LaneConfig) (*Lane, error) {
 }
 
 // URL is the door's base URL on the host: http://127.0.0.1:PORT.
-func (l *Lane) URL() string { return "http://" + l.ln.Addr().String() }
+func (l *Lane) URL() string {
+	if l.remote != nil {
+		return l.remote.url
+	}
+	return "http://" + l.ln.Addr().String()
+}
 
 // Token is the scoped key the agent uses in place of the provider's (""
 // when the lane holds no key). It dies with the lane.
-func (l *Lane) Token() string { return l.token }
+func (l *Lane) Token() string {
+	if l.remote != nil {
+		return l.remote.token
+	}
+	return l.token
+}
 
 // Protocol is the lane's protocol.
 func (l *Lane) Protocol() string { return l.cfg.Protocol }
@@ -219,11 +242,19 @@ func (l *Lane) Journal() string { return l.cfg.Journal }
 
 // Carried is how many reply bytes the door has read from the provider: the
 // provider's progress, for the stall detector.
-func (l *Lane) Carried() int64 { return l.carried.Load() }
+func (l *Lane) Carried() int64 {
+	if l.remote != nil {
+		return l.remote.stats().Carried
+	}
+	return l.carried.Load()
+}
 
 // ServeUnix serves the lane on a unix socket at path too (created 0600):
 // the door of a box, bound into it and relayed to 127.0.0.1:PORT inside.
 func (l *Lane) ServeUnix(path string) error {
+	if l.remote != nil {
+		return l.remote.serveUnix(path)
+	}
 	_ = os.Remove(path)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
@@ -248,6 +279,12 @@ func (l *Lane) ServeUnix(path string) error {
 // LastError is why the last request could not reach the provider, or nil
 // when it did (whatever the provider answered).
 func (l *Lane) LastError() error {
+	if l.remote != nil {
+		if e := l.remote.stats().LastErr; e != "" {
+			return errors.New(e)
+		}
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.lastErr
@@ -263,6 +300,9 @@ type Stats struct {
 
 // Stats returns the lane's counts so far.
 func (l *Lane) Stats() Stats {
+	if l.remote != nil {
+		return l.remote.stats().Stats
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return Stats{Requests: l.requests, Refused: l.refused, Booked: l.booked, Cut: l.cut}
@@ -272,6 +312,9 @@ func (l *Lane) Stats() Stats {
 // listeners and journal close. It returns the first journal write that
 // failed, if any. Safe to call twice.
 func (l *Lane) Close() error {
+	if l.remote != nil {
+		return l.remote.close()
+	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()

@@ -115,6 +115,10 @@ type Options struct {
 	// JSON makes Out's lines one JSON object per job settled (SettledJSON).
 	JSON bool
 	Log  *slog.Logger
+	// Gateway is the --gateway flag: the door's shared service the
+	// worker's lanes open on (app.GatewaySocket's rule; "": the variable,
+	// then purser.yaml, decide).
+	Gateway string
 }
 
 // Serve takes jobs from the queue of a (opened with app.Options.Queue) and
@@ -133,6 +137,15 @@ func Serve(ctx context.Context, a *app.App, o Options) error {
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	sock, err := app.UseGateway(o.Gateway, a.Project)
+	if err != nil {
+		return err
+	}
+	if sock != "" && !o.JSON { // --json's lines are jobs settled only
+		// The keys are the service's: this process holds none, and a
+		// service down refuses each call rather than open a lane here.
+		fmt.Fprintf(o.Out, "worker: the door's lanes open on the service at %s (purser gateway)\n", sock)
 	}
 	cb, err := contextbuild.New()
 	if err != nil {

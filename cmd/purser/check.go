@@ -16,6 +16,7 @@ import (
 
 func newCheckCmd() *cobra.Command {
 	var asJSON bool
+	var gw string
 	cmd := &cobra.Command{
 		Use:   "check TASKFILE... [--json]",
 		Short: "Check task files as run would, and say what would run, spending nothing",
@@ -53,13 +54,17 @@ with its file, line and field).`,
 				model, _ := t.Backend.Model(t.ModelTier)
 				checked = append(checked, checkedTaskJSON{File: path, ID: t.ID, Workspace: t.Workspace, Backend: t.Backend.Name, Model: model, Budget: t.Budget})
 				if b, err := backends()(t.Backend); err == nil {
+					var keyLine string
 					if m, ok := b.(purser.Metered); ok {
-						fmt.Fprintf(out, "  metering    %s\n", m.Metering())
+						keyLine = m.Metering()
+						fmt.Fprintf(out, "  metering    %s\n", keyLine)
 					}
 					// Which provider key the door holds for the CLI, by name only.
 					if k, ok := b.(interface{ DoorKey() string }); ok {
-						fmt.Fprintf(out, "  key         %s\n", k.DoorKey())
+						keyLine = k.DoorKey()
+						fmt.Fprintf(out, "  key         %s\n", keyLine)
 					}
+					describeDoor(out, gw, proj, keyLine)
 					// A CLI's own retries, where Purser cannot always switch them off (Gemini CLI).
 					if r, ok := b.(interface{ OwnRetries() string }); ok {
 						fmt.Fprintf(out, "  retries     %s\n", r.OwnRetries())
@@ -95,6 +100,7 @@ with its file, line and field).`,
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&gw, "gateway", "", app.GatewayFlagHelp)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print {ok, tasks: [{file, id, workspace, backend, model, budget}], problems} as JSON (problems still on stderr, exit 2)")
 	return cmd
 }

@@ -104,7 +104,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newVersionCmd(), newBudgetCmd(), newBudgetsCmd(), newRunCmd(), newResumeCmd(), newRaiseCmd(), newStatusCmd(), newCheckCmd(), newServeCmd(), newReplayCmd(), newAdviseCmd(), newPricesCmd(), newCISummaryCmd(), newInitCmd(), newExplainCmd(), newSubmitCmd(), newWorkerCmd(), newShellCmd())
+	root.AddCommand(newVersionCmd(), newBudgetCmd(), newBudgetsCmd(), newRunCmd(), newResumeCmd(), newRaiseCmd(), newStatusCmd(), newCheckCmd(), newServeCmd(), newReplayCmd(), newAdviseCmd(), newPricesCmd(), newCISummaryCmd(), newInitCmd(), newExplainCmd(), newSubmitCmd(), newWorkerCmd(), newShellCmd(), newGatewayCmd())
 	wireCompletions(root)
 	markRunErrors(root)
 	return root

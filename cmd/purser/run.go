@@ -92,7 +92,7 @@ func (s *session) end() {
 }
 
 func newRunCmd() *cobra.Command {
-	var db, runBudget, runName, ci, drawFrom string
+	var db, runBudget, runName, ci, drawFrom, gw string
 	var parallel int
 	var asJSON, acceptConfig bool
 	var waitRaise time.Duration
@@ -120,6 +120,9 @@ tasks that had not started are left untouched).`,
 			}
 			tasks, proj, err := app.LoadTasks(loadTask, args)
 			if err != nil {
+				return err
+			}
+			if err := useGateway(cmd, gw, proj); err != nil {
 				return err
 			}
 			// Unpriced calls are checked here unless the run is joined without
@@ -161,6 +164,7 @@ tasks that had not started are left untouched).`,
 	}
 	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "how many tasks run at once")
+	cmd.Flags().StringVar(&gw, "gateway", "", app.GatewayFlagHelp)
 	cmd.Flags().StringVar(&runBudget, "run-budget", "", "a budget file (YAML or JSON) shared by all the tasks of this run")
 	cmd.Flags().StringVar(&runName, "run", "", "name the run, so that other purser processes on the same database can join it and share its budget")
 	cmd.Flags().StringVar(&drawFrom, "draw-from", "", "named budgets (comma-separated) this run draws from: each call must fit in every one (see purser budgets)")
@@ -296,7 +300,7 @@ func resumable(cmd *cobra.Command, a *app.App, id string) (purser.TaskRecord, pu
 }
 
 func newResumeCmd() *cobra.Command {
-	var db, budgetFile string
+	var db, budgetFile, gw string
 	var asJSON, acceptConfig bool
 	cmd := &cobra.Command{
 		Use:   "resume TASK [--db PATH] [--budget FILE] [--json] [--accept-config]",
@@ -322,6 +326,9 @@ the diff (exit 2), unless you made it: --accept-config.`,
 			defer a.Close()
 			rec, task, proj, err := resumable(cmd, a, args[0])
 			if err != nil || rec.State == purser.StateDone {
+				return err
+			}
+			if err := useGateway(cmd, gw, proj); err != nil {
 				return err
 			}
 			if err := a.Preflight(cmd.Context(), app.Preflight{Tasks: []purser.Task{task}, Files: []string{rec.File}, Draws: true, Project: proj, AcceptConfig: acceptConfig}); err != nil {
@@ -356,6 +363,7 @@ the diff (exit 2), unless you made it: --accept-config.`,
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
+	cmd.Flags().StringVar(&gw, "gateway", "", app.GatewayFlagHelp)
 	cmd.Flags().StringVar(&budgetFile, "budget", "", "a new budget for the task (a budget file outside its workspace); the change is recorded")
 	cmd.Flags().BoolVar(&acceptConfig, "accept-config", false, acceptConfigHelp)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON Lines (for CI and scripts) instead of the live view")

@@ -43,9 +43,9 @@ const (
 
 // shellFlags are purser shell's flags.
 type shellFlags struct {
-	db, budgetFile, usd, wire, backendName, model string
-	tokens                                        int64
-	time                                          time.Duration
+	db, budgetFile, usd, wire, backendName, model, gateway string
+	tokens                                                 int64
+	time                                                   time.Duration
 }
 
 // defaultShellModel is the model a session is priced and forecast on when
@@ -95,6 +95,7 @@ Exit codes: 0 DONE; 3 BLOCKED by the budget; 1 the agent failed; 2 bad input
 	cmd.Flags().SetInterspersed(false) // everything from AGENT on is the agent's
 	fl := cmd.Flags()
 	fl.StringVar(&f.db, "db", "", app.DBFlagHelp)
+	fl.StringVar(&f.gateway, "gateway", "", app.GatewayFlagHelp)
 	fl.StringVar(&f.budgetFile, "budget", "", "the session's budget file (YAML or JSON): optimal/warning/hard")
 	fl.StringVar(&f.usd, "usd", "", "instead of --budget: the session's hard cap on money, in dollars")
 	fl.Int64Var(&f.tokens, "tokens", 0, "instead of --budget: the session's hard cap on tokens")
@@ -118,6 +119,9 @@ func runShell(cmd *cobra.Command, f shellFlags, argv []string) error {
 	proj, err := config.Loader{Backends: backendTypes()}.FindProject(dir)
 	if err != nil {
 		return badInput(err)
+	}
+	if err := useGateway(cmd, f.gateway, proj); err != nil {
+		return err
 	}
 	task, err := shellTask(f, proj, cfg, dir, argv)
 	if err != nil {

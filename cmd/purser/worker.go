@@ -12,7 +12,7 @@ import (
 )
 
 func newWorkerCmd() *cobra.Command {
-	var db string
+	var db, gw string
 	var concurrency int
 	var lease, poll time.Duration
 	var drain, asJSON bool
@@ -52,11 +52,12 @@ host must see the task files and workspaces at the same paths.`,
 				return err
 			}
 			defer a.Close()
-			return worker.Serve(cmd.Context(), a, worker.Options{Concurrency: concurrency, Lease: lease, Poll: poll, Drain: drain, JSON: asJSON, Out: cmd.OutOrStdout(),
+			return worker.Serve(cmd.Context(), a, worker.Options{Concurrency: concurrency, Lease: lease, Poll: poll, Drain: drain, JSON: asJSON, Out: cmd.OutOrStdout(), Gateway: gw,
 				Log: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "", "the database the workers share: a postgres:// URL (workers on many hosts) or a SQLite file (workers on this machine) (default: $PURSER_DB, else purser.yaml's database:, else the project's)")
+	cmd.Flags().StringVar(&gw, "gateway", "", app.GatewayFlagHelp)
 	cmd.Flags().IntVar(&concurrency, "concurrency", 1, "how many tasks this worker runs at once")
 	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long a job stays this worker's without a renewal (renewed every third of it)")
 	cmd.Flags().DurationVar(&poll, "poll", 500*time.Millisecond, "how often an idle worker looks for a job")
