@@ -16,6 +16,7 @@ import (
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend"
+	"github.com/purser-dev/purser/backend/agent"
 	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/sandbox"
 )
@@ -331,7 +332,7 @@ func unboxWhereNoBox(t testing.TB, dir string) {
 // A boxed type: agent backend's network is the door, not none.
 func TestCheckSaysTheAgentsDoor(t *testing.T) {
 	on := backend.SandboxConfig{Setting: sandbox.Setting{Mode: sandbox.ModeOn}, Homes: "/state/boxes"}
-	line := backendBox(purser.Task{ID: "a", Backend: purser.BackendSpec{Name: "a", Type: "agent"}}, on)
+	line := backendBox(purser.Task{ID: "a", Backend: purser.BackendSpec{Name: "a", Type: "agent", Options: agent.NewOptions()}}, on)
 	if !strings.Contains(line, "network: only Purser's door") || strings.Contains(line, noDoor) {
 		t.Errorf("boxed type: agent: %s", line)
 	}
