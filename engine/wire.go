@@ -69,6 +69,9 @@ type wireAdmitter struct {
 	output     map[string]int64 // output tokens of the model's last reply
 	noted      map[string]bool  // the degrade decisions recorded for the call
 	closed     bool             // the call has ended: nothing more is admitted
+	// rent is, per model, what staying on it has cost more than its cheap
+	// tier would have since a switch was first declined (wiredegrade.go).
+	rent map[string]budget.USD
 
 	noteMu sync.Mutex // degrade records are made one at a time
 }

@@ -290,9 +290,10 @@ func TestTaskWithinOptimalRangeRequestBorrowsTheCallsHold(t *testing.T) {
 // request to the cheap model when that lowers its bill (no cache to lose)
 // and keeps it when the cache it would lose costs more than the switch
 // saves, saying why either way (the grant, the degrade record);
-// shrink_context clamps the output bound when the output it cuts costs
-// more than a continuation's cached re-read. Each action taken lowers the
-// mock's bill for the request; each one not taken would have raised it.
+// shrink_context does not clamp the output bound: the agent continues a
+// cut reply by a request reading the prompt again, and the rest of the
+// reply is produced all the same. Each action taken lowers the mock's bill
+// for the request; each one not taken would have raised it.
 func TestTaskEntersWarningRangeDegradesAtTheWire(t *testing.T) {
 	warm := wireReq{model: sonnet, input: 100_000, cacheRead: 95_000, maxOut: 4_000, output: 4_000}
 	cold := wireReq{model: sonnet, input: 20_000, maxOut: 4_000, output: 4_000}
@@ -314,8 +315,14 @@ func TestTaskEntersWarningRangeDegradesAtTheWire(t *testing.T) {
 			func(r wireReq) bool { return bill(haiku, r, 0, r.output) < bill(sonnet, r, r.cacheRead, r.output) }},
 		{"a warm cache worth more than the switch: kept", []purser.DegradeStep{{Action: purser.SwitchTierCheap}}, warm, sonnet, 0, "switch_tier_cheap: not taken: model claude-sonnet-4-5 → claude-haiku-4-5 loses 95000 cached tokens",
 			func(r wireReq) bool { return bill(sonnet, r, r.cacheRead, r.output) < bill(haiku, r, 0, r.output) }},
-		{"a large output bound: clamped", []purser.DegradeStep{{Action: purser.ShrinkContext}}, big, sonnet, 8192, "shrink_context: max output 32000 → 8192",
-			func(r wireReq) bool { return bill(sonnet, r, 0, 8192) < bill(sonnet, r, 0, r.output) }},
+		// A reply cut at 8,192 is continued by a request reading the prompt
+		// and the cut reply again for the rest (degradebill_test.go
+		// measures it on the cache mock).
+		{"a large output bound: not clamped", []purser.DegradeStep{{Action: purser.ShrinkContext}}, big, sonnet, 0, "shrink_context: not taken: max output 32000 → 8192",
+			func(r wireReq) bool {
+				rest := wireReq{input: r.input + 8192, cacheRead: r.input}
+				return bill(sonnet, r, 0, r.output) < bill(sonnet, r, 0, 8192)+bill(sonnet, rest, r.input, r.output-8192)
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -9,31 +9,41 @@ import (
 )
 
 // The degrade policy at the wire, for any agent: in WARNING, a request's
-// model moves to the backend's cheap tier (switch_tier_cheap) and its
-// output bound is clamped to the engine's per-call reserve
-// (shrink_context: the reply shrinks as the context would) — each only
-// when the estimate says it lowers the bill, cache included.
+// model moves to the backend's cheap tier (switch_tier_cheap) when the
+// bill says so, cache included; its output bound is not clamped
+// (shrink_context says why). Measured on backendtest.CacheMock
+// (degradebill_test.go, docs/benchmarks.md).
 //
 // Cache traffic is most of an agent's bill: a request whose prefix the
 // provider has cached pays the cache-read price for it (a tenth of input
 // on Anthropic and OpenAI). Moving to another model loses that cache: the
-// same prefix is billed as fresh input, or as a cache write, at the new
-// model's price, on the first request there. So a switch is judged on
-// that request's estimated bill — the prefix the last reply of this model
-// read or wrote from the cache billed as a cache read on the old model
-// and as a cache write on the new one, the output as the last reply's (or
-// the bound) at each model's price — and taken only when the new model's
-// bill is lower. Once taken, the call's requests stay on the cheap model,
-// whose cache then builds up. A clamp of the output bound never touches
-// the cache, but a reply it cuts short is continued by another request
-// that reads the whole prompt again: it is taken only when the output it
-// can cut costs more than one such read at the cache-read price.
+// same prefix is billed as a cache write at the new model's price on the
+// first request there, and read from the new model's cache after. So the
+// switch is a one-time loss (move: the request on the cheap model writing
+// the prefix, less warm: the same request reading it there) against a
+// saving on every request after (stay, the request reading the old
+// model's cache, less warm). The door cannot know how many requests are
+// to come, so it decides as in ski rental: it stays while what staying
+// has cost more than warm, summed over the requests it declined the
+// switch on (rent), is less than the one-time loss, and moves at the
+// first request where it is not — at once when there is no cache to lose
+// (move below stay). A conversation that ends at once after the move pays
+// at most twice what the better of never and at-once would have; a long
+// one moves, where judging each request alone never would (a warm cache
+// always makes one request dearer on the new model). Once taken, the
+// call's requests stay on the cheap model, whose cache then builds up.
+//
+// A clamp of the output bound saves nothing the agent still wants: a reply
+// it cuts at max_tokens is continued (or retried) by another request that
+// reads the whole prompt again and produces the rest, so the clamp can only
+// raise the bill (and the tokens a token cap counts). It is recorded as
+// not taken, with why; what a budget has left under its hard cap still
+// clamps a request at admission (wire.go).
 
 // degrade applies the task's degrade policy to one request and says each
 // action considered, taken or not, with why.
 func (w *wireAdmitter) degrade(ctx context.Context, r purser.WireRequest, maxOut int64) (string, int64, []string) {
-	t := w.t
-	d := decideDegrade(t.task.Degrade, t.budget)
+	d := decideDegrade(w.t.task.Degrade, w.t.budget)
 	model := r.Model
 	var actions []string
 	say := func(a purser.DegradeAction, taken bool, detail string) {
@@ -41,63 +51,71 @@ func (w *wireAdmitter) degrade(ctx context.Context, r purser.WireRequest, maxOut
 		w.note(ctx, d, a, taken, detail)
 	}
 	if d.on(purser.SwitchTierCheap) {
-		w.mu.Lock()
-		switched := w.switched
-		cached, lastOut := w.cache[r.Model], w.output[r.Model]
-		w.mu.Unlock()
-		cheap, ok := t.task.Backend.Model(purser.CheapTier)
-		switch {
-		case switched != "" && switched != r.Model:
-			model = switched
-			say(purser.SwitchTierCheap, true, fmt.Sprintf("model %s → %s: the call's requests moved to the cheap tier (its cache is there now)", r.Model, switched))
-		case switched != "":
-		case !ok:
-			say(purser.SwitchTierCheap, false, "not taken: the backend names no cheap tier")
-		case cheap == r.Model:
-		default:
-			out := maxOut
-			if lastOut > 0 {
-				out = min(lastOut, maxOut)
-			}
-			cached = min(cached, r.InputTokens)
-			stay := t.e.cfg.Prices.Estimate(budget.UsageEvent{Model: r.Model, InputTokens: r.InputTokens, CacheReadTokens: cached, OutputTokens: out})
-			move := t.e.cfg.Prices.Estimate(budget.UsageEvent{Model: cheap, InputTokens: r.InputTokens, CacheWriteTokens: cached, OutputTokens: out})
-			cache := "no prompt cache to lose"
-			if cached > 0 {
-				cache = fmt.Sprintf("loses %d cached tokens", cached)
-			}
-			switch {
-			case stay.CostSource != budget.CostEstimated || move.CostSource != budget.CostEstimated:
-				say(purser.SwitchTierCheap, false, fmt.Sprintf("not taken: model %s → %s cannot be judged on its bill (a price is unknown)", r.Model, cheap))
-			case move.USD < stay.USD:
-				model = cheap
-				w.mu.Lock()
-				w.switched = cheap
-				w.mu.Unlock()
-				say(purser.SwitchTierCheap, true, fmt.Sprintf("model %s → %s: %s; est. %s on %s vs %s staying", r.Model, cheap, cache, move.USD, cheap, stay.USD))
-			default:
-				say(purser.SwitchTierCheap, false, fmt.Sprintf("not taken: model %s → %s %s; est. %s on %s vs %s staying", r.Model, cheap, cache, move.USD, cheap, stay.USD))
-			}
-		}
+		model = w.switchTier(r, maxOut, say)
 	}
-	if reserve := t.e.cfg.ReserveOutputTokens; d.on(purser.ShrinkContext) && maxOut > reserve {
-		cut := t.e.cfg.Prices.Estimate(budget.UsageEvent{Model: model, OutputTokens: maxOut - reserve})
-		// At best, the continuation reads the whole prompt from the cache.
-		reread := t.e.cfg.Prices.Estimate(budget.UsageEvent{Model: model, InputTokens: r.InputTokens, CacheReadTokens: r.InputTokens})
-		switch {
-		case cut.CostSource != budget.CostEstimated || reread.CostSource != budget.CostEstimated:
-			// Unpriced: tokens are what the budget counts, and a clamp
-			// bounds them.
-			say(purser.ShrinkContext, true, fmt.Sprintf("max output %d → %d: the model is unpriced; the clamp bounds its tokens", maxOut, reserve))
-			maxOut = reserve
-		case cut.USD > reread.USD:
-			say(purser.ShrinkContext, true, fmt.Sprintf("max output %d → %d: cuts up to %s of output, more than one continuation's cached re-read (%s)", maxOut, reserve, cut.USD, reread.USD))
-			maxOut = reserve
-		default:
-			say(purser.ShrinkContext, false, fmt.Sprintf("not taken: max output %d → %d would cut up to %s of output, less than a continuation's cached re-read (%s)", maxOut, reserve, cut.USD, reread.USD))
-		}
+	if reserve := w.t.e.cfg.ReserveOutputTokens; d.on(purser.ShrinkContext) && maxOut > reserve {
+		say(purser.ShrinkContext, false, fmt.Sprintf("not taken: max output %d → %d would cut a reply the agent continues, reading its whole prompt again: it saves no output and raises the bill", maxOut, reserve))
 	}
 	return model, maxOut, actions
+}
+
+// switchTier judges switch_tier_cheap for one request (see above) and
+// returns the model to forward it to.
+func (w *wireAdmitter) switchTier(r purser.WireRequest, maxOut int64, say func(purser.DegradeAction, bool, string)) string {
+	t := w.t
+	w.mu.Lock()
+	switched := w.switched
+	cached, lastOut, rent := w.cache[r.Model], w.output[r.Model], w.rent[r.Model]
+	w.mu.Unlock()
+	cheap, ok := t.task.Backend.Model(purser.CheapTier)
+	switch {
+	case switched != "" && switched != r.Model:
+		say(purser.SwitchTierCheap, true, fmt.Sprintf("model %s → %s: the call's requests moved to the cheap tier (its cache is there now)", r.Model, switched))
+		return switched
+	case switched != "" || cheap == r.Model:
+		return r.Model
+	case !ok:
+		say(purser.SwitchTierCheap, false, "not taken: the backend names no cheap tier")
+		return r.Model
+	}
+	out := maxOut
+	if lastOut > 0 {
+		out = min(lastOut, maxOut)
+	}
+	cached = min(cached, r.InputTokens)
+	est := func(model string, read, write int64) budget.UsageEvent {
+		return t.e.cfg.Prices.Estimate(budget.UsageEvent{Model: model, InputTokens: r.InputTokens, CacheReadTokens: read, CacheWriteTokens: write, OutputTokens: out})
+	}
+	stay, move, warm := est(r.Model, cached, 0), est(cheap, 0, cached), est(cheap, cached, 0)
+	if stay.CostSource != budget.CostEstimated || move.CostSource != budget.CostEstimated {
+		say(purser.SwitchTierCheap, false, fmt.Sprintf("not taken: model %s → %s cannot be judged on its bill (a price is unknown)", r.Model, cheap))
+		return r.Model
+	}
+	cache := "no prompt cache to lose"
+	if cached > 0 {
+		cache = fmt.Sprintf("loses %d cached tokens", cached)
+	}
+	if move.USD < stay.USD.Plus(rent) {
+		w.mu.Lock()
+		w.switched = cheap
+		w.mu.Unlock()
+		paid := ""
+		if rent > 0 {
+			paid = fmt.Sprintf(" plus %s staying has cost over %s since the switch was declined", rent, cheap)
+		}
+		say(purser.SwitchTierCheap, true, fmt.Sprintf("model %s → %s: %s; est. %s on %s vs %s staying%s", r.Model, cheap, cache, move.USD, cheap, stay.USD, paid))
+		return cheap
+	}
+	w.mu.Lock()
+	if w.rent == nil {
+		w.rent = map[string]budget.USD{}
+	}
+	if stay.USD > warm.USD {
+		w.rent[r.Model] = w.rent[r.Model].Plus(stay.USD - warm.USD)
+	}
+	w.mu.Unlock()
+	say(purser.SwitchTierCheap, false, fmt.Sprintf("not taken: model %s → %s %s; est. %s on %s vs %s staying (plus %s paid so far over %s warm)", r.Model, cheap, cache, move.USD, cheap, stay.USD, rent, cheap))
+	return r.Model
 }
 
 // note records a degrade action at the wire as the call's other degrade
