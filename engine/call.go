@@ -7,12 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/contextbuild"
-	"github.com/purser-dev/purser/prompt"
 	"github.com/purser-dev/purser/redact"
 )
 
@@ -22,6 +22,7 @@ import (
 func (t *taskRun) call(ctx context.Context, kind purser.CallKind) (string, error) {
 	retry := t.e.cfg.Retry
 	var lastErr error
+	var sent *preparedCall // the attempt retried: its prompt may be cached
 	for attempt := 1; attempt <= 1+retry.Max; attempt++ {
 		if attempt > 1 {
 			backoff := retry.Base << (attempt - 2)
@@ -38,7 +39,10 @@ func (t *taskRun) call(ctx context.Context, kind purser.CallKind) (string, error
 			case <-time.After(backoff):
 			}
 		}
-		text, err := t.attempt(ctx, kind, attempt)
+		text, pc, err := t.attempt(ctx, kind, attempt, sent)
+		if pc != nil {
+			sent = pc
+		}
 		if err == nil {
 			return text, nil
 		}
@@ -68,39 +72,49 @@ type preparedCall struct {
 	// releaseDB gives back the call's holds on the run shared through the
 	// database and on named budgets (once; nil until admitted).
 	releaseDB func()
+	// reached: a reply's input was billed, so the provider has the prompt
+	// (cached, if the agent marks it): a retry judges changing it (degrade.go).
+	reached atomic.Bool
 }
 
 // attempt is one call to the backend: prepared under the degrade policy,
 // admitted against the budget, made, and recorded.
-func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int) (string, error) {
+// It returns the attempt as prepared (nil when none was), which a retry
+// judges its degrade on.
+func (t *taskRun) attempt(ctx context.Context, kind purser.CallKind, attempt int, sent *preparedCall) (string, *preparedCall, error) {
 	if err := t.budget.Check(); err != nil {
-		return "", err
+		return "", nil, err
 	}
-	pc, err := t.prepare(ctx, kind, attempt)
+	pc, err := t.prepare(ctx, kind, attempt, sent)
 	if err != nil {
-		return "", err
+		return "", nil, err
+	}
+	refuse := func(err error) (string, *preparedCall, error) {
+		text, err := t.refuse(ctx, pc, err)
+		return text, pc, err
 	}
 	if err := t.checkPriced(ctx, pc); err != nil {
-		return t.refuse(ctx, pc, err)
+		return refuse(err)
 	}
 	res, release, err := t.admit(ctx, pc)
 	if err != nil {
-		return t.refuse(ctx, pc, err)
+		return refuse(err)
 	}
 	defer release()
 	if err := t.e.cfg.Store.SaveCall(ctx, pc.rec); err != nil {
-		return "", err
+		return "", pc, err
 	}
 	// Skip the call entirely if the run or task hit HARD since the check.
 	if err := t.budget.Check(); err != nil {
-		return t.refuse(ctx, pc, err)
+		return refuse(err)
 	}
-	return t.makeCall(ctx, pc, res)
+	text, err := t.makeCall(ctx, pc, res)
+	return text, pc, err
 }
 
 // prepare takes the degrade decision for this call, and builds its context,
 // prompt and record.
-func (t *taskRun) prepare(ctx context.Context, kind purser.CallKind, attempt int) (*preparedCall, error) {
+func (t *taskRun) prepare(ctx context.Context, kind purser.CallKind, attempt int, sent *preparedCall) (*preparedCall, error) {
 	e := t.e
 	d := t.degrade()
 	tier := t.task.ModelTier
@@ -114,20 +128,10 @@ func (t *taskRun) prepare(ctx context.Context, kind purser.CallKind, attempt int
 
 	in := contextbuild.Input{Goal: t.task.Goal, Issue: t.task.Issue, Workspace: t.task.Workspace,
 		Failing: t.failing, Plan: t.plan, History: t.history, HistoryOmitted: t.historyOmitted, Feedback: t.feedback, Guard: e.cfg.Guard}
-	cctx := e.cfg.Context.Full(in)
-	if d.on(purser.ShrinkContext) {
-		shrink := t.task.Degrade.Shrink
-		var err error
-		if cctx, err = e.cfg.Context.Shrink(in, shrink.Strategy, shrink.MaxTokens); err != nil {
-			return nil, err
-		}
-		t.noteDegrade(ctx, d, kind, purser.ShrinkContext, fmt.Sprintf("context %s to %d tokens (cap %d)", cctx.Strategy, cctx.Tokens, shrink.MaxTokens))
+	cctx, text, err := t.degradePrompt(ctx, d, kind, in, model, sent) // degrade.go
+	if err != nil {
+		return nil, err
 	}
-	repairOnly := d.on(purser.RepairOnlyMode) && kind == purser.CallMain
-	if repairOnly {
-		t.noteDegrade(ctx, d, kind, purser.RepairOnlyMode, "repair-only prompt")
-	}
-	text := prompt.Build(prompt.Input{Kind: kind, Iteration: t.iteration, Context: cctx, RepairOnly: repairOnly, Validators: t.task.Validators})
 	// A server may count the prompt a little differently than the o200k
 	// tokenizer: the reservation allows for it.
 	counted := int64(e.cfg.Context.Counter.Count(text))
@@ -329,6 +333,9 @@ func (u *usageSink) report(ev budget.UsageEvent) {
 		return
 	}
 	u.res.Record(ev)
+	if ev.InputTokens > 0 {
+		u.pc.reached.Store(true)
+	}
 	if u.door != nil {
 		u.door.observe(ev)
 	}

@@ -1,8 +1,14 @@
 package engine
 
 import (
+	"context"
+	"fmt"
+	"sync"
+
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/contextbuild"
+	"github.com/purser-dev/purser/prompt"
 )
 
 // degradeState is the set of degrade actions in force for one call, and why.
@@ -37,4 +43,105 @@ func decideDegrade(policy purser.DegradePolicy, m *budget.Manager) degradeState 
 		}
 	}
 	return d
+}
+
+// The degrade of a prompt Purser builds (shrink_context, repair_only_mode)
+// changes the prompt's text. A call's prompt begins with its iteration
+// and kind, so no later call shares a prefix with it beyond the agent's own
+// system prompt, which the change leaves alone: changing it breaks no
+// cache, and a shrink lowers the bill (measured on backendtest.CacheMock,
+// degradebill_test.go). A retry is different: it resends the prompt of the
+// attempt it retries, which the provider has cached if that attempt
+// reached it — and a budget that entered WARNING during that attempt would
+// change the retry's prompt, billing it as a cache write (1.25× input on
+// Anthropic) instead of a cache read (0.1×). A 40k-token prompt shrunk to
+// 27k on a retry raised the mock's bill by a third. So on a retry whose
+// attempt reached the provider, a change to the prompt is judged on the
+// first request's bill, cache included: the prefix the changed prompt
+// shares with the cached one read, the rest written, against the prompt
+// as it was read whole. It is taken only when that is cheaper — and then
+// every request after it is cheaper too (a smaller prompt read from the
+// cache), so a change taken lowers the bill. Declining may forgo a saving
+// that a long retry would have repaid.
+
+// promptChange judges a retry's prompt now against sent, the attempt it
+// retries, whose prompt the provider has cached if it reached it: keep
+// reports whether the retry should resend sent's prompt, and detail says
+// the estimate ("" when there is no cache to lose: now is sent as built).
+func (t *taskRun) promptChange(sent *preparedCall, model, now string) (keep bool, detail string) {
+	if sent == nil || !sent.reached.Load() || sent.model != model || sent.prompt == now {
+		return false, ""
+	}
+	if _, off := unjudgedRetries.Load(t.task.Workspace); off {
+		return false, ""
+	}
+	count := func(s string) int64 { return int64(t.e.cfg.Context.Counter.Count(s)) }
+	bill := func(text string) budget.UsageEvent {
+		in := count(text)
+		cached := min(count(commonPrefix(sent.prompt, text)), in)
+		return t.e.cfg.Prices.Estimate(budget.UsageEvent{Model: model, InputTokens: in, CacheReadTokens: cached, CacheWriteTokens: in - cached})
+	}
+	stay, change := bill(sent.prompt), bill(now)
+	if stay.CostSource != budget.CostEstimated || change.CostSource != budget.CostEstimated {
+		// Unpriced: tokens are what the budget counts.
+		return change.InputTokens >= stay.InputTokens, fmt.Sprintf("on a retry, %d prompt tokens vs attempt %d's %d (the model is unpriced)", change.InputTokens, sent.rec.Attempt, stay.InputTokens)
+	}
+	detail = fmt.Sprintf("on a retry, est. %s for the changed prompt (%d tokens, %d cached) vs %s for attempt %d's, cached (%d tokens)",
+		change.USD, change.InputTokens, change.CacheReadTokens, stay.USD, sent.rec.Attempt, stay.InputTokens)
+	return change.USD >= stay.USD, detail
+}
+
+// degradePrompt builds a call's context and prompt under the degrade
+// policy (shrink_context, repair_only_mode), each noted with why; a retry
+// resends its attempt's prompt when changing it costs more (promptChange).
+func (t *taskRun) degradePrompt(ctx context.Context, d degradeState, kind purser.CallKind, in contextbuild.Input, model string, sent *preparedCall) (contextbuild.Context, string, error) {
+	cctx := t.e.cfg.Context.Full(in)
+	var shrunk string
+	if d.on(purser.ShrinkContext) {
+		shrink := t.task.Degrade.Shrink
+		var err error
+		if cctx, err = t.e.cfg.Context.Shrink(in, shrink.Strategy, shrink.MaxTokens); err != nil {
+			return cctx, "", err
+		}
+		shrunk = fmt.Sprintf("context %s to %d tokens (cap %d)", cctx.Strategy, cctx.Tokens, shrink.MaxTokens)
+	}
+	repairOnly := d.on(purser.RepairOnlyMode) && kind == purser.CallMain
+	text := prompt.Build(prompt.Input{Kind: kind, Iteration: t.iteration, Context: cctx, RepairOnly: repairOnly, Validators: t.task.Validators})
+	keep, detail := t.promptChange(sent, model, text)
+	say := func(a purser.DegradeAction, what string) {
+		switch {
+		case keep:
+			t.noteDegrade(ctx, d, kind, a, "not taken: "+what+": "+detail)
+		case detail != "":
+			t.noteDegrade(ctx, d, kind, a, what+"; "+detail)
+		default:
+			t.noteDegrade(ctx, d, kind, a, what)
+		}
+	}
+	if shrunk != "" {
+		say(purser.ShrinkContext, shrunk)
+	}
+	if repairOnly {
+		say(purser.RepairOnlyMode, "repair-only prompt")
+	}
+	if keep {
+		return sent.ctx, sent.prompt, nil
+	}
+	return cctx, text, nil
+}
+
+// unjudgedRetries holds the workspaces of tasks whose retries take a
+// prompt change unjudged, as before promptChange: set by tests only
+// (degrade_export_test.go), to measure what forcing the change bills.
+var unjudgedRetries sync.Map
+
+// commonPrefix is the longest prefix a and b share.
+func commonPrefix(a, b string) string {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return a[:i]
+		}
+	}
+	return a[:n]
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend/backendtest"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/gateway"
 )
 
@@ -38,6 +39,13 @@ type convo struct {
 	// continues: the agent continues a reply cut at max_tokens with a
 	// "continue" turn, as agents do; otherwise it takes the cut reply.
 	continues bool
+	// prompt: the conversation opens with the call's prompt (the one Purser
+	// builds) as its first user turn, as a CLI agent's does.
+	prompt bool
+	// fixAt is the iteration whose call fixes the workspace (0: the first);
+	// failAttempt fails a call's first attempt, transiently, after its
+	// first request, in iterations from this one on (0: never).
+	fixAt, failAttempt int
 }
 
 // laneAgent is a backend whose agent talks Anthropic Messages, streaming,
@@ -60,7 +68,13 @@ func (a *laneAgent) Call(ctx context.Context, req purser.CallRequest, report pur
 	}
 	defer l.Close()
 	var history []map[string]any
+	if a.c.prompt {
+		history = append(history, map[string]any{"role": "user", "content": req.Prompt}, map[string]any{"role": "assistant", "content": "ok"})
+	}
 	for i, want := range a.c.replies {
+		if i == 1 && a.c.failAttempt > 0 && req.Iteration >= a.c.failAttempt && req.Attempt == 1 {
+			return purser.CallResult{}, fmt.Errorf("overloaded: %w", purser.ErrTransient)
+		}
 		user := fmt.Sprintf("turn %d: %s[reply %d]", i, words(a.c.user), want)
 		for {
 			text, cut, err := a.send(ctx, l.URL(), req.Model, history, user)
@@ -76,8 +90,10 @@ func (a *laneAgent) Call(ctx context.Context, req purser.CallRequest, report pur
 			user = fmt.Sprintf("continue [reply %d]", want)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(a.workspace, "src/fixed"), []byte("yes"), 0o644); err != nil {
-		return purser.CallResult{}, err
+	if req.Kind == purser.CallMain && req.Iteration > a.c.fixAt {
+		if err := os.WriteFile(filepath.Join(a.workspace, "src/fixed"), []byte("yes"), 0o644); err != nil {
+			return purser.CallResult{}, err
+		}
 	}
 	return purser.CallResult{Text: "done"}, nil
 }
@@ -132,6 +148,12 @@ func words(n int64) string { return strings.Repeat("tok ", int(n)) }
 // with what it billed, and the task's degrade records.
 func billed(t *testing.T, c convo, hint bool, steps ...purser.DegradeAction) (*backendtest.CacheMock, []purser.DegradeRecord) {
 	t.Helper()
+	return billedWith(t, c, func(f *fixture) { f.task.Degrade.BudgetHint = hint }, steps...)
+}
+
+// billedWith is billed with the task set up by setup first.
+func billedWith(t *testing.T, c convo, setup func(f *fixture), steps ...purser.DegradeAction) (*backendtest.CacheMock, []purser.DegradeRecord) {
+	t.Helper()
 	mock := &backendtest.CacheMock{}
 	a := &laneAgent{upstream: mock.Start(t), c: c}
 	f := newFixture(t, "steps: []\n")
@@ -139,7 +161,8 @@ func billed(t *testing.T, c convo, hint bool, steps ...purser.DegradeAction) (*b
 	f.cfg.Backends = func(purser.BackendSpec) (purser.Backend, error) { return a, nil }
 	f.task.Backend.Models = map[string]string{"cheap": haiku, "standard": sonnet}
 	f.task.Budget = budget.Config{Optimal: budget.Limits{USD: usd("0.001")}, Hard: budget.HardLimits{USD: usd("50.00"), MaxIterations: ptr(3)}}
-	f.task.Degrade = purser.DegradePolicy{BudgetHint: hint}
+	f.task.Degrade = purser.DegradePolicy{}
+	setup(f)
 	for _, s := range steps {
 		f.task.Degrade.Steps = append(f.task.Degrade.Steps, purser.DegradeStep{Action: s})
 	}
@@ -270,5 +293,72 @@ func TestBudgetHintKeepsCacheReadsOnTheMock(t *testing.T) {
 	}
 	if on.CacheReadTokens() == 0 {
 		t.Fatal("no request read the cache")
+	}
+}
+
+// bigWorkspace makes the file the task's issue names (src/parser.go, so in
+// its prompt) about n tokens long, and the shrink policy's cap shrinkTo.
+func bigWorkspace(n int64, shrinkTo int, selfReview bool) func(f *fixture) {
+	return func(f *fixture) {
+		write(f.t, filepath.Join(f.workspace, "src/parser.go"), "package src\n\n// "+strings.Repeat("lorem ipsum dolor sit amet consectetur\n// ", int(n/8))+"\nfunc Parse() {}\n")
+		f.task.Degrade.Shrink = purser.ShrinkPolicy{Strategy: "failing_first", MaxTokens: shrinkTo}
+		f.task.SelfReview = selfReview
+	}
+}
+
+// Issue 21, the degrade of the prompts Purser builds, measured on the cache
+// mock through the door, an agent opening its conversation with Purser's
+// prompt after a 15k-token system prompt it caches, in a workspace whose
+// named file makes that prompt 40k tokens: each action taken lowers the
+// run's bill. A call's prompt begins with its iteration, so a shrink breaks
+// no cache a later call could read — but a retry resends a prompt the
+// provider has cached: there, shrinking 40k to 27k is declined, and forced
+// it raised the bill.
+func TestDegradeAtTheEngineJudgedOnTheBill(t *testing.T) {
+	t.Parallel()
+	next := convo{system: 15000, user: 200, replies: turns(3, 300), maxTokens: 32000, prompt: true, fixAt: 1}
+	retry := next
+	retry.failAttempt, retry.fixAt = 1, 0
+	for _, tc := range []struct {
+		name       string
+		c          convo
+		a          purser.DegradeAction
+		shrinkTo   int
+		selfReview bool
+		taken      bool
+		said       string
+	}{
+		{"shrink_context at the next iteration", next, purser.ShrinkContext, 4000, false, true, "context failing_first to"},
+		{"shrink_context on a retry, 40k to 27k", retry, purser.ShrinkContext, 30000, false, false, "not taken: context failing_first to"},
+		{"switch_tier_cheap at the next call", next, purser.SwitchTierCheap, 4000, false, true, "model tier standard → cheap"},
+		{"disable_self_review", next, purser.DisableSelfReview, 4000, true, true, "self-review call skipped"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			setup := bigWorkspace(40000, tc.shrinkTo, tc.selfReview)
+			off, _ := billedWith(t, tc.c, setup)
+			on, ds := billedWith(t, tc.c, setup, tc.a)
+			said := false
+			for _, d := range ds {
+				said = said || (d.Action == tc.a && strings.HasPrefix(d.Detail, tc.said))
+			}
+			if !said {
+				t.Fatalf("degrade records %v, want one of %s saying %q", ds, tc.a, tc.said)
+			}
+			t.Logf("billed: without %s, with %s", off.Bill().USD, on.Bill().USD)
+			if tc.taken {
+				if on.Bill().USD >= off.Bill().USD {
+					t.Fatalf("taken: billed %s, not less than %s without", on.Bill().USD, off.Bill().USD)
+				}
+				return
+			}
+			forced, _ := billedWith(t, tc.c, func(f *fixture) {
+				setup(f)
+				t.Cleanup(engine.ForceRetryPromptChanges(f.workspace))
+			}, tc.a)
+			t.Logf("forced: %s", forced.Bill().USD)
+			if on.Bill() != off.Bill() || forced.Bill().USD <= off.Bill().USD {
+				t.Fatalf("declined: billed %s (without %s); forced %s, want more", on.Bill().USD, off.Bill().USD, forced.Bill().USD)
+			}
+		})
 	}
 }
