@@ -40,8 +40,8 @@ func (t *taskRun) call(ctx context.Context, kind purser.CallKind) (string, error
 			}
 		}
 		text, pc, err := t.attempt(ctx, kind, attempt, sent)
-		if pc != nil {
-			sent = pc
+		if pc != nil && (sent == nil || pc.reached.Load() || !sent.reached.Load()) {
+			sent = pc // the last attempt that reached the provider, if any
 		}
 		if err == nil {
 			return text, nil
