@@ -119,9 +119,21 @@ func (t *taskRun) prepare(ctx context.Context, kind purser.CallKind, attempt int
 	d := t.degrade()
 	tier := t.task.ModelTier
 	if d.on(purser.SwitchTierCheap) && tier != purser.CheapTier {
-		if _, ok := t.task.Backend.Model(purser.CheapTier); ok {
-			t.noteDegrade(ctx, d, kind, purser.SwitchTierCheap, fmt.Sprintf("model tier %s → %s", tier, purser.CheapTier))
-			tier = purser.CheapTier
+		if cheap, ok := t.task.Backend.Model(purser.CheapTier); ok {
+			// Judged on the bill, cache included (degrade.go).
+			standard, _ := t.task.Backend.Model(tier)
+			take, why := t.judgeSwitch(ctx, standard, cheap)
+			what := fmt.Sprintf("model tier %s → %s", tier, purser.CheapTier)
+			switch {
+			case !take:
+				t.noteDegrade(ctx, d, kind, purser.SwitchTierCheap, "not taken: "+what+": "+why)
+			case why != "":
+				t.noteDegrade(ctx, d, kind, purser.SwitchTierCheap, what+": "+why)
+				tier = purser.CheapTier
+			default:
+				t.noteDegrade(ctx, d, kind, purser.SwitchTierCheap, what)
+				tier = purser.CheapTier
+			}
 		}
 	}
 	model, _ := t.task.Backend.Model(tier)

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/purser-dev/purser"
@@ -144,4 +145,111 @@ func commonPrefix(a, b string) string {
 		}
 	}
 	return a[:n]
+}
+
+// switch_tier_cheap at a call's start is judged as the door judges it per
+// request (wiredegrade.go), across calls: a call's requests begin with the
+// agent's own system prompt, which the provider has cached on the model
+// the last call used, and which a move to the cheap tier writes again.
+// Measured on the cache mock, moving one-request calls off a 60k-token
+// cached system prompt raised the bill by 13 %. The task's ledger says
+// what the last call's first request sent; what a new call shares with it
+// is what that request read from the cache, or, when it read nothing (the
+// task's first call), its input less the context Purser built for it
+// (each call's prompt differs from its first line). The calls that
+// declined the switch (their degrade records) say what staying has cost
+// more than the cheap model's warm cache would have (the rent).
+
+// switchHistory reads, from the task's ledger, the model's last call's
+// first request (InputTokens, and CacheReadTokens as the prefix a new call
+// shares with it, 0 when the model showed no cache), the output of the
+// model's last reply, and the rent: over the model's usage in the calls
+// that declined the switch, what it cost more than the same on cheap.
+func (t *taskRun) switchHistory(ctx context.Context, model, cheap string) (first budget.UsageEvent, rent budget.USD, err error) {
+	entries, err := t.e.cfg.Store.Usage(ctx, t.task.ID)
+	if err != nil {
+		return first, 0, err
+	}
+	calls, err := t.e.cfg.Store.Calls(ctx, t.task.ID)
+	if err != nil {
+		return first, 0, err
+	}
+	declined := t.declinedSwitches(ctx)
+	price := func(m string, ev budget.UsageEvent) budget.UsageEvent {
+		return t.e.cfg.Prices.Estimate(budget.UsageEvent{Model: m, InputTokens: ev.InputTokens, CacheReadTokens: ev.CacheReadTokens,
+			CacheWriteTokens: ev.CacheWriteTokens, OutputTokens: ev.OutputTokens})
+	}
+	firsts := map[string]budget.UsageEvent{}
+	lastCall, cached := "", false
+	for _, e := range entries {
+		ev := e.Event
+		if ev.Model != model {
+			continue
+		}
+		if _, seen := firsts[e.CallID]; !seen && ev.InputTokens > 0 {
+			firsts[e.CallID], lastCall = ev, e.CallID
+		}
+		cached = cached || ev.CacheReadTokens+ev.CacheWriteTokens > 0
+		if ev.OutputTokens > 0 {
+			first.OutputTokens = ev.OutputTokens
+		}
+		if declined[fmt.Sprint(e.Iteration, e.Kind)] {
+			if stay, warm := price(model, ev), price(cheap, ev); stay.USD > warm.USD {
+				rent = rent.Plus(stay.USD - warm.USD)
+			}
+		}
+	}
+	f := firsts[lastCall]
+	first.InputTokens = f.InputTokens
+	if !cached {
+		return first, rent, nil
+	}
+	first.CacheReadTokens = f.CacheReadTokens
+	if first.CacheReadTokens == 0 {
+		for _, c := range calls {
+			if c.ID == lastCall {
+				first.CacheReadTokens = max(f.InputTokens-int64(c.ContextTokens), 0)
+			}
+		}
+	}
+	return first, rent, nil
+}
+
+// declinedSwitches is the calls (iteration and kind) that declined
+// switch_tier_cheap at their start.
+func (t *taskRun) declinedSwitches(ctx context.Context) map[string]bool {
+	out := map[string]bool{}
+	degrades, err := t.e.cfg.Store.Degrades(ctx, t.task.ID)
+	if err != nil {
+		return out
+	}
+	for _, d := range degrades {
+		if d.Action == purser.SwitchTierCheap && strings.HasPrefix(d.Detail, "not taken: model tier") {
+			out[fmt.Sprint(d.Iteration, d.Call)] = true
+		}
+	}
+	return out
+}
+
+// judgeSwitch judges switch_tier_cheap at a call's start from model to
+// cheap: the new call's first request as the last call's, its shared
+// prefix read staying and written moving, the rest written either way;
+// detail says the estimate ("" when the ledger knows no cache to lose).
+func (t *taskRun) judgeSwitch(ctx context.Context, model, cheap string) (take bool, detail string) {
+	first, rent, err := t.switchHistory(ctx, model, cheap)
+	shared := first.CacheReadTokens
+	if err != nil || shared == 0 {
+		return true, ""
+	}
+	est := func(m string, read int64) budget.UsageEvent {
+		return t.e.cfg.Prices.Estimate(budget.UsageEvent{Model: m, InputTokens: first.InputTokens, CacheReadTokens: read,
+			CacheWriteTokens: first.InputTokens - read, OutputTokens: first.OutputTokens})
+	}
+	stay, move := est(model, shared), est(cheap, 0)
+	if stay.CostSource != budget.CostEstimated || move.CostSource != budget.CostEstimated {
+		return true, ""
+	}
+	detail = fmt.Sprintf("loses %d cached tokens; est. %s for a first request on %s vs %s staying, plus %s staying has cost over %s since the switch was declined",
+		shared, move.USD, cheap, stay.USD, rent, cheap)
+	return move.USD < stay.USD.Plus(rent), detail
 }

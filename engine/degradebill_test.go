@@ -362,3 +362,38 @@ func TestDegradeAtTheEngineJudgedOnTheBill(t *testing.T) {
 		})
 	}
 }
+
+// Issue 21, switch_tier_cheap at a call's start, measured: one-request calls
+// after a 60k-token system prompt the agent caches. Moving at the second
+// call, as the engine did unjudged, raised the bill of a 3-call task by
+// 13 %: it is declined, at the call's start and at the door; a 14-call
+// task moves once staying has cost what the move loses, and pays less than
+// never moving.
+func TestDegradeSwitchTierCheapAtTheEngineJudgedOnTheBill(t *testing.T) {
+	t.Parallel()
+	iterations := func(n int) func(f *fixture) {
+		return func(f *fixture) { f.task.Budget.Hard.MaxIterations = ptr(n) }
+	}
+	short := convo{system: 60000, user: 200, replies: turns(1, 300), maxTokens: 32000, prompt: true, fixAt: 2}
+	off, _ := billedWith(t, short, iterations(3))
+	on, ds := billedWith(t, short, iterations(3), purser.SwitchTierCheap)
+	forcedC := short
+	forcedC.force, forcedC.forceFrom = haiku, 1
+	forced, _ := billedWith(t, forcedC, iterations(3))
+	t.Logf("3 calls: without %s, with %s, forced at the 2nd call %s", off.Bill().USD, on.Bill().USD, forced.Bill().USD)
+	if firstOn(on, haiku) != -1 || on.Bill() != off.Bill() || forced.Bill().USD <= off.Bill().USD {
+		t.Fatalf("3 calls: moved at request %d, billed %s (without %s, forced %s); want declined, forcing dearer (%v)",
+			firstOn(on, haiku), on.Bill().USD, off.Bill().USD, forced.Bill().USD, ds)
+	}
+	if len(ds) == 0 || !strings.HasPrefix(ds[0].Detail, "not taken: model tier standard → cheap: loses") {
+		t.Fatalf("degrade records %v, want the switch at the call's start not taken, with why", ds)
+	}
+	long := short
+	long.fixAt = 13
+	off, _ = billedWith(t, long, iterations(14))
+	on, _ = billedWith(t, long, iterations(14), purser.SwitchTierCheap)
+	t.Logf("14 calls: without %s, with %s (moved at call %d)", off.Bill().USD, on.Bill().USD, firstOn(on, haiku)+1)
+	if at := firstOn(on, haiku); at < 2 || on.Bill().USD >= off.Bill().USD {
+		t.Fatalf("14 calls: moved at request %d, billed %s, want a later move billing less than %s", at, on.Bill().USD, off.Bill().USD)
+	}
+}

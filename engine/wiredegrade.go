@@ -51,7 +51,7 @@ func (w *wireAdmitter) degrade(ctx context.Context, r purser.WireRequest, maxOut
 		w.note(ctx, d, a, taken, detail)
 	}
 	if d.on(purser.SwitchTierCheap) {
-		model = w.switchTier(r, maxOut, say)
+		model = w.switchTier(ctx, r, maxOut, say)
 	}
 	if reserve := w.t.e.cfg.ReserveOutputTokens; d.on(purser.ShrinkContext) && maxOut > reserve {
 		say(purser.ShrinkContext, false, fmt.Sprintf("not taken: max output %d → %d would cut a reply the agent continues, reading its whole prompt again: it saves no output and raises the bill", maxOut, reserve))
@@ -61,13 +61,16 @@ func (w *wireAdmitter) degrade(ctx context.Context, r purser.WireRequest, maxOut
 
 // switchTier judges switch_tier_cheap for one request (see above) and
 // returns the model to forward it to.
-func (w *wireAdmitter) switchTier(r purser.WireRequest, maxOut int64, say func(purser.DegradeAction, bool, string)) string {
+func (w *wireAdmitter) switchTier(ctx context.Context, r purser.WireRequest, maxOut int64, say func(purser.DegradeAction, bool, string)) string {
 	t := w.t
+	cheap, ok := t.task.Backend.Model(purser.CheapTier)
+	if ok && cheap != r.Model {
+		w.seed(ctx, r.Model, cheap)
+	}
 	w.mu.Lock()
 	switched := w.switched
 	cached, lastOut, rent := w.cache[r.Model], w.output[r.Model], w.rent[r.Model]
 	w.mu.Unlock()
-	cheap, ok := t.task.Backend.Model(purser.CheapTier)
 	switch {
 	case switched != "" && switched != r.Model:
 		say(purser.SwitchTierCheap, true, fmt.Sprintf("model %s → %s: the call's requests moved to the cheap tier (its cache is there now)", r.Model, switched))
@@ -116,6 +119,34 @@ func (w *wireAdmitter) switchTier(r purser.WireRequest, maxOut int64, say func(p
 	w.mu.Unlock()
 	say(purser.SwitchTierCheap, false, fmt.Sprintf("not taken: model %s → %s %s; est. %s on %s vs %s staying (plus %s paid so far over %s warm)", r.Model, cheap, cache, move.USD, cheap, stay.USD, rent, cheap))
 	return r.Model
+}
+
+// seed gives the call's first judgement of a switch off model what the
+// task's earlier calls know (switchHistory, degrade.go): the prefix model
+// has cached — the agent's system prompt, which this call's first request
+// reads too — and the rent of the calls that declined the switch. Without
+// it a call's first request would see no cache to lose.
+func (w *wireAdmitter) seed(ctx context.Context, model, cheap string) {
+	w.mu.Lock()
+	_, seeded := w.rent[model]
+	w.mu.Unlock()
+	if seeded {
+		return
+	}
+	first, rent, err := w.t.switchHistory(ctx, model, cheap)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.rent == nil {
+		w.rent = map[string]budget.USD{}
+	}
+	if _, seeded := w.rent[model]; seeded {
+		return
+	}
+	w.rent[model] = rent
+	if _, known := w.cache[model]; err == nil && !known && first.CacheReadTokens > 0 {
+		w.cache[model] = first.CacheReadTokens
+		w.output[model] = first.OutputTokens
+	}
 }
 
 // note records a degrade action at the wire as the call's other degrade
