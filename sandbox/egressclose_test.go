@@ -11,7 +11,14 @@ import (
 // A run leaves no directory of egress sockets behind: CloseEgress closes
 // the proxies and removes it, and a later allow-list gets a new one.
 func TestCloseEgressLeavesNoSocketsBehind(t *testing.T) {
-	t.Setenv("TMPDIR", t.TempDir())
+	// A short TMPDIR of its own: t.TempDir() under a long $TMPDIR would
+	// pass a unix socket's 107-byte limit.
+	tmp, err := os.MkdirTemp("/tmp", "pe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	t.Setenv("TMPDIR", tmp)
 	e, err := egressFor([]string{"example.com:443"})
 	if err != nil {
 		t.Fatal(err)
