@@ -27,6 +27,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/purser-dev/purser/sandbox/internal/boxinit"
 )
 
 // Box describes what one boxed program may touch. Paths are absolute host
@@ -162,7 +164,7 @@ const (
 )
 
 // initArg is the hidden first argument that makes a binary the box's init.
-const initArg = "__purser_box_init"
+const initArg = boxinit.Arg
 
 // Command returns a command, not started, that runs name with args inside
 // the box. name is looked up in the box's PATH (Env["PATH"]), inside the

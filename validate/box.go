@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"github.com/purser-dev/purser/internal/procgroup"
+
 	"github.com/purser-dev/purser/sandbox"
 )
 
@@ -46,6 +48,17 @@ func (r Runner) command(workspace, run string) (*exec.Cmd, error) {
 	// Not bound to a context: the timeout and the kill are RunValidator's,
 	// through the process group, as for an unboxed validator.
 	return box.Command(context.Background(), "sh", "-c", run)
+}
+
+// start starts the validator's command. A boxed one is the box's own
+// (procgroup.StartContained): the box's pid namespace holds whatever the
+// validator starts and dies with Purser, which is all a supervisor would
+// add. An unboxed one runs as Purser runs every other child.
+func (r Runner) start(cmd *exec.Cmd) (*procgroup.Group, error) {
+	if r.Sandbox != nil {
+		return procgroup.StartContained(cmd)
+	}
+	return procgroup.Start(cmd)
 }
 
 // home makes the validators' HOME of a workspace: one per workspace (a

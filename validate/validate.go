@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
-	"github.com/purser-dev/purser/internal/procgroup"
 	"github.com/purser-dev/purser/redact"
 )
 
@@ -56,7 +55,7 @@ func (r Runner) RunValidator(ctx context.Context, workspace string, v purser.Val
 	cmd.Dir = workspace
 	cmd.Stdout, cmd.Stderr = out, out
 	start := time.Now()
-	group, err := procgroup.Start(cmd)
+	group, err := r.start(cmd)
 	if err != nil {
 		res.Output = "could not start: " + err.Error()
 		return res

@@ -23,6 +23,7 @@ type Group struct {
 	pgid      int
 	start     string   // the leader's start time (Stat), "" when unknown
 	lifeline  *os.File // the supervisor's lifeline; nil when unsupervised
+	contained bool     // the child holds its descendants itself (StartContained)
 	seen      *descendants
 	watchDone chan struct{}
 	endOnce   sync.Once
@@ -34,10 +35,7 @@ type Group struct {
 // the group and kills everything below it if this process dies; Wait then
 // reports the supervisor's exit, which is the child's.
 func Start(cmd *exec.Cmd) (*Group, error) {
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Setpgid = true
+	prepare(cmd)
 	lifeline, err := wrap(cmd)
 	if err != nil {
 		return nil, err
@@ -53,10 +51,7 @@ func Start(cmd *exec.Cmd) (*Group, error) {
 		}
 		return nil, err
 	}
-	g := &Group{pgid: cmd.Process.Pid, lifeline: lifeline, seen: newDescendants(cmd.Process.Pid), watchDone: make(chan struct{})}
-	if p, ok := Stat(g.pgid); ok {
-		g.start = p.Start
-	}
+	g := started(cmd, lifeline, false)
 	if lifeline == nil {
 		// Unsupervised, a descendant that leaves the group and is
 		// orphaned goes to init: only watching all of /proc while the
@@ -64,8 +59,45 @@ func Start(cmd *exec.Cmd) (*Group, error) {
 		// so its tree is read when stopping, never watched.
 		go g.seen.watch(g.watchDone)
 	}
-	running.add(g)
 	return g, nil
+}
+
+// StartContained starts cmd as the leader of a new process group, like
+// Start, for a child that holds every process it starts by itself and
+// dies with this process: a sandbox box, whose bwrap (--die-with-parent)
+// is killed with this process's thread that started it and takes its pid
+// namespace — the box's every process, a setsid double fork's included —
+// with it. Such a child needs no supervisor and no watch (what the
+// supervisor would add, the box already does), so none is started, even
+// when Supervise has enabled them: a box costs bwrap and its init, not a
+// third process. Ending the group kills its leader, and the box with it.
+func StartContained(cmd *exec.Cmd) (*Group, error) {
+	prepare(cmd)
+	// Should this process die before bwrap has set its own death signal.
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	if err := startLocked(cmd); err != nil {
+		return nil, err
+	}
+	return started(cmd, nil, true), nil
+}
+
+// prepare makes cmd the leader of a process group of its own.
+func prepare(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+}
+
+// started registers the Group of cmd, just started.
+func started(cmd *exec.Cmd, lifeline *os.File, contained bool) *Group {
+	g := &Group{pgid: cmd.Process.Pid, lifeline: lifeline, contained: contained,
+		seen: newDescendants(cmd.Process.Pid), watchDone: make(chan struct{})}
+	if p, ok := Stat(g.pgid); ok {
+		g.start = p.Start
+	}
+	running.add(g)
+	return g
 }
 
 // running are the groups started and not yet ended, so that KillAll can
@@ -96,7 +128,7 @@ func KillAll() {
 	running.mu.Lock()
 	defer running.mu.Unlock()
 	for g := range running.groups {
-		if g.lifeline == nil {
+		if g.watched() {
 			g.seen.scan()
 		}
 		g.kill()
@@ -124,7 +156,7 @@ func (g *Group) Stop(sig syscall.Signal, grace time.Duration, exited <-chan stru
 func (g *Group) End() {
 	g.endOnce.Do(func() {
 		defer running.remove(g)
-		if g.lifeline == nil {
+		if g.watched() {
 			g.seen.scan()
 		}
 		close(g.watchDone)
@@ -135,6 +167,10 @@ func (g *Group) End() {
 		waitGone(g.pgid, time.Second)
 	})
 }
+
+// watched is whether the group's descendants are found by watching /proc:
+// neither a supervisor's tree nor a box holds them.
+func (g *Group) watched() bool { return g.lifeline == nil && !g.contained }
 
 func (g *Group) kill() {
 	if g.lifeline != nil {
