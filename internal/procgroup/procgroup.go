@@ -138,7 +138,16 @@ func KillAll() {
 // Stop asks the group to end with sig, then, unless exited (closed once the
 // leader has been waited for) is closed within grace, kills the group and
 // every descendant seen. It returns when either has happened.
+//
+// A contained group (StartContained) is killed at once: its leader, bwrap,
+// forwards no signal — one ends the box unwarned anyway — and a signal
+// that killed it before the box's own process is set to die with it would
+// leave that process behind.
 func (g *Group) Stop(sig syscall.Signal, grace time.Duration, exited <-chan struct{}) {
+	if g.contained {
+		g.kill()
+		return
+	}
 	_ = syscall.Kill(-g.pgid, sig)
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
@@ -173,22 +182,25 @@ func (g *Group) End() {
 func (g *Group) watched() bool { return g.lifeline == nil && !g.contained }
 
 func (g *Group) kill() {
-	if g.lifeline != nil {
-		g.killSupervised()
+	if g.lifeline != nil || g.contained {
+		g.killBelow()
 		return
 	}
 	_ = syscall.Kill(-g.pgid, syscall.SIGKILL)
 	g.seen.killAll()
 }
 
-// killSupervised kills a supervised group: first everything below the
-// supervisor, read from its tree while it lives (it is their subreaper, so
-// orphans stay in that tree and the next read finds what forked meanwhile),
-// then the group with the supervisor. A supervisor that already exited
-// killed what was below it itself, unless it was killed: then what left the
-// group is past reach here, as it would be for any killed supervisor, and
-// KillLeftovers finds it by its mark.
-func (g *Group) killSupervised() {
+// killBelow kills a supervised or contained group: first everything below
+// its leader, read from the leader's tree while it lives, then the group
+// with the leader. A supervisor is the subreaper of what is below it, so
+// orphans stay in that tree and the next read finds what forked meanwhile;
+// it killed what was below it itself if it already exited, unless it was
+// killed: then what left the group is past reach here, as it would be for
+// any killed supervisor, and KillLeftovers finds it by its mark. Below a
+// box's bwrap is the box's first process, which takes the box with it, and
+// which bwrap's death kills only once the box is set up: killed first, it
+// never outlives a box stopped while starting.
+func (g *Group) killBelow() {
 	for i := 0; i < 100; i++ {
 		if p, ok := Stat(g.pgid); !ok || p.State == "Z" || p.Start != g.start {
 			break
