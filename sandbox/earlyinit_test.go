@@ -3,10 +3,13 @@
 package sandbox
 
 import (
+	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -33,4 +36,40 @@ func TestBoxWithoutARelayRunsBeforeMain(t *testing.T) {
 	if r := run(t, box, "no-such-command-here"); r.code != 127 {
 		t.Errorf("a missing command exits %d, want 127 (%s)", r.code, r.stderr)
 	}
+}
+
+// A box with a lifeline ends, every process in it, when the other end is
+// closed — as it is when the process holding it dies, at any moment,
+// before bwrap has the box set to die with its parent too — and its
+// processes never hold the lifeline themselves (they would keep it open).
+func TestBoxEndsWithItsLifeline(t *testing.T) {
+	w := newWorld(t)
+	marker := uniqueSleep()
+	lifeR, lifeW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lifeW.Close()
+	box := w.box
+	box.Lifeline = lifeR
+	cmd, err := box.Command(context.Background(), "sh", "-c", "ls -l /proc/$$/fd > fds; setsid sleep "+marker+" & sleep "+marker+" & wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lifeR.Close()
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	waitFor(t, "both sleeps to start", func() bool { return len(processesWith(marker)) == 2 })
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(lifeW.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	pipe := "pipe:[" + strconv.FormatUint(st.Ino, 10) + "]"
+	if b, err := os.ReadFile(filepath.Join(box.Workspace, "fds")); err != nil || strings.Contains(string(b), pipe) {
+		t.Errorf("the box's shell holds the lifeline %s (%v):\n%s", pipe, err, b)
+	}
+	lifeW.Close()
+	waitFor(t, "the box's sleeps to be gone after its lifeline was closed", func() bool { return len(processesWith(marker)) == 0 })
 }

@@ -47,10 +47,13 @@ func (r Runner) RunValidator(ctx context.Context, workspace string, v purser.Val
 
 	out := &headTail{max: MaxOutput}
 	res := purser.ValidatorResult{Name: v.Name, ExitCode: -1}
-	cmd, err := r.command(workspace, v.Run)
+	cmd, lifeline, err := r.command(workspace, v.Run)
 	if err != nil {
 		res.Output = "could not start: " + err.Error()
 		return res
+	}
+	if lifeline != nil {
+		defer lifeline.Close() // the box ends, if it has not
 	}
 	cmd.Dir = workspace
 	cmd.Stdout, cmd.Stderr = out, out

@@ -61,10 +61,13 @@ type Config struct {
 	Egress int // TCP port on the box's 127.0.0.1 relayed to the egress proxy; 0: none
 	NProc  int
 	Data   int64
-	Argv   []string // the command and its arguments
+	// Lifeline is a file descriptor the init reads: at its end of file —
+	// Purser closed its end, or died — the box ends. 0: none.
+	Lifeline int
+	Argv     []string // the command and its arguments
 }
 
-// Parse reads `door=PORT egress=PORT nproc=N data=BYTES -- NAME ARGS…` as
+// Parse reads `door=PORT egress=PORT lifeline=FD nproc=N data=BYTES -- NAME ARGS…` as
 // package sandbox writes it. A negative limit means none.
 func Parse(args []string) (Config, error) {
 	var c Config
@@ -90,6 +93,11 @@ func Parse(args []string) (Config, error) {
 			c.NProc = int(n)
 		case "data":
 			c.Data = n
+		case "lifeline":
+			if n < 3 || n > 1<<20 {
+				return c, fmt.Errorf("init argument %q: not a file descriptor above 2", a)
+			}
+			c.Lifeline = int(n)
 		default:
 			return c, fmt.Errorf("unknown init argument %q", a)
 		}
@@ -122,6 +130,9 @@ func Run(c Config) int {
 		fmt.Fprintf(os.Stderr, "purser box: %v\n", err)
 		return ExitNotFound
 	}
+	if c.Lifeline > 0 {
+		syscall.CloseOnExec(c.Lifeline) // the box's processes never hold it
+	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwarded...)
 	pid, err := startLimited(c, path)
@@ -131,6 +142,9 @@ func Run(c Config) int {
 	}
 	if c.NProc > 0 && os.Getuid() == 0 {
 		go watchProcesses(c.NProc)
+	}
+	if c.Lifeline > 0 {
+		go endWithOwner(c.Lifeline, pid)
 	}
 	go func() {
 		for s := range sigs {
@@ -155,6 +169,18 @@ func Run(c Config) int {
 		}
 		return ws.ExitStatus()
 	}
+}
+
+// endWithOwner ends the box when the lifeline fd reaches its end of file:
+// whoever started the box closed its end, or died (even with SIGKILL, even
+// before bwrap had the box set to die with it). The command's group is
+// killed, and this init's exit — it is pid 1 — kills the rest of the box.
+func endWithOwner(fd, pid int) {
+	lifeline := os.NewFile(uintptr(fd), "lifeline")
+	var b [1]byte
+	_, _ = lifeline.Read(b[:]) // nothing is ever written: it returns at EOF
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	os.Exit(128 + int(syscall.SIGKILL))
 }
 
 // lookPath finds name as os/exec's LookPath does, without the package

@@ -11,11 +11,11 @@ import (
 )
 
 func TestParseReadsWhatSandboxWrites(t *testing.T) {
-	c, err := Parse([]string{"door=8787", "egress=3129", "nproc=64", "data=-1", "--", "sh", "-c", "x=1"})
-	if err != nil || c.Door != 8787 || c.Egress != 3129 || c.NProc != 64 || c.Data != -1 || !slices.Equal(c.Argv, []string{"sh", "-c", "x=1"}) {
+	c, err := Parse([]string{"door=8787", "egress=3129", "lifeline=3", "nproc=64", "data=-1", "--", "sh", "-c", "x=1"})
+	if err != nil || c.Door != 8787 || c.Egress != 3129 || c.Lifeline != 3 || c.NProc != 64 || c.Data != -1 || !slices.Equal(c.Argv, []string{"sh", "-c", "x=1"}) {
 		t.Fatalf("Parse = %+v, %v", c, err)
 	}
-	for _, bad := range [][]string{{"door=1"}, {"door=x", "--", "a"}, {"bogus=1", "--", "a"}, {"--"}, {"nproc", "--", "a"}} {
+	for _, bad := range [][]string{{"door=1"}, {"door=x", "--", "a"}, {"bogus=1", "--", "a"}, {"--"}, {"nproc", "--", "a"}, {"lifeline=2", "--", "a"}} {
 		if _, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) accepted", bad)
 		}
