@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 
 	"github.com/purser-dev/purser/internal/procgroup"
-
 	"github.com/purser-dev/purser/sandbox"
 )
 
@@ -66,9 +65,9 @@ func (r Runner) command(workspace, run string) (*exec.Cmd, *os.File, error) {
 // start starts the validator's command. A boxed one is the box's own
 // (procgroup.StartContained): the box's pid namespace holds whatever the
 // validator starts and dies with Purser, which is all a supervisor would
-// add. An unboxed one runs as Purser runs every other child.
-// Only this process holds the write end of the box's lifeline: should it
-// die at any moment, the box ends.
+// add; and only this process holds the write end of the box's lifeline,
+// so that should it die at any moment, the box's init ends the box. An
+// unboxed one runs as Purser runs every other child.
 func (r Runner) start(cmd *exec.Cmd) (*procgroup.Group, error) {
 	if r.Sandbox == nil {
 		return procgroup.Start(cmd)
