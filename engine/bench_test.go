@@ -12,6 +12,8 @@ import (
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/engine"
 	"github.com/purser-dev/purser/internal/procgroup"
+	"github.com/purser-dev/purser/sandbox"
+	"github.com/purser-dev/purser/validate"
 )
 
 // BenchmarkTimeToStop measures, for a hard cap crossed mid-call by streamed
@@ -47,39 +49,56 @@ func BenchmarkTimeToStop(b *testing.B) {
 // BenchmarkIterationCost runs tasks of 25, 200 and 1,600 iterations (each
 // a sim call and a failing validator) and reports the cost of one
 // iteration, in wall time and in CPU (this process and every child it
-// waited for: the validators and their supervisors): flat in the task's
-// length, since the prompt's history is windowed and the ledger keeps
-// running totals. The validators run as purser runs them, under the
-// supervisor (procgroup.Supervise), so its cost is in the figure.
-// BenchmarkValidatorSpawn is the baseline to set it against.
+// waited for: the validators, their boxes and supervisors): flat in the
+// task's length, since the prompt's history is windowed and the ledger
+// keeps running totals. The validators run as purser runs them: boxed
+// (sandbox=on, purser's default; skipped where no box can be made), with
+// this test binary as the box's init as purser's binary is; and unboxed
+// (sandbox=off) under the supervisor (procgroup.Supervise).
+// BenchmarkValidatorSpawn is the baseline to set them against.
 func BenchmarkIterationCost(b *testing.B) {
 	procgroup.Supervise()
 	defer procgroup.DisableSupervision()
-	for _, n := range []int{25, 200, 1600} {
-		b.Run(fmt.Sprintf("iterations=%d", n), func(b *testing.B) {
-			if n > 200 && testing.Short() {
-				b.Skip("1,600 iterations take a while; run without -short")
+	for _, boxed := range []bool{true, false} {
+		name := map[bool]string{true: "sandbox=on", false: "sandbox=off"}[boxed]
+		b.Run(name, func(b *testing.B) {
+			if err := sandbox.Available(); boxed && err != nil {
+				b.Skip(err)
 			}
-			var total, cpu time.Duration
-			for b.Loop() {
-				b.StopTimer()
-				f := newFixture(b, "steps:\n  - usage: {inputTokens: 100, outputTokens: 10}\n")
-				f.task.Validators = []purser.Validator{{Name: "never", Run: "exit 1"}}
-				f.task.Budget = budget.Config{Hard: budget.HardLimits{MaxIterations: ptr(n)}}
-				f.task.Degrade = purser.DegradePolicy{}
-				b.StartTimer()
-				start, cpu0 := time.Now(), cpuTime()
-				if err := f.run(); !engine.IsBudgetStop(err) {
-					b.Fatalf("run = %v", err)
-				}
-				total += time.Since(start)
-				cpu += cpuTime() - cpu0
+			for _, n := range []int{25, 200, 1600} {
+				b.Run(fmt.Sprintf("iterations=%d", n), func(b *testing.B) { benchmarkIterations(b, n, boxed) })
 			}
-			b.ReportMetric(float64(total.Microseconds())/float64(n*b.N)/1000, "ms/iteration")
-			b.ReportMetric(float64(cpu.Microseconds())/float64(n*b.N)/1000, "cpu-ms/iteration")
-			b.ReportMetric(float64(n*b.N)/total.Seconds(), "iterations/s")
 		})
 	}
+}
+
+// benchmarkIterations is BenchmarkIterationCost for tasks of n
+// iterations, their validators boxed or not.
+func benchmarkIterations(b *testing.B, n int, boxed bool) {
+	if n > 200 && testing.Short() {
+		b.Skip("1,600 iterations take a while; run without -short")
+	}
+	var total, cpu time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		f := newFixture(b, "steps:\n  - usage: {inputTokens: 100, outputTokens: 10}\n")
+		if boxed {
+			f.cfg.Validators = validate.Runner{Sandbox: &validate.Sandbox{Homes: b.TempDir()}}
+		}
+		f.task.Validators = []purser.Validator{{Name: "never", Run: "exit 1"}}
+		f.task.Budget = budget.Config{Hard: budget.HardLimits{MaxIterations: ptr(n)}}
+		f.task.Degrade = purser.DegradePolicy{}
+		b.StartTimer()
+		start, cpu0 := time.Now(), cpuTime()
+		if err := f.run(); !engine.IsBudgetStop(err) {
+			b.Fatalf("run = %v", err)
+		}
+		total += time.Since(start)
+		cpu += cpuTime() - cpu0
+	}
+	b.ReportMetric(float64(total.Microseconds())/float64(n*b.N)/1000, "ms/iteration")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(n*b.N)/1000, "cpu-ms/iteration")
+	b.ReportMetric(float64(n*b.N)/total.Seconds(), "iterations/s")
 }
 
 // BenchmarkValidatorSpawn is BenchmarkIterationCost's baseline: the

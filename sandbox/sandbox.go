@@ -27,6 +27,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/purser-dev/purser/sandbox/internal/boxinit"
 )
 
 // Box describes what one boxed program may touch. Paths are absolute host
@@ -68,6 +70,14 @@ type Box struct {
 	// current executable. A small binary that does nothing else starts
 	// faster than a large program whose package initialisation runs first.
 	Init string
+	// Lifeline, when set, is the read end of a pipe whose write end only
+	// the caller holds (close-on-exec, as os.Pipe makes it): the box ends,
+	// every process in it, when its init reads end of file there — the
+	// caller closed its end, or died, at whatever moment, the box's set-up
+	// included, which bwrap's --die-with-parent leaves uncovered. Command
+	// passes it to bwrap as its fd 3; the caller closes its own copy of
+	// this read end once the box has started.
+	Lifeline *os.File
 
 	// egressSocket is the host path of the egress proxy's socket, set by
 	// Command when Allow is not empty (bwrapArgs stays pure).
@@ -161,8 +171,12 @@ const (
 	egressSock = boxDir + "/egress.sock"
 )
 
+// lifelineFD is the file descriptor of Box.Lifeline in bwrap and the box's
+// init: the first after stdin, stdout and stderr (Command's ExtraFiles).
+const lifelineFD = 3
+
 // initArg is the hidden first argument that makes a binary the box's init.
-const initArg = "__purser_box_init"
+const initArg = boxinit.Arg
 
 // Command returns a command, not started, that runs name with args inside
 // the box. name is looked up in the box's PATH (Env["PATH"]), inside the
@@ -199,6 +213,9 @@ func (b Box) Command(ctx context.Context, name string, args ...string) (*exec.Cm
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, probe.bwrap, argv...)
+	if b.Lifeline != nil {
+		cmd.ExtraFiles = []*os.File{b.Lifeline} // lifelineFD
+	}
 	// bwrap itself needs nothing from the environment: it gets the box's,
 	// so that no secret sits even in its /proc/PID/environ.
 	cmd.Env = b.environ()
@@ -354,6 +371,9 @@ func (b Box) bwrapArgs(l layout, self, name string, args []string) ([]string, er
 	}
 	if len(b.Allow) > 0 {
 		a = append(a, "egress="+strconv.Itoa(b.EgressPort()))
+	}
+	if b.Lifeline != nil {
+		a = append(a, "lifeline="+strconv.Itoa(lifelineFD))
 	}
 	a = append(a, "nproc="+strconv.Itoa(lim.Processes), "data="+strconv.FormatInt(lim.MemoryBytes, 10))
 	a = append(a, "--", name)

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"github.com/purser-dev/purser/internal/procgroup"
 	"github.com/purser-dev/purser/sandbox"
 )
 
@@ -32,20 +33,50 @@ type Sandbox struct {
 	Allow []string
 }
 
-// command is sh -c run, directly or in the box.
-func (r Runner) command(workspace, run string) (*exec.Cmd, error) {
+// command is sh -c run, directly or in the box. A boxed one comes with
+// the write end of the box's lifeline (sandbox.Box.Lifeline), which the
+// caller closes once the validator has ended; nil unboxed.
+func (r Runner) command(workspace, run string) (*exec.Cmd, *os.File, error) {
 	if r.Sandbox == nil {
-		return exec.Command("sh", "-c", run), nil
+		return exec.Command("sh", "-c", run), nil, nil
 	}
 	home, err := r.Sandbox.home(workspace)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	lifeR, lifeW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox: the box's lifeline: %w", err)
 	}
 	box := sandbox.Box{Workspace: workspace, Home: home, ReadOnly: r.Sandbox.ReadOnly,
-		Env: sandbox.EnvAllowList(os.Environ(), r.Sandbox.Env...), Limits: r.Sandbox.Limits, Allow: r.Sandbox.Allow}
+		Env: sandbox.EnvAllowList(os.Environ(), r.Sandbox.Env...), Limits: r.Sandbox.Limits, Allow: r.Sandbox.Allow,
+		Lifeline: lifeR}
 	// Not bound to a context: the timeout and the kill are RunValidator's,
 	// through the process group, as for an unboxed validator.
-	return box.Command(context.Background(), "sh", "-c", run)
+	cmd, err := box.Command(context.Background(), "sh", "-c", run)
+	if err != nil {
+		lifeR.Close()
+		lifeW.Close()
+		return nil, nil, err
+	}
+	return cmd, lifeW, nil
+}
+
+// start starts the validator's command. A boxed one is the box's own
+// (procgroup.StartContained): the box's pid namespace holds whatever the
+// validator starts and dies with Purser, which is all a supervisor would
+// add; and only this process holds the write end of the box's lifeline,
+// so that should it die at any moment, the box's init ends the box. An
+// unboxed one runs as Purser runs every other child.
+func (r Runner) start(cmd *exec.Cmd) (*procgroup.Group, error) {
+	if r.Sandbox == nil {
+		return procgroup.Start(cmd)
+	}
+	g, err := procgroup.StartContained(cmd)
+	for _, f := range cmd.ExtraFiles {
+		f.Close() // the lifeline's read end: bwrap holds it now
+	}
+	return g, err
 }
 
 // home makes the validators' HOME of a workspace: one per workspace (a

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/purser-dev/purser"
-	"github.com/purser-dev/purser/internal/procgroup"
 	"github.com/purser-dev/purser/redact"
 )
 
@@ -48,15 +47,18 @@ func (r Runner) RunValidator(ctx context.Context, workspace string, v purser.Val
 
 	out := &headTail{max: MaxOutput}
 	res := purser.ValidatorResult{Name: v.Name, ExitCode: -1}
-	cmd, err := r.command(workspace, v.Run)
+	cmd, lifeline, err := r.command(workspace, v.Run)
 	if err != nil {
 		res.Output = "could not start: " + err.Error()
 		return res
 	}
+	if lifeline != nil {
+		defer lifeline.Close() // the box ends, if it has not
+	}
 	cmd.Dir = workspace
 	cmd.Stdout, cmd.Stderr = out, out
 	start := time.Now()
-	group, err := procgroup.Start(cmd)
+	group, err := r.start(cmd)
 	if err != nil {
 		res.Output = "could not start: " + err.Error()
 		return res

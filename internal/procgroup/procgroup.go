@@ -23,6 +23,7 @@ type Group struct {
 	pgid      int
 	start     string   // the leader's start time (Stat), "" when unknown
 	lifeline  *os.File // the supervisor's lifeline; nil when unsupervised
+	contained bool     // the child holds its descendants itself (StartContained)
 	seen      *descendants
 	watchDone chan struct{}
 	endOnce   sync.Once
@@ -34,10 +35,7 @@ type Group struct {
 // the group and kills everything below it if this process dies; Wait then
 // reports the supervisor's exit, which is the child's.
 func Start(cmd *exec.Cmd) (*Group, error) {
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Setpgid = true
+	prepare(cmd)
 	lifeline, err := wrap(cmd)
 	if err != nil {
 		return nil, err
@@ -53,10 +51,7 @@ func Start(cmd *exec.Cmd) (*Group, error) {
 		}
 		return nil, err
 	}
-	g := &Group{pgid: cmd.Process.Pid, lifeline: lifeline, seen: newDescendants(cmd.Process.Pid), watchDone: make(chan struct{})}
-	if p, ok := Stat(g.pgid); ok {
-		g.start = p.Start
-	}
+	g := started(cmd, lifeline, false)
 	if lifeline == nil {
 		// Unsupervised, a descendant that leaves the group and is
 		// orphaned goes to init: only watching all of /proc while the
@@ -64,8 +59,45 @@ func Start(cmd *exec.Cmd) (*Group, error) {
 		// so its tree is read when stopping, never watched.
 		go g.seen.watch(g.watchDone)
 	}
-	running.add(g)
 	return g, nil
+}
+
+// StartContained starts cmd as the leader of a new process group, like
+// Start, for a child that holds every process it starts by itself and
+// dies with this process: a sandbox box, whose bwrap (--die-with-parent)
+// is killed with this process's thread that started it and takes its pid
+// namespace — the box's every process, a setsid double fork's included —
+// with it. Such a child needs no supervisor and no watch (what the
+// supervisor would add, the box already does), so none is started, even
+// when Supervise has enabled them: a box costs bwrap and its init, not a
+// third process. Ending the group kills its leader, and the box with it.
+func StartContained(cmd *exec.Cmd) (*Group, error) {
+	prepare(cmd)
+	// Should this process die before bwrap has set its own death signal.
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	if err := startLocked(cmd); err != nil {
+		return nil, err
+	}
+	return started(cmd, nil, true), nil
+}
+
+// prepare makes cmd the leader of a process group of its own.
+func prepare(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+}
+
+// started registers the Group of cmd, just started.
+func started(cmd *exec.Cmd, lifeline *os.File, contained bool) *Group {
+	g := &Group{pgid: cmd.Process.Pid, lifeline: lifeline, contained: contained,
+		seen: newDescendants(cmd.Process.Pid), watchDone: make(chan struct{})}
+	if p, ok := Stat(g.pgid); ok {
+		g.start = p.Start
+	}
+	running.add(g)
+	return g
 }
 
 // running are the groups started and not yet ended, so that KillAll can
@@ -96,7 +128,7 @@ func KillAll() {
 	running.mu.Lock()
 	defer running.mu.Unlock()
 	for g := range running.groups {
-		if g.lifeline == nil {
+		if g.watched() {
 			g.seen.scan()
 		}
 		g.kill()
@@ -106,7 +138,16 @@ func KillAll() {
 // Stop asks the group to end with sig, then, unless exited (closed once the
 // leader has been waited for) is closed within grace, kills the group and
 // every descendant seen. It returns when either has happened.
+//
+// A contained group (StartContained) is killed at once: its leader, bwrap,
+// forwards no signal — one ends the box unwarned anyway — and a signal
+// that killed it before the box's own process is set to die with it would
+// leave that process behind.
 func (g *Group) Stop(sig syscall.Signal, grace time.Duration, exited <-chan struct{}) {
+	if g.contained {
+		g.kill()
+		return
+	}
 	_ = syscall.Kill(-g.pgid, sig)
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
@@ -124,7 +165,7 @@ func (g *Group) Stop(sig syscall.Signal, grace time.Duration, exited <-chan stru
 func (g *Group) End() {
 	g.endOnce.Do(func() {
 		defer running.remove(g)
-		if g.lifeline == nil {
+		if g.watched() {
 			g.seen.scan()
 		}
 		close(g.watchDone)
@@ -136,23 +177,30 @@ func (g *Group) End() {
 	})
 }
 
+// watched is whether the group's descendants are found by watching /proc:
+// neither a supervisor's tree nor a box holds them.
+func (g *Group) watched() bool { return g.lifeline == nil && !g.contained }
+
 func (g *Group) kill() {
-	if g.lifeline != nil {
-		g.killSupervised()
+	if g.lifeline != nil || g.contained {
+		g.killBelow()
 		return
 	}
 	_ = syscall.Kill(-g.pgid, syscall.SIGKILL)
 	g.seen.killAll()
 }
 
-// killSupervised kills a supervised group: first everything below the
-// supervisor, read from its tree while it lives (it is their subreaper, so
-// orphans stay in that tree and the next read finds what forked meanwhile),
-// then the group with the supervisor. A supervisor that already exited
-// killed what was below it itself, unless it was killed: then what left the
-// group is past reach here, as it would be for any killed supervisor, and
-// KillLeftovers finds it by its mark.
-func (g *Group) killSupervised() {
+// killBelow kills a supervised or contained group: first everything below
+// its leader, read from the leader's tree while it lives, then the group
+// with the leader. A supervisor is the subreaper of what is below it, so
+// orphans stay in that tree and the next read finds what forked meanwhile;
+// it killed what was below it itself if it already exited, unless it was
+// killed: then what left the group is past reach here, as it would be for
+// any killed supervisor, and KillLeftovers finds it by its mark. Below a
+// box's bwrap is the box's first process, which takes the box with it, and
+// which bwrap's death kills only once the box is set up: killed first, it
+// never outlives a box stopped while starting.
+func (g *Group) killBelow() {
 	for i := 0; i < 100; i++ {
 		if p, ok := Stat(g.pgid); !ok || p.State == "Z" || p.Start != g.start {
 			break

@@ -1,6 +1,6 @@
 //go:build race
 
-package sandbox
+package boxinit
 
 // raceBuild is true in a binary built with the race detector, whose
 // runtime maps terabytes of shadow memory: an init under RLIMIT_DATA could
