@@ -79,7 +79,7 @@ func egressFor(allow []string) (*egress, error) {
 	if egresses.dir == "" {
 		// A private directory (0700) for the sockets: short, since a unix
 		// socket's path is at most 107 bytes.
-		if egresses.dir, err = os.MkdirTemp("", "purser-egress-"); err != nil {
+		if egresses.dir, err = SocketDir("purser-egress-", len("999.sock")); err != nil {
 			return nil, fmt.Errorf("sandbox: making the egress proxy's directory: %w", err)
 		}
 	}

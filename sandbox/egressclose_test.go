@@ -3,8 +3,10 @@ package sandbox
 import (
 	"errors"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -41,5 +43,31 @@ func TestCloseEgressLeavesNoSocketsBehind(t *testing.T) {
 	}
 	if _, err := os.Stat(again.socket); err != nil {
 		t.Fatalf("a new proxy after CloseEgress: %v", err)
+	}
+}
+
+// Under a $TMPDIR too long for a socket's path, the sockets' directory is
+// made under /tmp instead, and a socket binds there.
+func TestSocketDirFitsASocketUnderALongTMPDIR(t *testing.T) {
+	long := filepath.Join(t.TempDir(), strings.Repeat("d", 90))
+	if err := os.MkdirAll(long, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", long)
+	dir, err := SocketDir("purser-door-", len("door.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if strings.HasPrefix(dir, long) {
+		t.Fatalf("sockets' directory %s under the long TMPDIR", dir)
+	}
+	ln, err := net.Listen("unix", filepath.Join(dir, "door.sock"))
+	if err != nil {
+		t.Fatalf("binding a socket in %s: %v", dir, err)
+	}
+	ln.Close()
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("sockets' directory mode %v (%v), want 0700", fi.Mode().Perm(), err)
 	}
 }

@@ -398,7 +398,7 @@ func (b *Backend) openBox(req purser.CallRequest, lane *gateway.Lane, argv []str
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, "", nil, fmt.Errorf("making the box's HOME: %w", err)
 	}
-	sockDir, err := os.MkdirTemp("", "purser-door-")
+	sockDir, err := sandbox.SocketDir("purser-door-", len("door.sock"))
 	if err != nil {
 		return nil, "", nil, err
 	}
