@@ -171,7 +171,8 @@ func (t *taskRun) makeCall(ctx context.Context, pc *preparedCall, res *budget.Re
 	defer t.setInFlight(nil)
 
 	e.emit(t, purser.Event{Type: purser.EventCall, Call: pc.kind, Message: fmt.Sprintf("%s call (attempt %d) to %s, %d context tokens", pc.kind, pc.rec.Attempt, pc.model, pc.ctx.Tokens)})
-	usage := &usageSink{ctx: context.WithoutCancel(ctx), t: t, pc: pc, res: res, cancel: cancel}
+	usage := newUsageSink(context.WithoutCancel(ctx), t, pc, res, cancel)
+	defer usage.close() // a report after the call waits for its own commit
 	// Each model request the agent sends through Purser's door is admitted
 	// on its own (wire.go), borrowing this call's hold first.
 	door := newWireAdmitter(t, pc, res, callCtx, cancel)
@@ -212,6 +213,9 @@ func (t *taskRun) makeCall(ctx context.Context, pc *preparedCall, res *budget.Re
 	result, callErr := t.backend.Call(callCtx, purser.CallRequest{TaskID: t.task.ID, Kind: pc.kind, Iteration: t.iteration, Attempt: pc.rec.Attempt,
 		Model: pc.model, Prompt: pc.prompt, ContextTokens: pc.ctx.Tokens, MaxOutputTokens: pc.rec.MaxOutputTokens, MaxUSD: maxUSD,
 		Workspace: t.task.Workspace, Guard: e.cfg.Guard, Price: usage.price, StallTimeout: stall, Hooks: hooks}, usage.report)
+	// The call's end is judged, recorded and its holds released on what is
+	// in the ledger: everything it reported is committed first.
+	usage.flush()
 	// The backend has returned; a goroutine of it that outlived its call
 	// may not write the record now.
 	recMu.Lock()
@@ -304,8 +308,9 @@ func (t *taskRun) outcome(ctx, callCtx context.Context, pc *preparedCall, ledger
 }
 
 // usageSink receives a call's usage from the backend's goroutines: each
-// event is priced, made durable in the ledger, then recorded on the
-// reservation (which may cross HARD and cancel the call).
+// event is priced and recorded on the reservation at once (which may cross
+// HARD and cancel the call), and appended to the ledger behind it
+// (ledgerwrite.go), in the order reported.
 type usageSink struct {
 	ctx    context.Context // the task's, without its cancellation: bookkeeping outlives a stop
 	t      *taskRun
@@ -313,10 +318,21 @@ type usageSink struct {
 	res    *budget.Reservation
 	cancel context.CancelCauseFunc
 	door   *wireAdmitter // notes each reply's cache traffic for the wire's degrade
+	ledger *ledgerWriter
+	remove func() // takes ledger off the task's pending writers
 
-	mu        sync.Mutex
-	seq       int
+	mu  sync.Mutex // orders the events: a key's number is its place in the ledger
+	seq int
+
+	errMu     sync.Mutex
 	ledgerErr error
+}
+
+func newUsageSink(ctx context.Context, t *taskRun, pc *preparedCall, res *budget.Reservation, cancel context.CancelCauseFunc) *usageSink {
+	u := &usageSink{ctx: ctx, t: t, pc: pc, res: res, cancel: cancel}
+	u.ledger = newLedgerWriter(ctx, t.e.cfg.Store, u.committed)
+	u.remove = t.e.runs.pending.add(t.task.ID, u.ledger)
+	return u
 }
 
 // price is the one place a call's usage is priced: backends report tokens
@@ -332,18 +348,6 @@ func (u *usageSink) price(ev budget.UsageEvent) budget.UsageEvent {
 func (u *usageSink) report(ev budget.UsageEvent) {
 	t := u.t
 	ev = t.asBilled(u.price(ev))
-	u.mu.Lock()
-	u.seq++
-	key := fmt.Sprintf("%s/%d", u.pc.rec.ID, u.seq)
-	u.mu.Unlock()
-	// Durable in the ledger before the budget acts on it.
-	if err := t.appendLedger(u.ctx, u.pc.rec.ID, u.pc.kind, ev, key); err != nil {
-		u.mu.Lock()
-		u.ledgerErr = err
-		u.mu.Unlock()
-		u.cancel(err)
-		return
-	}
 	u.res.Record(ev)
 	if ev.InputTokens > 0 {
 		u.pc.reached.Store(true)
@@ -351,12 +355,60 @@ func (u *usageSink) report(ev budget.UsageEvent) {
 	if u.door != nil {
 		u.door.observe(ev)
 	}
-	t.checkNamedSpend(u.ctx, ev, u.cancel)
-	t.e.emit(t, purser.Event{Type: purser.EventUsage, Call: u.pc.kind})
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.seq++
+	en := t.ledgerEntry(u.pc.rec.ID, u.pc.kind, ev, fmt.Sprintf("%s/%d", u.pc.rec.ID, u.seq))
+	if err := u.ledger.append(en); err != nil {
+		u.fail(err)
+	}
+}
+
+// committed is told of each of the call's ledger transactions: a failure
+// cancels the call; committed events are checked against the named
+// budgets (their spend is the ledger's) and told to observers.
+func (u *usageSink) committed(batch []purser.LedgerEntry, err error) {
+	if err != nil {
+		u.fail(err)
+		return
+	}
+	for i := len(batch) - 1; i >= 0; i-- {
+		if ev := batch[i].Event; ev.USD != 0 || ev.InputTokens+ev.OutputTokens != 0 {
+			u.t.checkNamedSpend(u.ctx, ev, u.cancel) // one read of the named budgets per transaction
+			break
+		}
+	}
+	for range batch {
+		u.t.e.emit(u.t, purser.Event{Type: purser.EventUsage, Call: u.pc.kind})
+	}
+}
+
+func (u *usageSink) fail(err error) {
+	u.errMu.Lock()
+	if u.ledgerErr == nil {
+		u.ledgerErr = err
+	}
+	u.errMu.Unlock()
+	u.cancel(err)
+}
+
+// flush waits for the call's events to be committed.
+func (u *usageSink) flush() {
+	if err := u.ledger.flush(); err != nil {
+		u.fail(err)
+	}
+}
+
+// close flushes and leaves the task's pending writers.
+func (u *usageSink) close() {
+	if err := u.ledger.close(); err != nil {
+		u.fail(err)
+	}
+	u.remove()
 }
 
 func (u *usageSink) err() error {
-	u.mu.Lock()
-	defer u.mu.Unlock()
+	u.errMu.Lock()
+	defer u.errMu.Unlock()
 	return u.ledgerErr
 }

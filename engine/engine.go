@@ -223,6 +223,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Shared != nil {
 		e.cfg.Shared = &admitTap{SharedRunBudget: cfg.Shared, runs: e.runs}
 	}
+	if cfg.Named != nil {
+		e.cfg.Named = &namedTap{NamedBudgets: cfg.Named, runs: e.runs}
+	}
 	return e, nil
 }
 

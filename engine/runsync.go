@@ -18,9 +18,11 @@ import (
 // run's tier, its HARD and the cancellation of calls in flight follow the
 // run's actual spend everywhere, not this process's share of it.
 //
-// What the others spent is never over-counted. The ledger is appended
-// before the budget records an event, so at any moment some of this
-// process's events are in the store and not yet on the Manager. The sync
+// What the others spent is never over-counted. A call's events are recorded
+// on the budget as they arrive and appended to the ledger behind
+// (ledgerwrite.go); an event outside a call is appended first. So at any
+// moment some of this process's events may be in the store and not yet on
+// the Manager, and others on the Manager and not yet in the store. The sync
 // counts each of this process's events as soon as its append begins (its
 // "intent"), and takes
 //
@@ -106,6 +108,10 @@ func (s *runSync) follow(ctx context.Context) (stop func()) {
 type runSyncs struct {
 	mu     sync.Mutex
 	byTask map[string]*runSync
+
+	// pending are the calls' ledger writers: a hold in the database is
+	// released only after the spend it covered is committed.
+	pending pendingWriters
 }
 
 func newRunSyncs() *runSyncs { return &runSyncs{byTask: map[string]*runSync{}} }
@@ -191,5 +197,48 @@ func (a *admitTap) ReserveRun(ctx context.Context, runID string, by purser.Holde
 	for _, s := range a.runs.ofRun(runID) {
 		s.refresh(ctx)
 	}
-	return release, err
+	if err != nil {
+		return release, err
+	}
+	return a.runs.flushBefore(by.TaskID, release), nil
+}
+
+// flushBefore returns release, run once the task's queued ledger entries are
+// committed: a hold that leaves the database before the spend it covered
+// enters it would let another process admit into that spend.
+func (r *runSyncs) flushBefore(taskID string, release func()) func() {
+	if release == nil {
+		return nil
+	}
+	return func() {
+		r.pending.flush(taskID)
+		release()
+	}
+}
+
+// namedTap is the engine's named budgets: a named hold's release waits for
+// the spend it covered, as admitTap's does.
+type namedTap struct {
+	purser.NamedBudgets
+	runs *runSyncs
+}
+
+// ReserveNamed holds want on name and its ancestors; the release waits for
+// by's task's queued ledger entries.
+func (n *namedTap) ReserveNamed(ctx context.Context, name string, by purser.Holder, want budget.Amount, now time.Time, ttl time.Duration) (func(), error) {
+	release, err := n.NamedBudgets.ReserveNamed(ctx, name, by, want, now, ttl)
+	if err != nil {
+		return release, err
+	}
+	return n.runs.flushBefore(by.TaskID, release), nil
+}
+
+// ReserveNamedAll holds want on every budget in names and their ancestors;
+// the release waits for by's task's queued ledger entries.
+func (n *namedTap) ReserveNamedAll(ctx context.Context, names []string, by purser.Holder, want budget.Amount, now time.Time, ttl time.Duration) (func(), error) {
+	release, err := n.NamedBudgets.ReserveNamedAll(ctx, names, by, want, now, ttl)
+	if err != nil {
+		return release, err
+	}
+	return n.runs.flushBefore(by.TaskID, release), nil
 }

@@ -442,11 +442,18 @@ func (t *taskRun) record(ctx context.Context, ev budget.UsageEvent, key string) 
 }
 
 func (t *taskRun) appendLedger(ctx context.Context, callID string, kind purser.CallKind, ev budget.UsageEvent, key string) error {
-	// Priced already: the model's name (and the price source that quotes
-	// it) are stored redacted, as every other text (issue 23 #10).
+	// The task's calls' events first: the ledger keeps the order they came.
+	t.e.runs.pending.flush(t.task.ID)
+	return t.e.cfg.Store.AppendUsage(ctx, t.ledgerEntry(callID, kind, ev, key))
+}
+
+// ledgerEntry is the ledger's entry for ev, spent now by the task in its
+// iteration. Priced already: the model's name (and the price source that
+// quotes it) are stored redacted, as every other text (issue 23 #10).
+func (t *taskRun) ledgerEntry(callID string, kind purser.CallKind, ev budget.UsageEvent, key string) purser.LedgerEntry {
 	ev.Model, ev.PriceSource = redact.String(ev.Model), redact.String(ev.PriceSource)
-	return t.e.cfg.Store.AppendUsage(ctx, purser.LedgerEntry{Key: key, TaskID: t.task.ID, RunID: t.runID, CallID: callID,
-		Iteration: t.iteration, Kind: kind, Event: ev, At: t.e.cfg.Clock.Now()})
+	return purser.LedgerEntry{Key: key, TaskID: t.task.ID, RunID: t.runID, CallID: callID,
+		Iteration: t.iteration, Kind: kind, Event: ev, At: t.e.cfg.Clock.Now()}
 }
 
 // finish records the task's final state and writes STATUS.md and BUDGET.md
