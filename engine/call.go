@@ -331,6 +331,9 @@ type usageSink struct {
 func newUsageSink(ctx context.Context, t *taskRun, pc *preparedCall, res *budget.Reservation, cancel context.CancelCauseFunc) *usageSink {
 	u := &usageSink{ctx: ctx, t: t, pc: pc, res: res, cancel: cancel}
 	u.ledger = newLedgerWriter(ctx, t.e.cfg.Store, u.committed)
+	if len(t.draws) > 0 {
+		u.ledger.mustWait() // ledgerwrite.go: named budgets are judged on the ledger
+	}
 	u.remove = t.e.runs.pending.add(t.task.ID, u.ledger)
 	return u
 }

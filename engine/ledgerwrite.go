@@ -23,7 +23,10 @@ import (
 //     released only once the task's queued events are committed (admitTap,
 //     namedTap in runsync.go): another process never sees a hold gone
 //     before the spend it covered is in the ledger;
-//   - an event that is not part of a call (an iteration's end) waits too.
+//   - an event that is not part of a call (an iteration's end) waits too;
+//   - a task that draws from named budgets appends each event before the
+//     next, as before: their spend is the ledger's, read after each event,
+//     and the cut at their cap must come within one event.
 //
 // Loss on kill -9: the events of the transaction in flight and those queued
 // behind it — about one commit's time of a call's events (≈ 0.1–1 ms on
@@ -61,7 +64,11 @@ type ledgerWriter struct {
 	since  time.Time // when the transaction in flight began
 	queued uint64    // entries ever queued
 	done   uint64    // entries committed or given up
-	closed bool      // the call ended: each append waits for its commit
+	// synchronous: each append waits for its commit — the call ended, or
+	// its task draws from named budgets, whose spend is read from the
+	// ledger after each event (checkNamedSpend): the cut at their cap must
+	// come within one event, as it did.
+	synchronous bool
 	err    error     // the first failed append: every later one fails with it
 }
 
@@ -86,10 +93,10 @@ func (w *ledgerWriter) append(en purser.LedgerEntry) error {
 	if !w.busy {
 		w.busy, w.since = true, time.Now()
 		go w.run()
-		if !w.closed {
+		if !w.synchronous {
 			return nil
 		}
-	} else if !w.closed && len(w.queue) < maxQueued && time.Since(w.since) < flushDeadline {
+	} else if !w.synchronous && len(w.queue) < maxQueued && time.Since(w.since) < flushDeadline {
 		return nil
 	}
 	for w.done < mine {
@@ -139,10 +146,15 @@ func (w *ledgerWriter) flush() error {
 // close flushes, and makes every later append wait for its own commit (a
 // backend's goroutine that reports after its call returned).
 func (w *ledgerWriter) close() error {
-	w.mu.Lock()
-	w.closed = true
-	w.mu.Unlock()
+	w.mustWait()
 	return w.flush()
+}
+
+// mustWait makes every later append wait for its own commit.
+func (w *ledgerWriter) mustWait() {
+	w.mu.Lock()
+	w.synchronous = true
+	w.mu.Unlock()
 }
 
 // pendingWriters are the ledger writers of the calls in flight, by task: a
