@@ -69,7 +69,7 @@ type ledgerWriter struct {
 	// ledger after each event (checkNamedSpend): the cut at their cap must
 	// come within one event, as it did.
 	synchronous bool
-	err    error     // the first failed append: every later one fails with it
+	err         error // the first failed append: every later one fails with it
 }
 
 func newLedgerWriter(ctx context.Context, store purser.Store, after func([]purser.LedgerEntry, error)) *ledgerWriter {

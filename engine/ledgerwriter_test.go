@@ -44,7 +44,9 @@ func (g *gatedStore) keys() (keys []string, txs int) {
 	return keys, g.txs
 }
 
-func keyed(i int) purser.LedgerEntry { return purser.LedgerEntry{Key: fmt.Sprintf("c/%d", i), CallID: "c"} }
+func keyed(i int) purser.LedgerEntry {
+	return purser.LedgerEntry{Key: fmt.Sprintf("c/%d", i), CallID: "c"}
+}
 
 // Events queued while one commits go together in the next transaction, in
 // order; append does not wait for them.
