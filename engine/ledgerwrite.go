@@ -133,11 +133,12 @@ func (w *ledgerWriter) run() {
 }
 
 // flush waits until every entry queued so far is committed (or given up)
-// and returns the writer's first failure.
+// and returns the writer's first failure. Entries queued after it began are
+// not waited for: a call that keeps streaming does not hold a release back.
 func (w *ledgerWriter) flush() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for w.busy {
+	for upTo := w.queued; w.done < upTo; {
 		w.cond.Wait()
 	}
 	return w.err

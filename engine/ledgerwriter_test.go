@@ -136,3 +136,35 @@ func TestHoldReleaseWaitsForTheTasksLedger(t *testing.T) {
 		t.Fatal("flushBefore dropped a release")
 	}
 }
+
+// A flush waits for what was queued when it began, not for a call that keeps
+// streaming behind it.
+func TestLedgerWriterFlushDoesNotWaitForLaterEvents(t *testing.T) {
+	store := &gatedStore{gate: make(chan struct{}, 100)}
+	w := newLedgerWriter(context.Background(), store, nil)
+	if err := w.append(keyed(1)); err != nil {
+		t.Fatal(err)
+	}
+	flushed := make(chan error, 1)
+	go func() { flushed <- w.flush() }()
+	time.Sleep(20 * time.Millisecond) // the flush is waiting for c/1
+	if err := w.append(keyed(2)); err != nil {
+		t.Fatal(err)
+	}
+	store.gate <- struct{}{} // c/1 commits; c/2 waits at the gate
+	select {
+	case err := <-flushed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("flush waited for an event queued after it began")
+	}
+	store.gate <- struct{}{}
+	if err := w.close(); err != nil {
+		t.Fatal(err)
+	}
+	if keys, _ := store.keys(); fmt.Sprint(keys) != "[c/1 c/2]" {
+		t.Fatalf("committed %v, want [c/1 c/2]", keys)
+	}
+}
