@@ -317,3 +317,15 @@ type NamedBudgets interface {
 	// several are short). The holds are recorded as by's.
 	ReserveNamedAll(ctx context.Context, names []string, by Holder, want budget.Amount, now time.Time, ttl time.Duration) (release func(), err error)
 }
+
+// NamedUsage is a budgets database apart from the project databases whose
+// runs draw from its budgets (the user-level one): since it keeps none of
+// their ledgers, each entry of theirs is copied to it, and its budgets'
+// spend counts the copies with its own ledger.
+type NamedUsage interface {
+	// AppendNamedUsage copies entries, whose RunID is the run as this
+	// database knows it, atomically; an entry whose run and Key are there
+	// already is ignored, so copying again after a retry, a resume or a
+	// crash never counts twice.
+	AppendNamedUsage(ctx context.Context, entries ...LedgerEntry) error
+}

@@ -162,3 +162,14 @@ func (s *Store) ReserveNamed(ctx context.Context, name string, h purser.Holder, 
 func (s *Store) RunDraws(ctx context.Context, runID string) ([]string, error) {
 	return storesql.RunDraws(ctx, pgDB{s.pool}, runID)
 }
+
+// AppendNamedUsage copies ledger entries of runs another database keeps
+// into named_usage, in one transaction, each once per run and key.
+func (s *Store) AppendNamedUsage(ctx context.Context, entries ...purser.LedgerEntry) error {
+	if err := purser.CheckLedgerKeys(entries); err != nil {
+		return fmt.Errorf("copy usage to the budgets database: %w", err)
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return storesql.AppendNamedUsage(ctx, pgDB{tx}, entries)
+	})
+}

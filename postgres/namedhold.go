@@ -14,6 +14,7 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/internal/storerow"
+	"github.com/purser-dev/purser/internal/storesql"
 )
 
 // ReserveNamedAll holds want on every budget in names and each of their
@@ -240,8 +241,8 @@ const namedHold = `WITH n AS (
 		SELECT n.name, n.i, n.cap_usd, n.cap_tokens, s.usd, s.tokens, h.usd AS held_usd, h.tokens AS held_tokens FROM n,
 		LATERAL (
 			WITH RECURSIVE sub(name) AS (SELECT n.name UNION SELECT b.name FROM named_budgets b JOIN sub ON b.parent = sub.name)
-			SELECT COALESCE(SUM(u.usd_nanos), 0)::bigint AS usd, COALESCE(SUM(u.input_tokens + u.output_tokens), 0)::bigint AS tokens
-			FROM usage u WHERE u.run_id IN (SELECT DISTINCT run_id FROM run_draws WHERE name IN (SELECT name FROM sub)) AND u.at >= n.ws AND u.at < n.we) s,
+			SELECT COALESCE(SUM(u.usd_nanos), 0)::bigint AS usd, COALESCE(SUM(u.tokens), 0)::bigint AS tokens
+			FROM ` + storesql.SpendRows + ` u WHERE u.run_id IN (SELECT DISTINCT run_id FROM run_draws WHERE name IN (SELECT name FROM sub)) AND u.at >= n.ws AND u.at < n.we) s,
 		LATERAL (
 			SELECT COALESCE(SUM(usd_nanos), 0)::bigint AS usd, COALESCE(SUM(tokens), 0)::bigint AS tokens
 			FROM named_reservations r WHERE r.name = n.name AND r.expires_at > ` + serverNanos + `) h),

@@ -211,3 +211,23 @@ func (s *Store) ReserveNamedAll(ctx context.Context, names []string, h purser.Ho
 func (s *Store) RunDraws(ctx context.Context, runID string) ([]string, error) {
 	return storesql.RunDraws(ctx, sqlDB{s.db}, runID)
 }
+
+// AppendNamedUsage copies ledger entries of runs another database keeps
+// into named_usage, in one IMMEDIATE transaction, each once per run and key.
+func (s *Store) AppendNamedUsage(ctx context.Context, entries ...purser.LedgerEntry) error {
+	if err := purser.CheckLedgerKeys(entries); err != nil {
+		return fmt.Errorf("copy usage to the budgets database: %w", err)
+	}
+	tx, err := s.db.BeginTx(ctx, nil) // _txlock=immediate: the write lock is taken now
+	if err != nil {
+		return fmt.Errorf("copy usage to the budgets database: %w", err)
+	}
+	defer tx.Rollback()
+	if err := storesql.AppendNamedUsage(ctx, sqlDB{tx}, entries); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("copy usage to the budgets database: %w", err)
+	}
+	return nil
+}

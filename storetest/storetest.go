@@ -76,6 +76,7 @@ func Run(t *testing.T, newDatabase func(t *testing.T) Opener) {
 		{"NamedBudgetTreeHoldsAcrossSiblingsNeverPassTheRoot", testNamedBudgetTreeUnderConcurrency},
 		{"NamedHoldsSeeChangesFromAnotherHandle", testNamedHoldsSeeChangesFromAnotherHandle},
 		{"WarmNamedHoldsNeverPassTheCap", testWarmNamedHoldsNeverPassTheCap},
+		{"NamedUsageCopiesCountOnceForTheBudgetAndItsAncestors", testNamedUsageCountsCopiesOnce},
 		{"RaiseTaskMovesTheCapRecordsItAndQueuesABlockedJobAgain", testRaiseTask},
 		{"DeadOwnersHoldsAreDropped", testDeadOwnersHoldsAreDropped},
 		{"LapsedLeasesHoldsAreReaped", testLapsedLeasesHoldsAreReaped},

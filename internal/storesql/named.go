@@ -2,6 +2,7 @@ package storesql
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/purser-dev/purser"
@@ -58,6 +59,29 @@ const subtreeRuns = `WITH RECURSIVE sub(name) AS (
 		SELECT CAST($1 AS TEXT) UNION SELECT b.name FROM named_budgets b JOIN sub ON b.parent = sub.name),
 	runs(run_id) AS (SELECT DISTINCT run_id FROM run_draws WHERE name IN (SELECT name FROM sub))`
 
+// SpendRows are the rows a named budget's spend is summed over, (run_id,
+// at, usd_nanos, tokens): the ledger of the runs this database keeps, and
+// the copies of other databases' runs' entries (named_usage), for a
+// budgets database apart from its projects'. A run is in one or the other.
+const SpendRows = `(SELECT run_id, at, usd_nanos, input_tokens + output_tokens AS tokens FROM usage
+	UNION ALL SELECT run_id, at, usd_nanos, tokens FROM named_usage)`
+
+// AppendNamedUsage copies ledger entries of runs another database keeps
+// into named_usage, inside the caller's transaction db, each once per
+// (run, key): a copy made again after a retry, a resume or a crash between
+// the ledger's append and this one changes nothing. Each entry's RunID is
+// its run as this database knows it (qualified by its project).
+func AppendNamedUsage(ctx context.Context, db DB, entries []purser.LedgerEntry) error {
+	for _, e := range entries {
+		if _, err := db.Exec(ctx, `INSERT INTO named_usage (run_id, idem_key, usd_nanos, tokens, at) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (run_id, idem_key) DO NOTHING`,
+			e.RunID, e.Key, int64(e.Event.USD), e.Event.InputTokens+e.Event.OutputTokens, storerow.Nanos(e.At)); err != nil {
+			return fmt.Errorf("copy usage %s of run %s to the budgets database: %w", e.Key, e.RunID, err)
+		}
+	}
+	return nil
+}
+
 // NamedStatus is a named budget's spend and holds in the window holding
 // now. clock is the SQL of the time the holds' expiry is judged by, in
 // Unix nanoseconds: the server's clock on PostgreSQL, the host's (a
@@ -73,8 +97,8 @@ func NamedStatus(ctx context.Context, db DB, name string, now time.Time, clock s
 	}
 	if err := storerow.ScanNamedSpend(db.QueryRow(ctx, subtreeRuns+`
 		SELECT
-			CAST(COALESCE((SELECT SUM(u.usd_nanos) FROM usage u WHERE u.run_id IN (SELECT run_id FROM runs) AND u.at >= $2 AND u.at < $3), 0) AS BIGINT),
-			CAST(COALESCE((SELECT SUM(u.input_tokens + u.output_tokens) FROM usage u WHERE u.run_id IN (SELECT run_id FROM runs) AND u.at >= $2 AND u.at < $3), 0) AS BIGINT),
+			CAST(COALESCE((SELECT SUM(u.usd_nanos) FROM `+SpendRows+` u WHERE u.run_id IN (SELECT run_id FROM runs) AND u.at >= $2 AND u.at < $3), 0) AS BIGINT),
+			CAST(COALESCE((SELECT SUM(u.tokens) FROM `+SpendRows+` u WHERE u.run_id IN (SELECT run_id FROM runs) AND u.at >= $2 AND u.at < $3), 0) AS BIGINT),
 			CAST(COALESCE((SELECT SUM(usd_nanos) FROM named_reservations WHERE name = $1 AND expires_at > `+clock+`), 0) AS BIGINT),
 			CAST(COALESCE((SELECT SUM(tokens) FROM named_reservations WHERE name = $1 AND expires_at > `+clock+`), 0) AS BIGINT)`,
 		name, storerow.Nanos(st.WindowStart), storerow.Nanos(st.WindowEnd)), &st); err != nil {
