@@ -33,6 +33,8 @@ type Options struct {
 	// DB is the --db flag ("": PURSER_DB, else purser.yaml's database:,
 	// else the project's default).
 	DB string
+	// BudgetsDB is the --budgets-db flag ("": LocateBudgets' rule).
+	BudgetsDB string
 	// Project is the project whose database is opened; nil: the working
 	// directory's.
 	Project *config.Project
@@ -70,6 +72,10 @@ type App struct {
 	Alerts *Alerts
 
 	stderr io.Writer
+	// budgetsFlag is Options.BudgetsDB; budgets, once NamedBudgets opened it.
+	budgetsFlag string
+	budgets     *Budgets
+	create      bool // Options.Create
 }
 
 // Open finds the project and its database, makes the checks of
@@ -90,7 +96,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	a := &App{Project: proj, DB: LocateDatabase(o.DB, proj), Backends: o.Backends, LoadTask: o.LoadTask, stderr: stderr}
+	a := &App{Project: proj, DB: LocateDatabase(o.DB, proj), Backends: o.Backends, LoadTask: o.LoadTask, stderr: stderr, budgetsFlag: o.BudgetsDB, create: o.Create}
 	if err := refuseKeywordDSN(a.DB); err != nil {
 		return nil, err
 	}
@@ -120,8 +126,8 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		a.Queue = q
 	}
 	a.Store = s
-	if err := o.Preflight.afterOpen(ctx, s, a.DB); err != nil {
-		s.Close()
+	if err := o.Preflight.afterOpen(ctx, a); err != nil {
+		a.Close()
 		return nil, err
 	}
 	if err := pin(); err != nil {
@@ -136,9 +142,9 @@ func Open(ctx context.Context, o Options) (*App, error) {
 func (a *App) Close() error {
 	a.EndAlerts()
 	if a.Store == nil {
-		return nil
+		return a.closeBudgets()
 	}
-	err := a.Store.Close()
+	err := errors.Join(a.closeBudgets(), a.Store.Close())
 	a.Store = nil
 	return err
 }
@@ -217,8 +223,22 @@ func (a *App) NewEngine(o EngineOptions) (*engine.Engine, error) {
 			al.Observe(ev)
 		}
 	}
+	// The named budgets' database is opened here, whatever the tasks say:
+	// a queued run's draws (--draw-from on submit) are recorded there.
+	b, err := a.namedBudgets(context.Background(), true)
+	if err != nil {
+		return nil, err
+	}
+	var store Store = a.Store
+	var shared purser.SharedRunBudget = a.Store
+	if b.Apart {
+		if store, err = newCopyingStore(a.Store, a.DB, b); err != nil {
+			return nil, err
+		}
+		shared = bothHolds{SharedRunBudget: a.Store, project: a.Store, budgets: b.store}
+	}
 	return engine.New(engine.Config{
-		Store:      a.Store,
+		Store:      store,
 		Backends:   a.Backends,
 		Validators: Validators(a.Project),
 		Context:    cb,
@@ -227,8 +247,8 @@ func (a *App) NewEngine(o EngineOptions) (*engine.Engine, error) {
 		Prices:     o.Prices,
 		Observe:    observe,
 		Owners:     owners,
-		Shared:     a.Store,
-		Named:      a.Store,
+		Shared:     shared,
+		Named:      b.Named,
 		Logger:     o.Logger,
 		Forecasts:  newForecasters(a.Store, o.Prices, a.Project.Dir),
 	})

@@ -87,12 +87,21 @@ func (p Preflight) beforeOpen(stderr io.Writer, proj *config.Project, db Databas
 }
 
 // afterOpen makes the checks that read the database.
-func (p Preflight) afterOpen(ctx context.Context, s Store, db Database) error {
-	if !p.Draws {
+func (p Preflight) afterOpen(ctx context.Context, a *App) error {
+	if !p.Draws || !drawsAny(p.Tasks) {
 		return nil
 	}
-	_, err := Draws(ctx, s, db, "", p.Files, p.Tasks)
+	b, err := a.NamedBudgets(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = Draws(ctx, b.Named, b.DB, "", p.Files, p.Tasks)
 	return err
+}
+
+// drawsAny says whether a task draws from a named budget (drawFrom:).
+func drawsAny(tasks []purser.Task) bool {
+	return slices.ContainsFunc(tasks, func(t purser.Task) bool { return len(t.DrawFrom) > 0 })
 }
 
 // Preflight makes the checks before spending on an open App: those of Open
@@ -102,7 +111,7 @@ func (a *App) Preflight(ctx context.Context, p Preflight) error {
 	if err != nil {
 		return err
 	}
-	if err := p.afterOpen(ctx, a.Store, a.DB); err != nil {
+	if err := p.afterOpen(ctx, a); err != nil {
 		return err
 	}
 	return pin()

@@ -32,7 +32,11 @@ type Submitted struct {
 // in order.
 func (a *App) Submit(ctx context.Context, sub Submission, done func(Submitted)) error {
 	q := a.Queue
-	draws, err := Draws(ctx, q, a.DB, sub.Draws, sub.Files, sub.Tasks)
+	b, err := a.namedBudgets(ctx, true)
+	if err != nil {
+		return err
+	}
+	draws, err := Draws(ctx, b.Named, b.DB, sub.Draws, sub.Files, sub.Tasks)
 	if err != nil {
 		return err
 	}
@@ -45,7 +49,7 @@ func (a *App) Submit(ctx context.Context, sub Submission, done func(Submitted)) 
 	}
 	// Before any job is queued: a worker may take one at once.
 	if len(draws) > 0 {
-		if err := q.DrawFrom(ctx, sub.Run, draws); err != nil {
+		if err := b.Named.DrawFrom(ctx, sub.Run, draws); err != nil {
 			return err
 		}
 	}

@@ -76,9 +76,12 @@ type projectFile struct {
 	Database  string                    `yaml:"database"`
 	// Durability is what a committed ledger entry survives: "normal" (a
 	// killed Purser; the default) or "full" (a power cut too).
-	Durability string               `yaml:"durability"`
-	Pricing    string               `yaml:"pricing"`
-	Prices     map[string]priceFile `yaml:"prices"`
+	Durability string `yaml:"durability"`
+	// Budgets is where the named budgets live (budgets:), when not the
+	// user-level default.
+	Budgets string               `yaml:"budgets"`
+	Pricing string               `yaml:"pricing"`
+	Prices  map[string]priceFile `yaml:"prices"`
 	// Alerts are webhooks told when a budget needs someone.
 	Alerts *alertsFile `yaml:"alerts"`
 	// DrawFrom are named budgets every task of the project draws from.
@@ -105,7 +108,10 @@ type Project struct {
 	DatabaseSet bool
 	// Durability is purser.yaml's durability: "", "normal" or "full".
 	Durability string
-	Prices     *pricing.Catalogue
+	// Budgets is purser.yaml's budgets: the database the named budgets
+	// live in (absolute, or a postgres:// URL); "" when not said.
+	Budgets string
+	Prices  *pricing.Catalogue
 	// Alerts is the alerts: section; nil when there is none.
 	Alerts *Alerts
 	// DrawFrom are the named budgets every task of the project draws from
@@ -265,6 +271,9 @@ func (p *Project) storage(pf *projectFile) error {
 		if !strings.Contains(pf.Database, "://") { // a postgres:// URL is not a path
 			p.Database = resolvePath(p.Dir, pf.Database)
 		}
+	}
+	if p.Budgets = pf.Budgets; pf.Budgets != "" && !strings.Contains(pf.Budgets, "://") {
+		p.Budgets = resolvePath(p.Dir, pf.Budgets)
 	}
 	switch pf.Durability {
 	case "", "normal", "full":

@@ -36,13 +36,19 @@ runs under it in its own window. A child's caps may be larger than what its
 parent has left: the parent still binds. purser budgets tree shows it.`,
 	}
 	cmd.AddCommand(newBudgetsCreateCmd(), newBudgetsShowCmd(), newBudgetsRaiseCmd(), newBudgetsTreeCmd())
+	cmd.PersistentFlags().StringVar(&budgetsDBFlag, "budgets-db", "", app.BudgetsDBFlagHelp)
 	return cmd
 }
 
-// openBudgets opens the project's database (--db, PURSER_DB or
-// purser.yaml's database:); create makes a new one where none is.
-func openBudgets(cmd *cobra.Command, db string, create bool) (*app.App, error) {
-	return app.Open(cmd.Context(), app.Options{DB: db, Create: create, Backends: backends(), LoadTask: loadTask, Stderr: cmd.ErrOrStderr()})
+// budgetsDBFlag is purser budgets' --budgets-db.
+var budgetsDBFlag string
+
+// openBudgets opens the named budgets' database (--budgets-db, else
+// app.LocateBudgets' rule, which reads the project's database when it
+// exists: --db, PURSER_DB or purser.yaml's database:); create makes a
+// database named by a flag, the environment or purser.yaml where none is.
+func openBudgets(cmd *cobra.Command, db string, create bool) (*app.Budgets, func() error, error) {
+	return app.OpenBudgets(cmd.Context(), app.Options{DB: db, BudgetsDB: budgetsDBFlag, Create: create})
 }
 
 func newBudgetsCreateCmd() *cobra.Command {
@@ -79,12 +85,12 @@ cap on money and tokens (--usd, --tokens), reset on the window; with
 			if err := b.Validate(); err != nil {
 				return badInput(fmt.Errorf("named budget: %w", err))
 			}
-			a, err := openBudgets(cmd, db, true)
+			a, closeDB, err := openBudgets(cmd, db, true)
 			if err != nil {
 				return err
 			}
-			defer a.Close()
-			s := a.Store
+			defer closeDB()
+			s := a.Named
 			if err := s.CreateBudget(cmd.Context(), b); err != nil {
 				if errors.Is(err, purser.ErrBudgetExists) {
 					return badInput(fmt.Errorf("named budget %s exists; change it with purser budgets raise %s --file FILE", b.Name, b.Name))
@@ -156,12 +162,12 @@ func newBudgetsRaiseCmd() *cobra.Command {
 					return err
 				}
 			}
-			a, err := openBudgets(cmd, db, false)
+			a, closeDB, err := openBudgets(cmd, db, false)
 			if err != nil {
 				return err
 			}
-			defer a.Close()
-			s := a.Store
+			defer closeDB()
+			s := a.Named
 			old, err := s.NamedBudget(cmd.Context(), args[0])
 			if errors.Is(err, purser.ErrNotFound) {
 				return badInput(fmt.Errorf("no named budget %s in the database %s; create it with purser budgets create", args[0], a.DB))
@@ -211,12 +217,12 @@ func newBudgetsTreeCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			a, err := openBudgets(cmd, db, false)
+			a, closeDB, err := openBudgets(cmd, db, false)
 			if err != nil {
 				return err
 			}
-			defer a.Close()
-			tree, err := report.ReadBudgetTree(ctx, a.Store, time.Now())
+			defer closeDB()
+			tree, err := report.ReadBudgetTree(ctx, a.Named, time.Now())
 			if err != nil {
 				return err
 			}
@@ -247,12 +253,12 @@ func newBudgetsShowCmd() *cobra.Command {
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			a, err := openBudgets(cmd, db, false)
+			a, closeDB, err := openBudgets(cmd, db, false)
 			if err != nil {
 				return err
 			}
-			defer a.Close()
-			s := a.Store
+			defer closeDB()
+			s := a.Named
 			var names []string
 			if len(args) == 1 {
 				names = args
@@ -270,7 +276,7 @@ func newBudgetsShowCmd() *cobra.Command {
 			for _, name := range names {
 				st, err := s.NamedBudgetStatus(ctx, name, now)
 				if errors.Is(err, purser.ErrNotFound) {
-					return badInput(fmt.Errorf("no named budget %s in the database %s", name, a.DB))
+					return badInput(fmt.Errorf("no named budget %s in the budgets database %s", name, a.DB))
 				}
 				if err != nil {
 					return err

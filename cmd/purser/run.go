@@ -92,7 +92,7 @@ func (s *session) end() {
 }
 
 func newRunCmd() *cobra.Command {
-	var db, runBudget, runName, ci, drawFrom, gw string
+	var db, budgetsDB, runBudget, runName, ci, drawFrom, gw string
 	var parallel int
 	var asJSON, acceptConfig bool
 	var waitRaise time.Duration
@@ -128,14 +128,14 @@ tasks that had not started are left untouched).`,
 			// Unpriced calls are checked here unless the run is joined without
 			// its budget: the engine checks against the run's stored budget
 			// before each call.
-			a, err := app.Open(cmd.Context(), app.Options{DB: db, Project: proj, Create: true, Backends: backends(), LoadTask: loadTask, Stderr: cmd.ErrOrStderr(),
+			a, err := app.Open(cmd.Context(), app.Options{DB: db, BudgetsDB: budgetsDB, Project: proj, Create: true, Backends: backends(), LoadTask: loadTask, Stderr: cmd.ErrOrStderr(),
 				Preflight: app.Preflight{Tasks: tasks, Files: args, Draws: true, Alerts: true, RunBudgetFile: runBudget, Unpriced: runName == "" || runBudget != "", AcceptConfig: acceptConfig}})
 			if err != nil {
 				return err
 			}
 			defer a.Close()
 			if drawFrom != "" {
-				if runName, err = app.DrawFrom(cmd.Context(), a.Store, a.DB, runName, drawFrom); err != nil {
+				if runName, err = a.DrawFrom(cmd.Context(), runName, drawFrom); err != nil {
 					return err
 				}
 			}
@@ -153,7 +153,7 @@ tasks that had not started are left untouched).`,
 				if asJSON {
 					notes = cmd.ErrOrStderr()
 				}
-				outcomes = waitForRaises(s, a.Store, notes, waitRaise, outcomes)
+				outcomes = waitForRaises(s, a.RaiseWatch(cmd.Context()), notes, waitRaise, outcomes)
 			}
 			s.end()
 			if err != nil {
@@ -163,6 +163,7 @@ tasks that had not started are left untouched).`,
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
+	cmd.Flags().StringVar(&budgetsDB, "budgets-db", "", app.BudgetsDBFlagHelp)
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "how many tasks run at once")
 	cmd.Flags().StringVar(&gw, "gateway", "", app.GatewayFlagHelp)
 	cmd.Flags().StringVar(&runBudget, "run-budget", "", "a budget file (YAML or JSON) shared by all the tasks of this run")
