@@ -221,7 +221,11 @@ func projectLabel(projectDB string) string {
 	if postgres.IsURL(projectDB) {
 		return "pg-" + hex.EncodeToString(sum[:4])
 	}
-	return filepath.Base(filepath.Dir(projectDB)) + "-" + hex.EncodeToString(sum[:4])
+	dir := filepath.Dir(projectDB)
+	if filepath.Base(filepath.Dir(dir)) == "projects" { // config.DefaultDatabase's: named and hashed already
+		return filepath.Base(dir)
+	}
+	return filepath.Base(dir) + "-" + hex.EncodeToString(sum[:4])
 }
 
 // projectBudgets is a budgets database apart from the project's, as the
