@@ -75,7 +75,7 @@ type App struct {
 	// budgetsFlag is Options.BudgetsDB; budgets, once NamedBudgets opened it.
 	budgetsFlag string
 	budgets     *Budgets
-	create      bool // Options.Create
+	create      bool // OpenBudgets' Options.Create: make a missing budgets database
 }
 
 // Open finds the project and its database, makes the checks of
@@ -96,7 +96,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	a := &App{Project: proj, DB: LocateDatabase(o.DB, proj), Backends: o.Backends, LoadTask: o.LoadTask, stderr: stderr, budgetsFlag: o.BudgetsDB, create: o.Create}
+	a := &App{Project: proj, DB: LocateDatabase(o.DB, proj), Backends: o.Backends, LoadTask: o.LoadTask, stderr: stderr, budgetsFlag: o.BudgetsDB}
 	if err := refuseKeywordDSN(a.DB); err != nil {
 		return nil, err
 	}
@@ -225,7 +225,7 @@ func (a *App) NewEngine(o EngineOptions) (*engine.Engine, error) {
 	}
 	// The named budgets' database is opened here, whatever the tasks say:
 	// a queued run's draws (--draw-from on submit) are recorded there.
-	b, err := a.namedBudgets(context.Background(), true)
+	b, err := a.namedBudgets(context.Background(), false)
 	if err != nil {
 		return nil, err
 	}

@@ -10,8 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
 	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/postgres"
 )
@@ -111,9 +113,10 @@ func legacyBudgets(project Database) string {
 // NamedBudgets opens the named budgets' database (once; Close closes it),
 // found by LocateBudgets. A project whose own database already holds named
 // budgets and names no budgets database keeps using its own (nothing made
-// before the user-level default is lost), and says so in DB.From. The
-// user-level default is made where it is missing; a database named by a
-// flag, the environment or purser.yaml only by a command that writes.
+// before the user-level default is lost), and says so in DB.From. A
+// database file that does not exist holds no budgets: it is made only by a
+// command that creates one (purser budgets create), so that running tasks
+// that draw from none leaves no file behind.
 func (a *App) NamedBudgets(ctx context.Context) (*Budgets, error) {
 	return a.namedBudgets(ctx, a.create)
 }
@@ -140,7 +143,11 @@ func (a *App) namedBudgets(ctx context.Context, create bool) (*Budgets, error) {
 		a.budgets = &Budgets{DB: db, Named: a.Store}
 		return a.budgets, nil
 	}
-	s, err := openBudgetsStore(ctx, db, create || db.From == fromUserDefault)
+	if _, err := os.Stat(db.Path); db.IsFile() && !create && errors.Is(err, os.ErrNotExist) {
+		a.budgets = &Budgets{DB: db, Named: noBudgets{}}
+		return a.budgets, nil
+	}
+	s, err := openBudgetsStore(ctx, db, create || !db.IsFile())
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +293,7 @@ var errNoCopies = errors.New("it keeps no copies of other databases' usage")
 // the run's name (a run that has none is given one). A name that database
 // does not know is bad input naming the database and why it is the one.
 func (a *App) DrawFrom(ctx context.Context, runName, list string) (string, error) {
-	b, err := a.namedBudgets(ctx, true)
+	b, err := a.namedBudgets(ctx, false)
 	if err != nil {
 		return runName, err
 	}
@@ -307,7 +314,7 @@ type RaiseWatch struct {
 // database cannot be opened: a named budget's raise is then not seen).
 func (a *App) RaiseWatch(ctx context.Context) RaiseWatch {
 	w := RaiseWatch{tasks: a.Store, named: a.Store}
-	if b, err := a.namedBudgets(ctx, true); err == nil {
+	if b, err := a.namedBudgets(ctx, false); err == nil {
 		w.named = b.Named
 	}
 	return w
@@ -321,4 +328,71 @@ func (w RaiseWatch) BudgetChanges(ctx context.Context, taskID string) ([]purser.
 // NamedBudget is a named budget as its database has it now.
 func (w RaiseWatch) NamedBudget(ctx context.Context, name string) (purser.NamedBudget, error) {
 	return w.named.NamedBudget(ctx, name)
+}
+
+// noBudgets is a budgets database file not made yet: it holds no named
+// budget, and no run draws from one.
+type noBudgets struct{}
+
+func (noBudgets) notFound(name string) error {
+	return fmt.Errorf("named budget %s: %w", name, purser.ErrNotFound)
+}
+
+// CreateBudget is refused: a command that creates makes the database.
+func (n noBudgets) CreateBudget(_ context.Context, b purser.NamedBudget) error {
+	return errors.New("the budgets database was not created")
+}
+
+// NamedBudget finds none.
+func (n noBudgets) NamedBudget(_ context.Context, name string) (purser.NamedBudget, error) {
+	return purser.NamedBudget{}, n.notFound(name)
+}
+
+// NamedBudgetList is empty.
+func (noBudgets) NamedBudgetList(context.Context) ([]purser.NamedBudget, error) {
+	return []purser.NamedBudget{}, nil
+}
+
+// SetBudgetParent finds no budget to move.
+func (n noBudgets) SetBudgetParent(_ context.Context, name, _, _, _ string, _ time.Time) error {
+	return n.notFound(name)
+}
+
+// RaiseBudget finds no budget to raise.
+func (n noBudgets) RaiseBudget(_ context.Context, r purser.NamedBudgetRaise) error {
+	return n.notFound(r.Name)
+}
+
+// BudgetRaises finds no budget.
+func (n noBudgets) BudgetRaises(_ context.Context, name string) ([]purser.NamedBudgetRaise, error) {
+	return nil, n.notFound(name)
+}
+
+// DrawFrom finds none of the budgets.
+func (n noBudgets) DrawFrom(_ context.Context, _ string, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	return n.notFound(names[0])
+}
+
+// RunDraws is none: no run draws from a budget here.
+func (noBudgets) RunDraws(context.Context, string) ([]string, error) { return nil, nil }
+
+// NamedBudgetStatus finds no budget.
+func (n noBudgets) NamedBudgetStatus(_ context.Context, name string, _ time.Time) (purser.NamedBudgetStatus, error) {
+	return purser.NamedBudgetStatus{}, n.notFound(name)
+}
+
+// ReserveNamed finds no budget.
+func (n noBudgets) ReserveNamed(_ context.Context, name string, _ purser.Holder, _ budget.Amount, _ time.Time, _ time.Duration) (func(), error) {
+	return nil, n.notFound(name)
+}
+
+// ReserveNamedAll finds none of the budgets (and holds nothing for none).
+func (n noBudgets) ReserveNamedAll(_ context.Context, names []string, _ purser.Holder, _ budget.Amount, _ time.Time, _ time.Duration) (func(), error) {
+	if len(names) == 0 {
+		return func() {}, nil
+	}
+	return nil, n.notFound(names[0])
 }

@@ -32,7 +32,7 @@ type Submitted struct {
 // in order.
 func (a *App) Submit(ctx context.Context, sub Submission, done func(Submitted)) error {
 	q := a.Queue
-	b, err := a.namedBudgets(ctx, true)
+	b, err := a.namedBudgets(ctx, false)
 	if err != nil {
 		return err
 	}
