@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/report"
 )
 
@@ -23,9 +22,9 @@ type budgetTree struct {
 
 // get returns the tree of the store's named budgets, read again when the
 // last read is older than budgetsEvery.
-func (b *budgetTree) get(ctx context.Context, store purser.StoreReader, now time.Time) ([]report.BudgetTreeJSON, error) {
+func (b *budgetTree) get(ctx context.Context, store any, now time.Time) ([]report.BudgetTreeJSON, error) {
 	nr, ok := store.(report.NamedBudgetReader)
-	if !ok {
+	if !ok || nr == nil {
 		return []report.BudgetTreeJSON{}, nil
 	}
 	b.mu.Lock()
@@ -39,4 +38,12 @@ func (b *budgetTree) get(ctx context.Context, store purser.StoreReader, now time
 	}
 	b.tree, b.at = tree, now
 	return b.tree, nil
+}
+
+// namedReader is where the tree is read: Options.Budgets, else the store.
+func (h *handler) namedReader() any {
+	if h.o.Budgets != nil {
+		return h.o.Budgets
+	}
+	return h.store
 }

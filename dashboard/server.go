@@ -67,6 +67,10 @@ type Options struct {
 	// Forecast, when set, gives each task not DONE its spend forecast
 	// (forecast.go); nil: the page shows none.
 	Forecast Forecaster
+	// Budgets, when set, is where the named budgets' tree is read (the
+	// budgets database, when it is apart from the project's); nil: the
+	// store's own.
+	Budgets report.NamedBudgetReader
 }
 
 // CheckBind refuses to listen on a non-loopback address without a token:
@@ -183,7 +187,7 @@ func (h *handler) load(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	treeRead := true
-	if snap.Budgets, err = h.budgets.get(ctx, h.store, now); err != nil {
+	if snap.Budgets, err = h.budgets.get(ctx, h.namedReader(), now); err != nil {
 		// The runs are still worth showing: the tree is left out, said
 		// in the log, and read again at the next poll.
 		h.o.Logger.Error("read the named budgets", "err", err)

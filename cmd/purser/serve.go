@@ -51,6 +51,11 @@ func newServeCmd() *cobra.Command {
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			// Each task's spend forecast, its history read again each minute.
 			opts := dashboard.Options{Token: token, Logger: logger, Addr: ln.Addr().String(), Forecast: a.StoredForecasts(time.Minute).Forecast}
+			if b, err := a.NamedBudgets(cmd.Context()); err == nil {
+				opts.Budgets = b.Named
+			} else {
+				logger.Error("open the named budgets' database; the dashboard shows none", "err", err)
+			}
 			srv := &http.Server{
 				Handler:           dashboard.NewHandler(store, opts),
 				ReadHeaderTimeout: 10 * time.Second,
