@@ -224,6 +224,7 @@ func (a *App) closeBudgets() error {
 // directory's name and hash), and a hash of the database's place, so that
 // two projects' runs of one name stay two runs.
 func projectLabel(projectDB string) string {
+	projectDB = absFile(projectDB) // submit and the workers may name it differently
 	sum := sha256.Sum256([]byte(ShownDatabase(projectDB)))
 	if postgres.IsURL(projectDB) {
 		return "pg-" + hex.EncodeToString(sum[:4])

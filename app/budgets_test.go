@@ -231,3 +231,25 @@ func TestAnOldProjectKeepsItsBudgets(t *testing.T) {
 		t.Fatalf("reading made the user-level database: %v", m)
 	}
 }
+
+// A project is known by its database's place however it was named, so
+// that purser submit and a worker given it another way (relative,
+// absolute) record and copy one run; two places are two projects.
+func TestProjectLabelIsThePlace(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	abs := filepath.Join(dir, "q", "purser.db")
+	if a, b := projectLabel("q/purser.db"), projectLabel(abs); a != b {
+		t.Fatalf("one database, two labels: %s and %s", a, b)
+	}
+	if a, b := projectLabel(abs), projectLabel(filepath.Join(dir, "r", "purser.db")); a == b {
+		t.Fatalf("two databases, one label: %s", a)
+	}
+	def := filepath.Join(dir, "purser", "projects", "api-1a2b3c4d5e6f", "purser.db")
+	if got := projectLabel(def); got != "api-1a2b3c4d5e6f" {
+		t.Fatalf("the default location's label: %s, want its folder's name (already hashed)", got)
+	}
+	if got := projectLabel("postgres://u:secret@h/db"); strings.Contains(got, "secret") {
+		t.Fatalf("a label shows the password: %s", got)
+	}
+}
