@@ -102,3 +102,48 @@ func repoTaskTokens(t *testing.T, status *exec.Cmd) int64 {
 	}
 	return got.Tasks[0].Budget.UsedTokens
 }
+
+// A queue on a SQLite project database, its run drawing from a team budget
+// in the user-level database: purser submit records the draw there (the
+// database named relatively), the worker (naming it absolutely) admits and
+// copies against it, and the budget's HARD cap stops the tasks past it,
+// its spend exactly the one DONE task's.
+func TestWorkerDrawsFromTheUserLevelBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs purser processes")
+	}
+	bin := buildPurser(t)
+	dir := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, ".state"))
+	t.Setenv("PURSER_BUDGETS_DB", "")
+	tasks := namedQueueFiles(t, dir, false)
+	if code, out := purserIn(t, bin, dir, "budgets", "create", "team", "--file", "team.yaml", "--window", "month", "--db", "q.db"); code != 0 {
+		t.Fatalf("budgets create: exit %d\n%s", code, out)
+	}
+	args := append([]string{"submit", "--db", "q.db", "--run", "q", "--draw-from", "team"}, tasks...)
+	if code, out := purserIn(t, bin, dir, args...); code != 0 {
+		t.Fatalf("submit: exit %d\n%s", code, out)
+	}
+	if code, out := purserIn(t, bin, dir, "worker", "--db", filepath.Join(dir, "q.db"), "--concurrency", "2", "--poll", "100ms", "--drain"); code != 0 {
+		t.Fatalf("worker: exit %d\n%s", code, out)
+	}
+	code, out := purserIn(t, bin, dir, "budgets", "show", "team", "--json", "--db", "q.db")
+	if code != 0 {
+		t.Fatalf("budgets show: exit %d\n%s", code, out)
+	}
+	var shown []struct {
+		SpentTokens int64    `json:"spentTokens"`
+		HeldTokens  int64    `json:"heldTokens"`
+		Runs        []string `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(out), &shown); err != nil || len(shown) != 1 {
+		t.Fatalf("budgets show: %v %s", err, out)
+	}
+	if got := shown[0]; got.SpentTokens != 900 || got.HeldTokens != 0 || len(got.Runs) != 1 || !strings.HasPrefix(got.Runs[0], "q@") {
+		t.Fatalf("team: spent %d, held %d tokens, drawn on by %v; want 900, none, by run q (one run, however the database was named)", got.SpentTokens, got.HeldTokens, got.Runs)
+	}
+	_, status := purserIn(t, bin, dir, "status", "--db", "q.db")
+	if strings.Count(status, "DONE") != 1 || strings.Count(status, "BLOCKED") != 2 {
+		t.Fatalf("want 1 task DONE and 2 BLOCKED by team:\n%s", status)
+	}
+}
