@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -251,5 +252,46 @@ func TestProjectLabelIsThePlace(t *testing.T) {
 	}
 	if got := projectLabel("postgres://u:secret@h/db"); strings.Contains(got, "secret") {
 		t.Fatalf("a label shows the password: %s", got)
+	}
+}
+
+// The holds a dead process left are found and dropped in both databases:
+// on its runs in the project's, on named budgets in the budgets database.
+func TestADeadProcessesHoldsAreDroppedInBothDatabases(t *testing.T) {
+	ctx := context.Background()
+	state := t.TempDir()
+	createTeam(t, state, 100_000)
+	a := userProject(t, state)
+	b, err := a.NamedBudgets(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := purser.Holder{Owner: "host 1 2", TaskID: "t"}
+	want := budget.Amount{Tokens: 100}
+	if _, err := a.Store.ReserveRun(ctx, "r", dead, budget.Amount{Tokens: 1000, USD: budget.Unlimited.USD}, want, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Named.ReserveNamed(ctx, "team", dead, want, time.Now(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	both := bothHolds{SharedRunBudget: a.Store, project: a.Store, budgets: b.store}
+	holders, err := both.Holders(ctx)
+	if err != nil || len(holders) != 1 || holders[0] != dead {
+		t.Fatalf("holders %v (%v), want the dead one once", holders, err)
+	}
+	dropped, err := both.DropHolds(ctx, dead.Owner, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scopes []budget.Scope
+	for _, d := range dropped {
+		scopes = append(scopes, d.Scope)
+	}
+	if len(dropped) != 2 || !slices.Contains(scopes, budget.ScopeRun) || !slices.Contains(scopes, budget.ScopeNamed) {
+		t.Fatalf("dropped %+v; want the run's hold and the named budget's", dropped)
+	}
+	st, err := b.Named.NamedBudgetStatus(ctx, "team", time.Now())
+	if err != nil || st.Held.Tokens != 0 {
+		t.Fatalf("team still holds %d tokens (%v)", st.Held.Tokens, err)
 	}
 }
