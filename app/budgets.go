@@ -155,7 +155,7 @@ func (a *App) namedBudgets(ctx context.Context, create bool) (*Budgets, error) {
 		a.budgets = &Budgets{DB: db, Named: s, store: s}
 		return a.budgets, nil
 	}
-	pb := &projectBudgets{NamedBudgets: s, project: projectLabel(a.DB.Path), draws: map[string]bool{}}
+	pb := &projectBudgets{NamedBudgets: s, project: projectLabel(a.DB.Path), draws: map[string]bool{}, askedAt: map[string]time.Time{}}
 	a.budgets = &Budgets{DB: db, Named: pb, Apart: true, project: pb, store: s}
 	return a.budgets, nil
 }
@@ -242,15 +242,20 @@ type projectBudgets struct {
 	purser.NamedBudgets
 	project string
 
-	mu    sync.Mutex
-	draws map[string]bool // run (unqualified) → draws from a named budget, once it does
+	mu      sync.Mutex
+	draws   map[string]bool      // run (unqualified) → draws from a named budget, once it does
+	askedAt map[string]time.Time // run → when it was last found drawing from none
 }
 
 func (p *projectBudgets) run(runID string) string { return runID + "@" + p.project }
 
 // DrawFrom records that the project's run draws from the named budgets.
 func (p *projectBudgets) DrawFrom(ctx context.Context, runID string, names []string) error {
-	return p.NamedBudgets.DrawFrom(ctx, p.run(runID), names)
+	err := p.NamedBudgets.DrawFrom(ctx, p.run(runID), names)
+	p.mu.Lock()
+	delete(p.askedAt, runID)
+	p.mu.Unlock()
+	return err
 }
 
 // RunDraws is the named budgets the project's run draws from and their
@@ -261,29 +266,40 @@ func (p *projectBudgets) RunDraws(ctx context.Context, runID string) ([]string, 
 
 // drawing reports whether the project's run draws from a named budget. A
 // run that does is remembered (draws are only added); one that does not
-// is asked again next time, since its draws may be recorded later.
+// is asked again after notDrawingFor, since another process joining the
+// run may record draws for it later.
 func (p *projectBudgets) drawing(ctx context.Context, runID string) (bool, error) {
 	if runID == "" {
 		return false, nil
 	}
 	p.mu.Lock()
-	known := p.draws[runID]
+	known, asked := p.draws[runID], p.askedAt[runID]
 	p.mu.Unlock()
 	if known {
 		return true, nil
+	}
+	if !asked.IsZero() && time.Since(asked) < notDrawingFor {
+		return false, nil
 	}
 	names, err := p.RunDraws(ctx, runID)
 	if err != nil {
 		return false, err
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if len(names) == 0 {
+		p.askedAt[runID] = time.Now()
 		return false, nil
 	}
-	p.mu.Lock()
 	p.draws[runID] = true
-	p.mu.Unlock()
 	return true, nil
 }
+
+// notDrawingFor is how long a run found drawing from no named budget is
+// taken as still not drawing, so that a run's every ledger append does not
+// ask the budgets database. Draws recorded by this process (DrawFrom) are
+// seen at once.
+const notDrawingFor = time.Second
 
 // errNoCopies is the error for a budgets database that keeps no copies of
 // other databases' usage (a store before migration 021 would).
