@@ -144,8 +144,9 @@ func (a *App) namedBudgets(ctx context.Context, create bool) (*Budgets, error) {
 		return a.budgets, nil
 	}
 	if _, err := os.Stat(db.Path); db.IsFile() && !create && errors.Is(err, os.ErrNotExist) {
-		a.budgets = &Budgets{DB: db, Named: noBudgets{}}
-		return a.budgets, nil
+		// Not kept: a worker asks again for its next job, by when the
+		// database may have been made and a queued run drawn from it.
+		return &Budgets{DB: db, Named: noBudgets{}}, nil
 	}
 	s, err := openBudgetsStore(ctx, db, create || !db.IsFile())
 	if err != nil {

@@ -231,6 +231,14 @@ func TestAnOldProjectKeepsItsBudgets(t *testing.T) {
 	if m, _ := filepath.Glob(filepath.Join(state, "purser", "budgets.db")); len(m) != 0 {
 		t.Fatalf("reading made the user-level database: %v", m)
 	}
+	// Made meanwhile (a worker's next job), it is found.
+	createTeam(t, state, 10)
+	if fb, err = fresh.NamedBudgets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fb.Named.NamedBudget(ctx, "team"); err != nil {
+		t.Fatalf("the budget created since the first look: %v", err)
+	}
 }
 
 // A project is known by its database's place however it was named, so
