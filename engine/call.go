@@ -127,6 +127,7 @@ func (t *taskRun) prepare(ctx context.Context, kind purser.CallKind, attempt int
 			switch {
 			case !take:
 				t.noteDegrade(ctx, d, kind, purser.SwitchTierCheap, "not taken: "+what+": "+why)
+				t.switches.decline(t.iteration, kind)
 			case why != "":
 				t.noteDegrade(ctx, d, kind, purser.SwitchTierCheap, what+": "+why)
 				tier = purser.CheapTier
@@ -362,6 +363,7 @@ func (u *usageSink) report(ev budget.UsageEvent) {
 	defer u.mu.Unlock()
 	u.seq++
 	en := t.ledgerEntry(u.pc.rec.ID, u.pc.kind, ev, fmt.Sprintf("%s/%d", u.pc.rec.ID, u.seq))
+	t.switches.observe(t, en, u.pc.rec.ContextTokens)
 	if err := u.ledger.append(en); err != nil {
 		u.fail(err)
 	}

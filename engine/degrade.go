@@ -166,51 +166,25 @@ func commonPrefix(a, b string) string {
 // model's last reply, and the rent: over the model's usage in the calls
 // that declined the switch, what it cost more than the same on cheap.
 func (t *taskRun) switchHistory(ctx context.Context, model, cheap string) (first budget.UsageEvent, rent budget.USD, err error) {
-	entries, err := t.e.cfg.Store.Usage(ctx, t.task.ID)
-	if err != nil {
-		return first, 0, err
-	}
-	calls, err := t.e.cfg.Store.Calls(ctx, t.task.ID)
-	if err != nil {
-		return first, 0, err
-	}
-	declined := t.declinedSwitches(ctx)
-	price := func(m string, ev budget.UsageEvent) budget.UsageEvent {
-		return t.e.cfg.Prices.Estimate(budget.UsageEvent{Model: m, InputTokens: ev.InputTokens, CacheReadTokens: ev.CacheReadTokens,
-			CacheWriteTokens: ev.CacheWriteTokens, OutputTokens: ev.OutputTokens})
-	}
-	firsts := map[string]budget.UsageEvent{}
-	lastCall, cached := "", false
-	for _, e := range entries {
-		ev := e.Event
-		if ev.Model != model {
-			continue
-		}
-		if _, seen := firsts[e.CallID]; !seen && ev.InputTokens > 0 {
-			firsts[e.CallID], lastCall = ev, e.CallID
-		}
-		cached = cached || ev.CacheReadTokens+ev.CacheWriteTokens > 0
-		if ev.OutputTokens > 0 {
-			first.OutputTokens = ev.OutputTokens
-		}
-		if declined[fmt.Sprint(e.Iteration, e.Kind)] {
-			if stay, warm := price(model, ev), price(cheap, ev); stay.USD > warm.USD {
-				rent = rent.Plus(stay.USD - warm.USD)
-			}
+	sl := &t.switches
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if !sl.loaded || sl.cheap != cheap {
+		if err := sl.load(ctx, t, cheap); err != nil {
+			return first, 0, err
 		}
 	}
-	f := firsts[lastCall]
-	first.InputTokens = f.InputTokens
-	if !cached {
+	m := sl.models[model]
+	if m == nil {
+		return first, 0, nil
+	}
+	first.OutputTokens, first.InputTokens, rent = m.lastOut, m.first.InputTokens, m.rent
+	if !m.cached {
 		return first, rent, nil
 	}
-	first.CacheReadTokens = f.CacheReadTokens
-	if first.CacheReadTokens == 0 {
-		for _, c := range calls {
-			if c.ID == lastCall {
-				first.CacheReadTokens = max(f.InputTokens-int64(c.ContextTokens), 0)
-			}
-		}
+	first.CacheReadTokens = m.first.CacheReadTokens
+	if ctxTokens, known := sl.context[m.lastCall]; first.CacheReadTokens == 0 && known {
+		first.CacheReadTokens = max(m.first.InputTokens-int64(ctxTokens), 0)
 	}
 	return first, rent, nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/purser-dev/purser"
@@ -395,5 +396,38 @@ func TestDegradeSwitchTierCheapAtTheEngineJudgedOnTheBill(t *testing.T) {
 	t.Logf("14 calls: without %s, with %s (moved at call %d)", off.Bill().USD, on.Bill().USD, firstOn(on, haiku)+1)
 	if at := firstOn(on, haiku); at < 2 || on.Bill().USD >= off.Bill().USD {
 		t.Fatalf("14 calls: moved at request %d, billed %s, want a later move billing less than %s", at, on.Bill().USD, off.Bill().USD)
+	}
+}
+
+// usageReads is a store that counts the reads of a task's whole ledger.
+type usageReads struct {
+	purser.Store
+	n atomic.Int64
+}
+
+func (u *usageReads) Usage(ctx context.Context, taskID string) ([]purser.LedgerEntry, error) {
+	u.n.Add(1)
+	return u.Store.Usage(ctx, taskID)
+}
+
+// Judging the switch at each call's start and at the door reads the task's
+// ledger once, then keeps it as the task reports its usage: a task in
+// WARNING for many calls does not read its whole ledger per call (issue
+// 24). The judgement is the one TestDegradeSwitchTierCheapAtTheEngineJudgedOnTheBill
+// checks on the bill.
+func TestSwitchJudgementReadsTheLedgerOnce(t *testing.T) {
+	t.Parallel()
+	reads := &usageReads{}
+	long := convo{system: 60000, user: 200, replies: turns(1, 300), maxTokens: 32000, prompt: true, fixAt: 13}
+	on, ds := billedWith(t, long, func(f *fixture) {
+		f.task.Budget.Hard.MaxIterations = ptr(14)
+		reads.Store = f.cfg.Store
+		f.cfg.Store = reads
+	}, purser.SwitchTierCheap)
+	if firstOn(on, haiku) < 2 {
+		t.Fatalf("the switch was taken at request %d (%v): want the judgement of the bill test", firstOn(on, haiku), ds)
+	}
+	if n := reads.n.Load(); n != 1 {
+		t.Fatalf("the task's whole ledger was read %d times over 14 calls judged, want once", n)
 	}
 }

@@ -36,9 +36,12 @@ type taskRun struct {
 
 	backendErr error // why the task's backend could not be made, if it could not
 
-	fc    *forecastState // the spend forecast (forecast.go)
-	stuck stuckState     // iterations failing the same way, unchanged (stuck.go)
-	subs  subAgentBook   // the sub-agents spawned and what each spent (subagent.go)
+	fc *forecastState // the spend forecast (forecast.go)
+	// switches is the task's ledger as judging switch_tier_cheap needs it
+	// (switchledger.go).
+	switches switchLedger
+	stuck    stuckState   // iterations failing the same way, unchanged (stuck.go)
+	subs     subAgentBook // the sub-agents spawned and what each spent (subagent.go)
 
 	// draws are the named budgets the call in flight was admitted against,
 	// and namedRoom the money they had left for it (its own hold included;
