@@ -475,9 +475,9 @@ func (l *Lane) pump(body io.ReadCloser, tap *meter.Tap, buf *pipe, cancel contex
 // provider bills its input once it started it. Anthropic said it in
 // message_start (the tap books it, Cut); the others say nothing before the
 // end, so the door's count of the request's input is booked, under the
-// request's model: reported to the engine where the lane is its call's
-// source of truth (Report set), else journalled, where a CLI's call's
-// reconciliation takes per model the larger of the CLI's own count and the
+// request's model, as any reply is: journalled, then reported (Report
+// set). Where a CLI's own report is its call's source, the call's
+// reconciliation takes per model the larger of the CLI's count and the
 // journal's, so a cut reply the CLI never saw is counted once, not $0.
 func (l *Lane) bookCut(tap *meter.Tap, rt route, input int64) {
 	if tap.Cut() || input <= 0 {
@@ -487,15 +487,15 @@ func (l *Lane) bookCut(tap *meter.Tap, rt route, input int64) {
 	l.mu.Lock()
 	l.booked++
 	l.mu.Unlock()
+	if l.journal != nil {
+		l.journal.Record(meter.Counted(rt.api, model, input))
+	}
 	if l.cfg.Report == nil {
-		if l.journal != nil {
-			l.journal.Record(meter.Counted(rt.api, model, input))
-		}
 		return
 	}
 	l.reportMu.Lock()
 	defer l.reportMu.Unlock()
-	l.cfg.Report(budget.UsageEvent{Model: model, InputTokens: input})
+	l.cfg.Report(budget.UsageEvent{Model: model, InputTokens: input, Agent: rt.subAgent})
 }
 
 // learnAndBook books a reply's usage (by book), first teaching the door's

@@ -395,7 +395,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			return nil
 		},
 		Follow: &proc.FollowSession{Find: func() string { return b.rollout(req.TaskID, p) }, Feed: p.FeedRollout, Every: rolloutPoll},
-		Finish: func(out proc.Outcome, parseErr error, recovered int, res *purser.CallResult) error {
+		Finish: func(out proc.Outcome, parseErr error, recovered int, _ purser.UsageFunc, res *purser.CallResult) error {
 			subs.finish()
 			_, failed, text, done, retries := p.state()
 			res.Text = text

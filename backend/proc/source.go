@@ -1,0 +1,115 @@
+package proc
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/budget"
+)
+
+// The source of truth of a CLI call's usage.
+//
+// Behind the door (a call with a lane), every model request the CLI makes
+// passes the door, which reads each reply's usage as the provider bills it:
+// the CLI's own requests, its sub-agents', its retries, compaction and
+// title generation alike, most of which no CLI reports on its stdout (a
+// measured Claude Code call: provider 111,471 tokens, stdout 11,465). So
+// the door books the call's usage, and what the CLI says of it (stdout,
+// its session file, the reconciliation at its end) is kept as a
+// cross-check only: counted, compared at the end, never booked.
+//
+// A CLI that reports usage before the door has forwarded any model request
+// of the call reaches its model some other way than the door (a stand-in
+// that replays a recording, a setting that routes around it): for that
+// call, the CLI's own report stays the source, as it is where there is no
+// lane (wireMeter: false, Bedrock, Vertex), and the door only journals. The
+// source is decided once per call, by whichever reports first, so that no
+// usage is booked from both.
+
+// Where a call's usage is booked from.
+const (
+	sourceUndecided = iota
+	sourceDoor      // the door's replies: the CLI's report is a cross-check
+	sourceCLI       // the CLI's own report: the door journals only
+)
+
+// usageSource decides, once per call, whether the door or the CLI books
+// the call's usage, and keeps the other's count for the cross-check.
+type usageSource struct {
+	report   purser.UsageFunc
+	requests func() int // model requests the door has forwarded so far
+
+	mu     sync.Mutex
+	source int
+	door   tally // what the door read, booked or not
+	cli    tally // what the CLI reported, booked or not
+}
+
+// tally is a count of usage events.
+type tally struct {
+	events int
+	tokens int64
+}
+
+func (t *tally) add(ev budget.UsageEvent) {
+	t.events++
+	t.tokens = budget.SatAdd(t.tokens, ev.Tokens())
+}
+
+// fromDoor is the door's report of one reply (the lane's Report): booked
+// when the door is the call's source. The door journals every reply
+// before it reports it, whoever books it.
+func (s *usageSource) fromDoor(ev budget.UsageEvent) {
+	s.mu.Lock()
+	if s.source == sourceUndecided {
+		s.source = sourceDoor
+	}
+	s.door.add(ev)
+	book := s.source == sourceDoor
+	s.mu.Unlock()
+	if book {
+		s.report(ev)
+	}
+}
+
+// fromCLI is the CLI's own report of usage (its stdout, its session file,
+// its final reconciliation): booked only when the CLI is the call's source.
+func (s *usageSource) fromCLI(ev budget.UsageEvent) {
+	s.mu.Lock()
+	if s.source == sourceUndecided && s.requests() == 0 {
+		s.source = sourceCLI
+	}
+	s.cli.add(ev)
+	book := s.source == sourceCLI
+	s.mu.Unlock()
+	if book {
+		s.report(ev)
+	}
+}
+
+// doorBooks reports whether the door is the call's source of truth.
+func (s *usageSource) doorBooks() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.source == sourceDoor
+}
+
+// note is the cross-check for the call's record, once the call is over
+// (the door's replies all booked): "" when the two sources agree, or when
+// only one of them spoke of usage.
+func (s *usageSource) note() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.source == sourceDoor && s.cli.events > 0 && s.cli.tokens != s.door.tokens:
+		return fmt.Sprintf("usage booked from the door: %d tokens in %d replies; the CLI's own report said %d tokens (a cross-check, not booked)",
+			s.door.tokens, s.door.events, s.cli.tokens)
+	case s.source == sourceDoor && s.cli.events == 0:
+		return fmt.Sprintf("usage booked from the door: %d tokens in %d replies; the CLI reported none", s.door.tokens, s.door.events)
+	case s.source == sourceCLI && s.door.events > 0:
+		return fmt.Sprintf("usage booked from the CLI's own report (it reported before any request reached the door); the door journalled %d tokens in %d replies",
+			s.door.tokens, s.door.events)
+	}
+	return ""
+}
