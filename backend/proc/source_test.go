@@ -1,0 +1,64 @@
+package proc_test
+
+import (
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/purser-dev/purser"
+	"github.com/purser-dev/purser/backend/backendtest"
+	"github.com/purser-dev/purser/backend/claude"
+	"github.com/purser-dev/purser/budget"
+)
+
+// Issue 21: behind the door, the door books a CLI call's usage. A CLI's
+// own requests that it never reports (here a title for the session, as
+// Claude Code asks one of a small model) are booked, under their model;
+// the CLI's stdout is a cross-check whose mismatch the call's note tells;
+// and the CLI's own dollar figure is not booked on top of the door's
+// tokens (no reported event). Without the door as the source, the ledger
+// held only the turn the CLI reported (5,905 of the 5,958 tokens the mock
+// billed) and Claude Code's reported total.
+func TestTheDoorBooksRequestsTheCLIDoesNotReport(t *testing.T) {
+	mock := backendtest.StartMock(t)
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	script, err := filepath.Abs("testdata/titling-cli.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	b, err := claude.New(purser.BackendSpec{Type: "claude", Dir: ws, Options: map[string]any{"command": script,
+		"budgetFence": false, "env": map[string]any{"HOME": t.TempDir(), "ANTHROPIC_BASE_URL": mock}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var booked []budget.UsageEvent
+	res, err := b.Call(t.Context(), purser.CallRequest{Model: "claude-sonnet-4-5", Prompt: "Create mock_out.txt.", Workspace: ws},
+		func(ev budget.UsageEvent) {
+			mu.Lock()
+			booked = append(booked, ev)
+			mu.Unlock()
+		})
+	if err != nil {
+		t.Fatalf("call: %v (note %q)", err, res.Note)
+	}
+	byModel := map[string]int64{}
+	var total int64
+	for _, ev := range booked {
+		byModel[ev.Model] += ev.Tokens()
+		total += ev.Tokens()
+		if ev.CostSource == budget.CostReported || ev.USD != 0 {
+			t.Errorf("booked %+v: the CLI's own dollars are a cross-check, not booked", ev)
+		}
+	}
+	// The mock bills a request with no tools 50+3, the turn 1300+100+4500
+	// input and 5 output.
+	if total != 5958 || byModel["claude-haiku-4-5"] != 53 || byModel["claude-sonnet-4-5"] != 5905 {
+		t.Fatalf("booked %d tokens %v (%+v); want the mock's bill, 5958: 53 for the title (claude-haiku-4-5), 5905 for the turn", total, byModel, booked)
+	}
+	if want := "usage booked from the door: 5958 tokens in 2 replies; the CLI's own report said 5905 tokens"; !strings.Contains(res.Note, want) {
+		t.Fatalf("note %q; want the cross-check %q", res.Note, want)
+	}
+}
