@@ -58,6 +58,9 @@ func TestTheDoorBooksRequestsTheCLIDoesNotReport(t *testing.T) {
 	if total != 5958 || byModel["claude-haiku-4-5"] != 53 || byModel["claude-sonnet-4-5"] != 5905 {
 		t.Fatalf("booked %d tokens %v (%+v); want the mock's bill, 5958: 53 for the title (claude-haiku-4-5), 5905 for the turn", total, byModel, booked)
 	}
+	if !strings.Contains(res.Note, "reported $0.0123") {
+		t.Errorf("note %q; want Claude Code's own figure kept in it as a cross-check", res.Note)
+	}
 	if want := "usage booked from the door: 5958 tokens in 2 replies; the CLI's own report said 5905 tokens"; !strings.Contains(res.Note, want) {
 		t.Fatalf("note %q; want the cross-check %q", res.Note, want)
 	}
