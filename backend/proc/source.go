@@ -88,13 +88,6 @@ func (s *usageSource) fromCLI(ev budget.UsageEvent) {
 	}
 }
 
-// doorBooks reports whether the door is the call's source of truth.
-func (s *usageSource) doorBooks() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.source == sourceDoor
-}
-
 // note is the cross-check for the call's record, once the call is over
 // (the door's replies all booked): "" when the two sources agree, or when
 // only one of them spoke of usage.

@@ -216,7 +216,11 @@ func (o CLIOptions) Getenv(key string) string {
 // (file, "" when none was found) held inFile: completed with the call's
 // wire journal, it returns, per model, the larger of what the file and the
 // journal hold — they count the same replies, the journal also one the CLI
-// died holding — beyond what the ledger recorded. With oneSum, or when the
+// died holding — beyond what the ledger recorded. Where the door was the
+// call's source (source.go), the ledger holds only replies the journal
+// holds (each is journalled before it is booked), and the journal every
+// reply the file does: what is returned is what was journalled and not yet
+// booked when Purser died, once. With oneSum, or when the
 // journal names a model neither the file nor the ledger does, the call is
 // compared as one sum under its main model (a CLI that names a model
 // otherwise than the provider must not have it counted twice).
