@@ -86,7 +86,7 @@ type FollowSession struct {
 // be reached, else c.Finish's answer. Behind the door, the door's replies
 // are the usage booked, the CLI's report a cross-check (source.go).
 func (o CLIOptions) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc, c CLICall) (purser.CallResult, error) {
-	src := &usageSource{report: report}
+	src := &usageSource{report: report, price: req.Price}
 	wire, wireNote, err := o.openDoor(ctx, req.Hooks, c, src.fromDoor)
 	if err != nil {
 		return purser.CallResult{}, fmt.Errorf("%s: %w", c.Backend, err)
@@ -139,7 +139,7 @@ func (o CLIOptions) Call(ctx context.Context, req purser.CallRequest, report pur
 	}
 	res := purser.CallResult{Note: note}
 	failure := c.Finish(out, parseErr, recovered(), report, &res)
-	res.Note = purser.JoinNotes(purser.JoinNotes(res.Note, src.note()), o.keyNote(c, wire))
+	res.Note = purser.JoinNotes(purser.JoinNotes(res.Note, src.note()), purser.JoinNotes(src.settle(), o.keyNote(c, wire)))
 	switch {
 	case out.Stopped:
 		return res, context.Cause(ctx)

@@ -39,6 +39,9 @@ const (
 type usageSource struct {
 	report   purser.UsageFunc
 	requests func() int // model requests the door has forwarded so far
+	// price is how the engine prices what is booked
+	// (purser.CallRequest.Price; nil: the dollars are not compared).
+	price func(budget.UsageEvent) budget.UsageEvent
 
 	mu     sync.Mutex
 	source int
@@ -46,15 +49,34 @@ type usageSource struct {
 	cli    tally // what the CLI reported, booked or not
 }
 
-// tally is a count of usage events.
+// tally is a count of usage events, and their dollars as priced.
 type tally struct {
-	events int
-	tokens int64
+	events   int
+	tokens   int64
+	usd      budget.USD // the priced events' dollars (reported or estimated)
+	reported bool       // one of them was reported by the CLI
+	unknown  int64      // events with tokens and no price
+	model    string     // the first unpriced event's model
 }
 
-func (t *tally) add(ev budget.UsageEvent) {
+func (t *tally) add(ev budget.UsageEvent, price func(budget.UsageEvent) budget.UsageEvent) {
 	t.events++
 	t.tokens = budget.SatAdd(t.tokens, ev.Tokens())
+	if price != nil {
+		ev = price(ev)
+	}
+	switch ev.CostSource {
+	case budget.CostReported:
+		t.reported = true
+		t.usd += ev.USD
+	case budget.CostEstimated:
+		t.usd += ev.USD
+	case budget.CostUnknown:
+		t.unknown++
+		if t.model == "" {
+			t.model = ev.Model
+		}
+	}
 }
 
 // fromDoor is the door's report of one reply (the lane's Report): booked
@@ -65,7 +87,7 @@ func (s *usageSource) fromDoor(ev budget.UsageEvent) {
 	if s.source == sourceUndecided {
 		s.source = sourceDoor
 	}
-	s.door.add(ev)
+	s.door.add(ev, s.price)
 	book := s.source == sourceDoor
 	s.mu.Unlock()
 	if book {
@@ -80,7 +102,7 @@ func (s *usageSource) fromCLI(ev budget.UsageEvent) {
 	if s.source == sourceUndecided && s.requests() == 0 {
 		s.source = sourceCLI
 	}
-	s.cli.add(ev)
+	s.cli.add(ev, s.price)
 	book := s.source == sourceCLI
 	s.mu.Unlock()
 	if book {
@@ -105,4 +127,30 @@ func (s *usageSource) note() string {
 			s.door.tokens, s.door.events)
 	}
 	return ""
+}
+
+// settle books, where the door is the call's source and booked replies of
+// a model Purser has no price for, the dollars the CLI's own report gives
+// beyond the door's priced replies (Claude Code's total_cost_usd): the
+// money cap must see them, and unknown is never $0. Reported by the CLI,
+// they settle the door's unpriced replies (SettlesUnknown); a figure the
+// CLI labelled estimated (its guess at a model it does not price either)
+// counts, and the replies stay unknown. It returns what it says of it for
+// the call's note ("" when nothing is booked). Called once, after the CLI
+// has exited and the door's replies are all booked.
+func (s *usageSource) settle() string {
+	s.mu.Lock()
+	door, cli := s.door, s.cli
+	book := s.source == sourceDoor && s.price != nil && door.unknown > 0 && cli.usd > door.usd
+	s.mu.Unlock()
+	if !book {
+		return ""
+	}
+	ev := budget.UsageEvent{Model: door.model, USD: cli.usd - door.usd, CostSource: budget.CostEstimated}
+	if cli.reported {
+		ev.CostSource, ev.SettlesUnknown = budget.CostReported, door.unknown
+	}
+	s.report(ev)
+	return fmt.Sprintf("the door's %d replies with no price in Purser's catalogue are counted at the CLI's own figure: %s beyond the door's priced replies (%s)",
+		door.unknown, ev.USD, ev.CostSource)
 }

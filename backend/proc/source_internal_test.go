@@ -53,3 +53,56 @@ func TestUsageSourceBooksOneSideOnly(t *testing.T) {
 		t.Errorf("no door: booked %d, note %q; want the CLI's 10 and no note", booked, s.note())
 	}
 }
+
+// Behind the door, the door's replies of a model Purser has no price for
+// are counted at the CLI's own dollar figure beyond the door's priced
+// replies, once the call is over: reported by the CLI, the figure settles
+// them; the CLI's guess (estimated) counts and leaves them unknown. With
+// no unpriced reply, the CLI's dollars are a cross-check only.
+func TestUsageSourceSettlesUnpricedRepliesAtTheCLIsFigure(t *testing.T) {
+	price := func(ev budget.UsageEvent) budget.UsageEvent {
+		switch {
+		case ev.CostSource == budget.CostReported || ev.CostSource == budget.CostEstimated || ev.Tokens() == 0:
+		case ev.Model == "known":
+			ev.USD, ev.CostSource = budget.USD(ev.Tokens()), budget.CostEstimated
+		default:
+			ev.CostSource = budget.CostUnknown
+		}
+		return ev
+	}
+	for _, tc := range []struct {
+		name    string
+		door    []budget.UsageEvent
+		cli     budget.UsageEvent // the CLI's final figure
+		want    budget.UsageEvent // the settlement booked (zero: none)
+		wantSay string
+	}{
+		{"reported", []budget.UsageEvent{{Model: "known", InputTokens: 100}, {Model: "mystery", InputTokens: 50}},
+			budget.UsageEvent{Model: "mystery", USD: 300, CostSource: budget.CostReported},
+			budget.UsageEvent{Model: "mystery", USD: 200, CostSource: budget.CostReported, SettlesUnknown: 1}, "reported"},
+		{"the CLI's guess", []budget.UsageEvent{{Model: "mystery", InputTokens: 50}, {Model: "mystery", InputTokens: 50}},
+			budget.UsageEvent{Model: "mystery", USD: 300, CostSource: budget.CostEstimated},
+			budget.UsageEvent{Model: "mystery", USD: 300, CostSource: budget.CostEstimated}, "estimated"},
+		{"every reply priced", []budget.UsageEvent{{Model: "known", InputTokens: 100}},
+			budget.UsageEvent{Model: "known", USD: 300, CostSource: budget.CostReported}, budget.UsageEvent{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var booked []budget.UsageEvent
+			s := &usageSource{report: func(e budget.UsageEvent) { booked = append(booked, e) }, requests: func() int { return 1 }, price: price}
+			for _, ev := range tc.door {
+				s.fromDoor(ev)
+			}
+			s.fromCLI(tc.cli)
+			booked = booked[:0]
+			say := s.settle()
+			switch {
+			case tc.want == budget.UsageEvent{}:
+				if len(booked) != 0 || say != "" {
+					t.Fatalf("booked %+v (%q); want nothing", booked, say)
+				}
+			case len(booked) != 1 || booked[0] != tc.want || !strings.Contains(say, tc.wantSay):
+				t.Fatalf("booked %+v (%q); want %+v", booked, say, tc.want)
+			}
+		})
+	}
+}
