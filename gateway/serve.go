@@ -194,18 +194,10 @@ func (l *Lane) grant(w http.ResponseWriter, rt *route, body []byte, path string)
 			wrapDone("")
 		}
 	}
-	if c := l.cfg.MaxOutputTokens; c > 0 {
-		l.mu.Lock()
-		left := c - l.output
-		l.mu.Unlock()
-		if left <= 0 {
-			refused()
-			l.refuse(w, fmt.Errorf("the call's output cap of %d tokens is spent", c))
-			return grantedRequest{}, false
-		}
-		if grant.MaxOutputTokens == 0 || left < grant.MaxOutputTokens {
-			grant.MaxOutputTokens = left
-		}
+	if err := l.clampToCallCap(&grant); err != nil {
+		refused()
+		l.refuse(w, err)
+		return grantedRequest{}, false
 	}
 	if grant.Model != "" || grant.MaxOutputTokens > 0 {
 		var err error
@@ -245,6 +237,26 @@ func (l *Lane) grant(w http.ResponseWriter, rt *route, body []byte, path string)
 	g := grantedRequest{body: body, path: path, input: input, release: release, wrapDone: wrapDone}
 	g.counted.bytes, g.counted.model = counted, countedModel
 	return g, true
+}
+
+// clampToCallCap clamps a grant's output bound to what the call's own
+// output cap (LaneConfig.MaxOutputTokens) leaves, or says why the request
+// is refused when nothing is left of it.
+func (l *Lane) clampToCallCap(grant *purser.WireGrant) error {
+	c := l.cfg.MaxOutputTokens
+	if c <= 0 {
+		return nil
+	}
+	l.mu.Lock()
+	left := c - l.output
+	l.mu.Unlock()
+	if left <= 0 {
+		return fmt.Errorf("the call's output cap of %d tokens is spent", c)
+	}
+	if grant.MaxOutputTokens == 0 || left < grant.MaxOutputTokens {
+		grant.MaxOutputTokens = left
+	}
+	return nil
 }
 
 // loopbackHost reports whether a Host header names this machine's
