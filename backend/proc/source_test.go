@@ -1,10 +1,13 @@
 package proc_test
 
 import (
+	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/backend/backendtest"
@@ -63,5 +66,72 @@ func TestTheDoorBooksRequestsTheCLIDoesNotReport(t *testing.T) {
 	}
 	if want := "usage booked from the door: 5958 tokens in 2 replies; the CLI's own report said 5905 tokens"; !strings.Contains(res.Note, want) {
 		t.Fatalf("note %q; want the cross-check %q", res.Note, want)
+	}
+}
+
+// Behind the door, a reply the door booked live is in the journal too
+// (journalled first): a reconciliation of the call against the ledger
+// adds nothing for it, and one after Purser died before the ledger had it
+// adds it once. The stand-in CLI holds its reply and reports nothing.
+func TestTheDoorsBookedReplyIsNotRecoveredTwice(t *testing.T) {
+	mock := backendtest.StartMock(t)
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	script, err := filepath.Abs("testdata/holding-cli.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	b, err := claude.New(purser.BackendSpec{Type: "claude", Dir: ws, Options: map[string]any{"command": script,
+		"env": map[string]any{"HOME": t.TempDir(), "HOLDING_API": "anthropic", "ANTHROPIC_BASE_URL": mock}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var booked []budget.UsageEvent
+	var journal string
+	hooks := purser.CallHooks{OnWire: func(j string) { mu.Lock(); journal = j; mu.Unlock() }}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Call(ctx, purser.CallRequest{Model: "m", Prompt: "Create mock_out.txt. MOCK_TOOL", Workspace: ws, Hooks: hooks},
+			func(ev budget.UsageEvent) { mu.Lock(); booked = append(booked, ev); mu.Unlock() })
+		done <- err
+	}()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(ws, "replied")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the CLI had no reply within 60 s")
+		}
+	}
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	var tokens int64
+	for _, ev := range booked {
+		tokens += ev.Tokens()
+	}
+	if tokens != 5560 {
+		t.Fatalf("the door booked %d tokens (%+v); want the mock's tool-call reply, 5560, though the CLI said nothing", tokens, booked)
+	}
+	recovered := func(recorded []budget.UsageEvent) int64 {
+		got, err := b.RecoverSpend(t.Context(), purser.SpendQuery{Call: purser.CallRecord{ID: "c1", Model: "m", Wire: journal}, Workspace: ws, Recorded: recorded})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for _, ev := range got.Usage {
+			n += ev.Tokens()
+		}
+		return n
+	}
+	if n := recovered(booked); n != 0 {
+		t.Fatalf("the reconciliation against a ledger holding what the door booked adds %d tokens; want 0", n)
+	}
+	if n := recovered(nil); n != 5560 {
+		t.Fatalf("with the ledger empty (Purser died before it): %d tokens recovered; want 5560 once", n)
 	}
 }
