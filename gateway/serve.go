@@ -471,8 +471,15 @@ func (l *Lane) pump(body io.ReadCloser, tap *meter.Tap, buf *pipe, cancel contex
 			case tap == nil:
 			case errors.Is(err, io.EOF):
 				tap.End()
+				if l.ctx.Err() != nil && !tap.Booked() {
+					l.bookCut(tap, rt, input)
+				} else {
+					tap.Cut() // a stream that ended without its usage whole: a drop
+				}
 			case l.ctx.Err() != nil && !tap.Booked():
 				l.bookCut(tap, rt, input)
+			default:
+				tap.Cut() // the provider's connection broke: a drop
 			}
 			if wrap != nil && errors.Is(err, io.EOF) {
 				wrapDone(wrap.end())
@@ -482,6 +489,12 @@ func (l *Lane) pump(body io.ReadCloser, tap *meter.Tap, buf *pipe, cancel contex
 		}
 	}
 }
+
+// A reply the provider dropped (its connection broken, or a stream closed
+// before its closing event) is booked for what it had said of its usage
+// (Tap.Cut), and for nothing more: a provider that dropped a reply before
+// it said anything of it has not started billing it, as far as the door
+// can know (Codex's, after response.created).
 
 // bookCut books a reply the lane's end cut before its usage was whole: the
 // provider bills its input once it started it. Anthropic said it in
