@@ -63,7 +63,8 @@ type CLICall struct {
 	// now (a reconciliation, a recovery: booked only where the CLI is the
 	// call's source, source.go), and returns the failure of a call that was
 	// neither stopped nor stalled (nil when it succeeded). recovered is how
-	// many events came from the followed session file.
+	// many events the followed session file gave that were booked (none
+	// behind the door).
 	Finish func(out Outcome, parseErr error, recovered int, report purser.UsageFunc, res *purser.CallResult) error
 }
 
@@ -138,7 +139,7 @@ func (o CLIOptions) Call(ctx context.Context, req purser.CallRequest, report pur
 		return purser.CallResult{}, fmt.Errorf("%s: %w", c.Backend, err)
 	}
 	res := purser.CallResult{Note: note}
-	failure := c.Finish(out, parseErr, recovered(), report, &res)
+	failure := c.Finish(out, parseErr, src.fromFile(recovered()), report, &res)
 	res.Note = purser.JoinNotes(purser.JoinNotes(res.Note, src.note()), purser.JoinNotes(src.settle(), o.keyNote(c, wire)))
 	switch {
 	case out.Stopped:

@@ -110,6 +110,17 @@ func (s *usageSource) fromCLI(ev budget.UsageEvent) {
 	}
 }
 
+// fromFile is how many of n events read from the CLI's session file were
+// booked: all where the CLI is the call's source, none behind the door.
+func (s *usageSource) fromFile(n int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.source == sourceCLI {
+		return n
+	}
+	return 0
+}
+
 // note is the cross-check for the call's record, once the call is over
 // (the door's replies all booked): "" when the two sources agree, or when
 // only one of them spoke of usage.

@@ -20,12 +20,13 @@ func TestUsageSourceBooksOneSideOnly(t *testing.T) {
 		steps    string
 		want     int64
 		note     string
+		byCLI    bool // the CLI's report is the source
 	}{
-		{"the door first", 1, "door cli door cli", 200, "the CLI's own report said 20 tokens"},
-		{"the CLI after a request reached the door, before its reply was booked", 1, "cli door", 100, "the CLI's own report said 10 tokens"},
-		{"the CLI before any request reached the door", 0, "cli door cli", 20, "usage booked from the CLI's own report"},
-		{"the door alone", 1, "door door", 200, "the CLI reported none"},
-		{"the CLI alone", 0, "cli cli", 20, ""},
+		{"the door first", 1, "door cli door cli", 200, "the CLI's own report said 20 tokens", false},
+		{"the CLI after a request reached the door, before its reply was booked", 1, "cli door", 100, "the CLI's own report said 10 tokens", false},
+		{"the CLI before any request reached the door", 0, "cli door cli", 20, "usage booked from the CLI's own report", true},
+		{"the door alone", 1, "door door", 200, "the CLI reported none", false},
+		{"the CLI alone", 0, "cli cli", 20, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var booked int64
@@ -39,6 +40,11 @@ func TestUsageSourceBooksOneSideOnly(t *testing.T) {
 			}
 			if booked != tc.want {
 				t.Errorf("booked %d tokens; want %d", booked, tc.want)
+			}
+			// The session file's events count as booked only where the
+			// CLI is the source (the backends' "usage recovered" notes).
+			if got, want := s.fromFile(3), map[bool]int{true: 3, false: 0}[tc.byCLI]; got != want {
+				t.Errorf("fromFile(3) = %d; want %d", got, want)
 			}
 			if note := s.note(); (tc.note == "") != (note == "") || !strings.Contains(note, tc.note) {
 				t.Errorf("note %q; want it to say %q", note, tc.note)
