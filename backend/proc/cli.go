@@ -58,6 +58,12 @@ type CLICall struct {
 	// Follow, when set, is the CLI's session file, followed while the CLI
 	// runs for usage its output does not show yet.
 	Follow *FollowSession
+	// Also, when set, is given once, before the CLI starts, the report
+	// that the backend's other readers of the CLI's own usage (a
+	// sub-agent's session files) must use: booked only where the CLI's
+	// report is the call's source, a cross-check behind the door (the door
+	// books the sub-agents' requests too).
+	Also func(report purser.UsageFunc)
 	// Finish says what the call came to once the CLI has exited: it sets
 	// res's text and adds to its note, reports to report usage known only
 	// now (a reconciliation, a recovery: booked only where the CLI is the
@@ -98,6 +104,9 @@ func (o CLIOptions) Call(ctx context.Context, req purser.CallRequest, report pur
 		src.requests = wire.requests
 	}
 	report = src.fromCLI
+	if c.Also != nil {
+		c.Also(report)
+	}
 	if c.GiveUp != nil {
 		var giveUp context.CancelCauseFunc
 		ctx, giveUp = context.WithCancelCause(ctx)
