@@ -6,6 +6,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -167,4 +172,80 @@ func TestDoorLearnedCountKeepsTheCapUnderConcurrency(t *testing.T) {
 		t.Errorf("at the learned rate %d of 64 requests were admitted; bytes/4 lets %d in at once: the count is no tighter", admitted, atOnce)
 	}
 	t.Logf("cap 20,000: %d of 64 admitted at the learned rate (bytes/4: %d at once), %d tokens spent", admitted, atOnce, adm.used)
+}
+
+// rateChild names, to the test binary started again as a second process,
+// the fake provider its one request goes to.
+const rateChild = "PURSER_GATEWAY_RATE_CHILD"
+
+// TestRateChildProcess is one Purser process for
+// TestDoorRemembersTheRateAcrossProcesses: it sends one request and says
+// how the door counted its input.
+func TestRateChildProcess(t *testing.T) {
+	up := os.Getenv(rateChild)
+	if up == "" {
+		t.Skip("started by TestDoorRemembersTheRateAcrossProcesses")
+	}
+	gateway.KeepLoopbackRates()
+	adm := &admitter{grant: purser.WireGrant{MaxOutputTokens: 100}}
+	l := open(t, context.Background(), gateway.LaneConfig{Protocol: gateway.Anthropic, Upstream: up, Admit: adm, Report: func(budgetEvent) {}})
+	if status, reply := do(t, "POST", l.URL()+"/v1/messages", map[string]string{"x-api-key": l.Token()}, anthropicBody("m", 40_000)); status != 200 {
+		t.Fatalf("status %d %s", status, reply)
+	}
+	_ = l.Close()
+	fmt.Printf("COUNTED %d\n", adm.got[0].InputTokens)
+}
+
+// Issue 21, the first request tighter than bytes/4: the rate one process
+// learned is kept in Purser's state directory, so a second process's first
+// request is counted at it (plus its margin): below bytes/4, and still at
+// or above what the provider bills. The file is small and holds no body;
+// a corrupt one is no error, the count is bytes/4 again, and the next
+// reply writes a good file.
+func TestDoorRemembersTheRateAcrossProcesses(t *testing.T) {
+	if os.Getenv(rateChild) != "" {
+		t.Skip("the child process runs TestRateChildProcess only")
+	}
+	up := billingProvider(t, 20, 0)
+	state := t.TempDir()
+	process := func() int64 {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestRateChildProcess$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state, rateChild+"="+up.URL)
+		out, err := cmd.CombinedOutput()
+		m := regexp.MustCompile(`COUNTED (\d+)`).FindSubmatch(out)
+		if err != nil || m == nil {
+			t.Fatalf("the second process: %v\n%s", err, out)
+		}
+		n, _ := strconv.ParseInt(string(m[1]), 10, 64)
+		return n
+	}
+	body := anthropicBody("m", 40_000)
+	floor, billed := int64((len(body)+3)/4), int64((len(body)+19)/20)
+	if got := process(); got != floor {
+		t.Fatalf("first process, first request: counted %d; want bytes/4 = %d (nothing learned yet)", got, floor)
+	}
+	file := filepath.Join(state, "purser", "door-rates.json")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("no rate file after a billed reply: %v", err)
+	}
+	if fi, _ := os.Stat(file); len(b) > 1024 || strings.Contains(string(b), "xxxx") || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("rate file %s (%v): %d bytes, want a small 0600 file of rates, no body:\n%s", file, fi.Mode(), len(b), b)
+	}
+	got := process()
+	if got >= floor || got < billed {
+		t.Fatalf("second process, first request: counted %d; want below bytes/4 (%d) and at least the %d billed", got, floor, billed)
+	}
+	t.Logf("billed %d: a first request counted %d at bytes/4, %d in the next process", billed, floor, got)
+
+	if err := os.WriteFile(file, []byte(`{"version":1,"rates":[{"upstream":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := process(); got != floor {
+		t.Fatalf("with a corrupt rate file: counted %d; want bytes/4 = %d", got, floor)
+	}
+	if got := process(); got >= floor || got < billed {
+		t.Fatalf("after a corrupt file was rewritten: counted %d; want below bytes/4 (%d) and at least %d", got, floor, billed)
+	}
 }

@@ -194,18 +194,10 @@ func (l *Lane) grant(w http.ResponseWriter, rt *route, body []byte, path string)
 			wrapDone("")
 		}
 	}
-	if c := l.cfg.MaxOutputTokens; c > 0 {
-		l.mu.Lock()
-		left := c - l.output
-		l.mu.Unlock()
-		if left <= 0 {
-			refused()
-			l.refuse(w, fmt.Errorf("the call's output cap of %d tokens is spent", c))
-			return grantedRequest{}, false
-		}
-		if grant.MaxOutputTokens == 0 || left < grant.MaxOutputTokens {
-			grant.MaxOutputTokens = left
-		}
+	if err := l.clampToCallCap(&grant); err != nil {
+		refused()
+		l.refuse(w, err)
+		return grantedRequest{}, false
 	}
 	if grant.Model != "" || grant.MaxOutputTokens > 0 {
 		var err error
@@ -245,6 +237,26 @@ func (l *Lane) grant(w http.ResponseWriter, rt *route, body []byte, path string)
 	g := grantedRequest{body: body, path: path, input: input, release: release, wrapDone: wrapDone}
 	g.counted.bytes, g.counted.model = counted, countedModel
 	return g, true
+}
+
+// clampToCallCap clamps a grant's output bound to what the call's own
+// output cap (LaneConfig.MaxOutputTokens) leaves, or says why the request
+// is refused when nothing is left of it.
+func (l *Lane) clampToCallCap(grant *purser.WireGrant) error {
+	c := l.cfg.MaxOutputTokens
+	if c <= 0 {
+		return nil
+	}
+	l.mu.Lock()
+	left := c - l.output
+	l.mu.Unlock()
+	if left <= 0 {
+		return fmt.Errorf("the call's output cap of %d tokens is spent", c)
+	}
+	if grant.MaxOutputTokens == 0 || left < grant.MaxOutputTokens {
+		grant.MaxOutputTokens = left
+	}
+	return nil
 }
 
 // loopbackHost reports whether a Host header names this machine's
@@ -459,8 +471,15 @@ func (l *Lane) pump(body io.ReadCloser, tap *meter.Tap, buf *pipe, cancel contex
 			case tap == nil:
 			case errors.Is(err, io.EOF):
 				tap.End()
+				if l.ctx.Err() != nil && !tap.Booked() {
+					l.bookCut(tap, rt, input)
+				} else {
+					tap.Cut() // a stream that ended without its usage whole: a drop
+				}
 			case l.ctx.Err() != nil && !tap.Booked():
 				l.bookCut(tap, rt, input)
+			default:
+				tap.Cut() // the provider's connection broke: a drop
 			}
 			if wrap != nil && errors.Is(err, io.EOF) {
 				wrapDone(wrap.end())
@@ -471,13 +490,19 @@ func (l *Lane) pump(body io.ReadCloser, tap *meter.Tap, buf *pipe, cancel contex
 	}
 }
 
+// A reply the provider dropped (its connection broken, or a stream closed
+// before its closing event) is booked for what it had said of its usage
+// (Tap.Cut), and for nothing more: a provider that dropped a reply before
+// it said anything of it has not started billing it, as far as the door
+// can know (Codex's, after response.created).
+
 // bookCut books a reply the lane's end cut before its usage was whole: the
 // provider bills its input once it started it. Anthropic said it in
 // message_start (the tap books it, Cut); the others say nothing before the
 // end, so the door's count of the request's input is booked, under the
-// request's model: reported to the engine where the lane is its call's
-// source of truth (Report set), else journalled, where a CLI's call's
-// reconciliation takes per model the larger of the CLI's own count and the
+// request's model, as any reply is: journalled, then reported (Report
+// set). Where a CLI's own report is its call's source, the call's
+// reconciliation takes per model the larger of the CLI's count and the
 // journal's, so a cut reply the CLI never saw is counted once, not $0.
 func (l *Lane) bookCut(tap *meter.Tap, rt route, input int64) {
 	if tap.Cut() || input <= 0 {
@@ -487,15 +512,15 @@ func (l *Lane) bookCut(tap *meter.Tap, rt route, input int64) {
 	l.mu.Lock()
 	l.booked++
 	l.mu.Unlock()
+	if l.journal != nil {
+		l.journal.Record(meter.Counted(rt.api, model, input))
+	}
 	if l.cfg.Report == nil {
-		if l.journal != nil {
-			l.journal.Record(meter.Counted(rt.api, model, input))
-		}
 		return
 	}
 	l.reportMu.Lock()
 	defer l.reportMu.Unlock()
-	l.cfg.Report(budget.UsageEvent{Model: model, InputTokens: input})
+	l.cfg.Report(budget.UsageEvent{Model: model, InputTokens: input, Agent: rt.subAgent})
 }
 
 // learnAndBook books a reply's usage (by book), first teaching the door's

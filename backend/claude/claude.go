@@ -192,7 +192,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			}
 			return b.transcriptPath(req.TaskID, req.Workspace, p.Session())
 		},
-		Finish: func(out proc.Outcome, parseErr error, _ int, res *purser.CallResult) error {
+		Finish: func(out proc.Outcome, parseErr error, _ int, report purser.UsageFunc, res *purser.CallResult) error {
 			b.finish(p, req, report, res)
 			res.Note = purser.JoinNotes(res.Note, b.opts.LoginNote(time.Now()))
 			return b.outcome(p, out, parseErr)

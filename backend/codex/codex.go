@@ -360,8 +360,12 @@ const rolloutPoll = 100 * time.Millisecond
 // the turn ends: a hard cap can stop Codex mid-turn.
 func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc) (purser.CallResult, error) {
 	p := NewParser(req.Model)
-	subs := b.followSubAgents(req, p, report) // subagents.go
-	defer subs.stop()
+	var subs *subAgentFollower // subagents.go: started with the call's report (Also)
+	defer func() {
+		if subs != nil {
+			subs.stop()
+		}
+	}()
 	// Codex's built-in providers are not metered: only a provider its
 	// config defines with a base_url can be given the meter's (-c).
 	id, _ := b.provider()
@@ -395,7 +399,8 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 			return nil
 		},
 		Follow: &proc.FollowSession{Find: func() string { return b.rollout(req.TaskID, p) }, Feed: p.FeedRollout, Every: rolloutPoll},
-		Finish: func(out proc.Outcome, parseErr error, recovered int, res *purser.CallResult) error {
+		Also:   func(report purser.UsageFunc) { subs = b.followSubAgents(req, p, report) },
+		Finish: func(out proc.Outcome, parseErr error, recovered int, _ purser.UsageFunc, res *purser.CallResult) error {
 			subs.finish()
 			_, failed, text, done, retries := p.state()
 			res.Text = text

@@ -19,10 +19,13 @@ import (
 // own: `codex exec --json` and the main thread's rollout report the main
 // agent's tokens only, and each sub-agent writes its own rollout, whose
 // session_meta names the session (the main thread) and its task path. So a
-// call's sub-agents are booked from those rollouts, each under its task
-// path (the name the door gives the sub-agent's requests,
-// gateway/codexsub.go): followed while Codex runs, as the main rollout is,
-// and read to their end when it has exited. Codex's multi-agent is the
+// call's sub-agents are read from those rollouts, each under its task path
+// (the name the door gives the sub-agent's requests, gateway/codexsub.go):
+// followed while Codex runs, as the main rollout is, and read to their end
+// when it has exited. Where Codex's own report is the call's source (no
+// door in front of it) they are booked from there; behind the door, the
+// door books the sub-agents' requests under the same names, and the
+// rollouts are a cross-check (backend/proc/source.go). Codex's multi-agent is the
 // user's to switch on (`--enable multi_agent_v2` in the backend's args, or
 // [features] in config.toml): Purser does not change what the agent may do.
 

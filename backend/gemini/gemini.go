@@ -266,7 +266,7 @@ func (b *Backend) Call(ctx context.Context, req purser.CallRequest, report purse
 		},
 		Feed:   p.Feed,
 		Follow: &proc.FollowSession{Find: func() string { return b.chatFile(req.TaskID, p) }, Feed: p.FeedChat, Every: chatPoll},
-		Finish: func(out proc.Outcome, parseErr error, recovered int, res *purser.CallResult) error {
+		Finish: func(out proc.Outcome, parseErr error, recovered int, _ purser.UsageFunc, res *purser.CallResult) error {
 			_, done, failed, text := p.State()
 			res.Text = text
 			if !done && recovered > 0 {

@@ -108,6 +108,9 @@ type reader struct {
 	msg      *anthropicUsage
 	msgModel string
 	recorded bool
+	// Gemini: the usage so far of a stream not finished yet (every chunk
+	// says it; its first names the prompt the provider bills).
+	gemini *geminiUsage
 }
 
 func (r *reader) Read(p []byte) (int, error) {
@@ -378,6 +381,9 @@ func (r *reader) event(data []byte) {
 		// reply carries its whole.
 		if ev.finished() {
 			r.rec(ev.Usage.entry(r.reqModel))
+			r.gemini = nil
+		} else {
+			r.gemini = ev.Usage
 		}
 	}
 }

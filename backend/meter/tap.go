@@ -82,22 +82,31 @@ func (t *Tap) End() {
 	}
 }
 
-// Cut is the reply's end before its usage was whole (the stream was cut):
-// it books what the reply had said of its usage so far — Anthropic's
-// message_start (input and cache tokens, which the provider bills once it
-// started the reply) — and reports whether it had said any.
+// Cut is the reply's end before its usage was whole (the stream was cut,
+// by the door or by the provider dropping it, or it ended without its
+// closing event): it books what the reply had said of its usage so far —
+// Anthropic's message_start (input and cache tokens, which the provider
+// bills once it started the reply), Gemini's usage of its last chunk (the
+// prompt, from the first) — and reports whether it had said any. A reply
+// whose usage was booked already books nothing more: Cut after End books
+// only what End did not.
 func (t *Tap) Cut() bool {
 	r := &t.r
-	if r.ended {
-		return false
-	}
 	r.ended = true
-	if r.api != apiAnthropic || r.msg == nil || r.recorded {
+	if r.booked > 0 {
 		return false
 	}
-	r.rec(r.msg.entry(firstOf(r.msgModel, r.reqModel)))
-	r.recorded = true
-	return true
+	switch {
+	case r.api == apiAnthropic && r.msg != nil && !r.recorded:
+		r.rec(r.msg.entry(firstOf(r.msgModel, r.reqModel)))
+		r.recorded = true
+	case r.api == apiGemini && r.gemini != nil:
+		r.rec(r.gemini.entry(r.reqModel))
+		r.gemini = nil
+	default:
+		return false
+	}
+	return r.booked > 0
 }
 
 // Booked reports whether any usage of the reply was handed on.

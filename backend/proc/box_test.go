@@ -62,7 +62,7 @@ func boxedCall(t *testing.T, setting sandbox.Setting, script string, grace time.
 			}
 			return nil, nil
 		},
-		Finish: func(proc.Outcome, error, int, *purser.CallResult) error { return nil },
+		Finish: func(proc.Outcome, error, int, purser.UsageFunc, *purser.CallResult) error { return nil },
 	})
 	mu.Lock()
 	defer mu.Unlock()

@@ -58,12 +58,20 @@ type CLICall struct {
 	// Follow, when set, is the CLI's session file, followed while the CLI
 	// runs for usage its output does not show yet.
 	Follow *FollowSession
+	// Also, when set, is given once, before the CLI starts, the report
+	// that the backend's other readers of the CLI's own usage (a
+	// sub-agent's session files) must use: booked only where the CLI's
+	// report is the call's source, a cross-check behind the door (the door
+	// books the sub-agents' requests too).
+	Also func(report purser.UsageFunc)
 	// Finish says what the call came to once the CLI has exited: it sets
-	// res's text and adds to its note, reports usage known only now (a
-	// reconciliation, a recovery), and returns the failure of a call that
-	// was neither stopped nor stalled (nil when it succeeded). recovered is
-	// how many events came from the followed session file.
-	Finish func(out Outcome, parseErr error, recovered int, res *purser.CallResult) error
+	// res's text and adds to its note, reports to report usage known only
+	// now (a reconciliation, a recovery: booked only where the CLI is the
+	// call's source, source.go), and returns the failure of a call that was
+	// neither stopped nor stalled (nil when it succeeded). recovered is how
+	// many events the followed session file gave that were booked (none
+	// behind the door).
+	Finish func(out Outcome, parseErr error, recovered int, report purser.UsageFunc, res *purser.CallResult) error
 }
 
 // FollowSession is the session file a CLI writes as it runs.
@@ -82,11 +90,22 @@ type FollowSession struct {
 // output fed line by line (usage reported as it comes, retries and the
 // session told to the engine), then what it came to: ctx's cause when it
 // was stopped, a stall, the wire meter's fault when the provider could not
-// be reached, else c.Finish's answer.
+// be reached, else c.Finish's answer. Behind the door, the door's replies
+// are the usage booked, the CLI's report a cross-check (source.go).
 func (o CLIOptions) Call(ctx context.Context, req purser.CallRequest, report purser.UsageFunc, c CLICall) (purser.CallResult, error) {
-	wire, wireNote, err := o.openDoor(ctx, req.Hooks, c)
+	src := &usageSource{report: report, price: req.Price}
+	wire, wireNote, err := o.openDoor(ctx, req.Hooks, c, src.fromDoor)
 	if err != nil {
 		return purser.CallResult{}, fmt.Errorf("%s: %w", c.Backend, err)
+	}
+	if wire == nil {
+		src.source = sourceCLI // no door: the CLI's report is all there is
+	} else {
+		src.requests = wire.requests
+	}
+	report = src.fromCLI
+	if c.Also != nil {
+		c.Also(report)
 	}
 	if c.GiveUp != nil {
 		var giveUp context.CancelCauseFunc
@@ -129,8 +148,8 @@ func (o CLIOptions) Call(ctx context.Context, req purser.CallRequest, report pur
 		return purser.CallResult{}, fmt.Errorf("%s: %w", c.Backend, err)
 	}
 	res := purser.CallResult{Note: note}
-	failure := c.Finish(out, parseErr, recovered(), &res)
-	res.Note = purser.JoinNotes(res.Note, o.keyNote(c, wire))
+	failure := c.Finish(out, parseErr, src.fromFile(recovered()), report, &res)
+	res.Note = purser.JoinNotes(purser.JoinNotes(res.Note, src.note()), purser.JoinNotes(src.settle(), o.keyNote(c, wire)))
 	switch {
 	case out.Stopped:
 		return res, context.Cause(ctx)
@@ -149,7 +168,7 @@ func (o CLIOptions) Call(ctx context.Context, req purser.CallRequest, report pur
 // openDoor opens the call's lane of the door, holding the CLI's key, when
 // the CLI can be put behind it; a boxed call that cannot be, and whose CLI
 // would need its own key, is refused.
-func (o CLIOptions) openDoor(ctx context.Context, hooks purser.CallHooks, c CLICall) (*WireMeter, string, error) {
+func (o CLIOptions) openDoor(ctx context.Context, hooks purser.CallHooks, c CLICall, report purser.UsageFunc) (*WireMeter, string, error) {
 	if c.Upstream == "" || (o.WireMeter != nil && !*o.WireMeter) {
 		why := c.Unmetered
 		if o.WireMeter != nil && !*o.WireMeter {
@@ -160,7 +179,7 @@ func (o CLIOptions) openDoor(ctx context.Context, hooks purser.CallHooks, c CLIC
 		}
 		return nil, "", nil
 	}
-	w, note, err := o.StartWireMeter(ctx, hooks, c.Backend, c.Upstream, o.DoorKey(c.Keys))
+	w, note, err := o.StartWireMeter(ctx, hooks, c.Backend, c.Upstream, o.DoorKey(c.Keys), report)
 	if err == nil && w == nil {
 		err = o.refuseKeyInBox(c.Keys, note)
 	}

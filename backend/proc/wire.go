@@ -26,8 +26,9 @@ var pruneOnce sync.Once
 // WireMeter is a call's lane of Purser's door (package gateway) as a CLI
 // backend uses it: nil when the call is not metered, and every method is
 // then a no-op. The lane holds the CLI's provider key where one is found
-// (keys.go; else the CLI's own credentials pass through); the door meters
-// and journals every reply, admits each request when the engine asks it to
+// (keys.go; else the CLI's own credentials pass through); the door meters,
+// journals and books every reply (source.go: the call's source of truth
+// for usage), admits each request when the engine asks it to
 // (CallHooks.Admit), and cuts a reply in flight when the call is stopped.
 type WireMeter struct {
 	lane    *gateway.Lane
@@ -50,17 +51,18 @@ func wireProtocol(backend string) string {
 // (the provider's base URL as the CLI would have used it) when the options
 // allow it, holding key (the zero DoorKey: none, the CLI's own credentials
 // pass), and records its journal with the call before the agent starts
-// (hooks.Wire). It returns the meter, or nil and why not. A key that
-// cannot be read is an error: the CLI is not run without the door's key,
-// nor given the real one.
-func (o CLIOptions) StartWireMeter(ctx context.Context, hooks purser.CallHooks, backend, upstream string, key DoorKey) (*WireMeter, string, error) {
+// (hooks.Wire). Each reply's usage goes to report (nil: journalled only)
+// the moment it is whole, after its journal line. It returns the meter, or
+// nil and why not. A key that cannot be read is an error: the CLI is not
+// run without the door's key, nor given the real one.
+func (o CLIOptions) StartWireMeter(ctx context.Context, hooks purser.CallHooks, backend, upstream string, key DoorKey, report purser.UsageFunc) (*WireMeter, string, error) {
 	if o.WireMeter != nil && !*o.WireMeter {
 		return nil, "", nil
 	}
 	dir := meter.Dir()
 	pruneOnce.Do(func() { meter.Prune(dir, journalAge) })
 	lane, err := gateway.Open(ctx, gateway.LaneConfig{Protocol: wireProtocol(backend), Upstream: upstream, Admit: hooks.Admit,
-		Journal: meter.NewJournal(dir, backend), Key: key.Key, Getenv: o.Getenv})
+		Journal: meter.NewJournal(dir, backend), Key: key.Key, Getenv: o.Getenv, Report: report})
 	if err != nil && key.Held() {
 		return nil, "", fmt.Errorf("the door's key (%s): %w", key.Key.Name(), err)
 	}
@@ -155,6 +157,9 @@ func (o CLIOptions) Metering(upstream, why string) string {
 	return "Purser's door (gateway) on 127.0.0.1 in front of " + redact.String(upstream)
 }
 
+// requests is how many model requests the door has forwarded so far.
+func (w *WireMeter) requests() int { return w.lane.Stats().Requests }
+
 // URL is the base URL to give the CLI ("" for no meter).
 func (w *WireMeter) URL() string {
 	if w == nil {
@@ -163,10 +168,11 @@ func (w *WireMeter) URL() string {
 	return w.lane.URL()
 }
 
-// End closes the lane once the call is over. The journal is kept only when
-// the call was stopped from outside (ctx done: the hard cap, a signal),
-// where the engine may reconcile the call from it; a call that ended by
-// itself was counted from the CLI's own report.
+// End closes the lane once the call is over, every reply in flight booked
+// or cut. The journal is kept only when the call was stopped from outside
+// (ctx done: the hard cap, a signal), where the engine may reconcile the
+// call from it; a call that ended by itself was counted whole, by the door
+// or by the CLI's own report.
 func (w *WireMeter) End(ctx context.Context) string {
 	if w == nil {
 		return ""
@@ -210,7 +216,11 @@ func (o CLIOptions) Getenv(key string) string {
 // (file, "" when none was found) held inFile: completed with the call's
 // wire journal, it returns, per model, the larger of what the file and the
 // journal hold — they count the same replies, the journal also one the CLI
-// died holding — beyond what the ledger recorded. With oneSum, or when the
+// died holding — beyond what the ledger recorded. Where the door was the
+// call's source (source.go), the ledger holds only replies the journal
+// holds (each is journalled before it is booked), and the journal every
+// reply the file does: what is returned is what was journalled and not yet
+// booked when Purser died, once. With oneSum, or when the
 // journal names a model neither the file nor the ledger does, the call is
 // compared as one sum under its main model (a CLI that names a model
 // otherwise than the provider must not have it counted twice).
