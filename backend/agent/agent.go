@@ -106,6 +106,14 @@ func (o Options) Check(dir string) error {
 	}
 	k, _ := o.key()
 	switch {
+	case k.Env != "" && os.Getenv(k.Env) == "" && gateway.ServiceSocket() != "":
+		// The door's service (purser gateway) holds the keys: it is asked,
+		// by name, whether it has this one.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := gateway.ServiceHasKey(ctx, gateway.ServiceSocket(), k); err != nil {
+			return &backend.OptionError{Option: "key", Msg: fmt.Sprintf("$%s is not set in Purser's environment, and the door's service at %s does not hold it: %v", k.Env, gateway.ServiceSocket(), err), Err: err}
+		}
 	case k.Env != "" && os.Getenv(k.Env) == "":
 		return &backend.OptionError{Option: "key", Msg: "$" + k.Env + " is not set in Purser's environment"}
 	case k.File != "":

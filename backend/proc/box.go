@@ -297,7 +297,7 @@ type doorRelay struct {
 
 // openDoor listens on a new unix socket and relays to target.
 func openDoor(target string) (*doorRelay, error) {
-	dir, err := os.MkdirTemp("", "purser-door-")
+	dir, err := sandbox.SocketDir("purser-door-", len("door.sock"))
 	if err != nil {
 		return nil, fmt.Errorf("the box's door: %w", err)
 	}

@@ -1,10 +1,12 @@
 package proc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/purser-dev/purser/gateway"
 )
@@ -76,6 +78,27 @@ func (o CLIOptions) DoorKey(c Credentials) DoorKey {
 	for _, n := range c.Names {
 		if strings.TrimSpace(o.Getenv(n)) != "" {
 			return DoorKey{Key: gateway.Key{Env: n, Bearer: slices.Contains(c.Bearer, n)}, Name: n}
+		}
+	}
+	return serviceKey(c)
+}
+
+// serviceKey is, where the door's service (purser gateway) holds the
+// keys, the first of c's names it holds (asked by name, the value never
+// leaves it): a worker needs no provider key of its own. The zero DoorKey
+// without a service, or when it holds none of them (the CLI's own
+// credentials then pass, as without a key).
+func serviceKey(c Credentials) DoorKey {
+	sock := gateway.ServiceSocket()
+	if sock == "" {
+		return DoorKey{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, n := range c.Names {
+		k := gateway.Key{Env: n, Bearer: slices.Contains(c.Bearer, n)}
+		if gateway.ServiceHasKey(ctx, sock, k) == nil {
+			return DoorKey{Key: k, Name: n}
 		}
 	}
 	return DoorKey{}

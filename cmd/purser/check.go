@@ -11,6 +11,7 @@ import (
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/app"
 	"github.com/purser-dev/purser/budget"
+	"github.com/purser-dev/purser/config"
 	"github.com/purser-dev/purser/report"
 )
 
@@ -39,6 +40,9 @@ with its file, line and field).`,
 			if asJSON {
 				out = io.Discard
 			}
+			if err := useGatewayFirst(gw); err != nil {
+				return err
+			}
 			for _, path := range args {
 				t, proj, err := loadTask(path)
 				if err != nil {
@@ -54,21 +58,7 @@ with its file, line and field).`,
 				model, _ := t.Backend.Model(t.ModelTier)
 				checked = append(checked, checkedTaskJSON{File: path, ID: t.ID, Workspace: t.Workspace, Backend: t.Backend.Name, Model: model, Budget: t.Budget})
 				if b, err := backends()(t.Backend); err == nil {
-					var keyLine string
-					if m, ok := b.(purser.Metered); ok {
-						keyLine = m.Metering()
-						fmt.Fprintf(out, "  metering    %s\n", keyLine)
-					}
-					// Which provider key the door holds for the CLI, by name only.
-					if k, ok := b.(interface{ DoorKey() string }); ok {
-						keyLine = k.DoorKey()
-						fmt.Fprintf(out, "  key         %s\n", keyLine)
-					}
-					describeDoor(out, gw, proj, keyLine)
-					// A CLI's own retries, where Purser cannot always switch them off (Gemini CLI).
-					if r, ok := b.(interface{ OwnRetries() string }); ok {
-						fmt.Fprintf(out, "  retries     %s\n", r.OwnRetries())
-					}
+					describeBackendDoor(out, b, gw, proj)
 				}
 				describeOnHard(out, t, proj.Prices)
 				describeSandbox(out, t, proj)
@@ -127,4 +117,24 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// describeBackendDoor says how a backend's calls are metered, which
+// provider key the door holds for it (by name only), which door, and the
+// CLI's own retries where Purser cannot always switch them off (Gemini
+// CLI).
+func describeBackendDoor(out io.Writer, b purser.Backend, gw string, proj *config.Project) {
+	var keyLine string
+	if m, ok := b.(purser.Metered); ok {
+		keyLine = m.Metering()
+		fmt.Fprintf(out, "  metering    %s\n", keyLine)
+	}
+	if k, ok := b.(interface{ DoorKey() string }); ok {
+		keyLine = k.DoorKey()
+		fmt.Fprintf(out, "  key         %s\n", keyLine)
+	}
+	describeDoor(out, gw, proj, keyLine)
+	if r, ok := b.(interface{ OwnRetries() string }); ok {
+		fmt.Fprintf(out, "  retries     %s\n", r.OwnRetries())
+	}
 }

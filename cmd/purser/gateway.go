@@ -81,6 +81,16 @@ func useGateway(cmd *cobra.Command, flag string, proj *config.Project) error {
 	return nil
 }
 
+// useGatewayFirst sets the door's service from --gateway or
+// $PURSER_GATEWAY before the task files are read, so that a backend's own
+// check asks the service for its key (a process using a service holds
+// none); purser.yaml's gateway: is known only once they are read
+// (useGateway, after).
+func useGatewayFirst(flag string) error {
+	_, err := app.UseGateway(flag, nil)
+	return err
+}
+
 // keyName finds a provider key's variable in a backend's key or metering
 // line ("$ANTHROPIC_API_KEY, held at the door…", "…holds the key $X…").
 var keyName = regexp.MustCompile(`(?:^|holds the key )\$([A-Za-z_][A-Za-z0-9_]*)`)

@@ -118,11 +118,8 @@ tasks that had not started are left untouched).`,
 			if err := checkCI(ci); err != nil {
 				return err
 			}
-			tasks, proj, err := app.LoadTasks(loadTask, args)
+			tasks, proj, err := loadRunTasks(cmd, gw, args)
 			if err != nil {
-				return err
-			}
-			if err := useGateway(cmd, gw, proj); err != nil {
 				return err
 			}
 			// Unpriced calls are checked here unless the run is joined without
@@ -149,11 +146,7 @@ tasks that had not started are left untouched).`,
 			outcomes, err := s.engine.RunBatch(s.ctx, engine.Batch{Tasks: tasks, Name: runName, Budget: runCfg, Parallel: parallel})
 			stopView()
 			if err == nil && waitRaise > 0 {
-				notes := cmd.OutOrStdout()
-				if asJSON {
-					notes = cmd.ErrOrStderr()
-				}
-				outcomes = waitForRaises(s, a.RaiseWatch(cmd.Context()), notes, waitRaise, outcomes)
+				outcomes = waitForRaises(s, a.RaiseWatch(cmd.Context()), notesOut(cmd, asJSON), waitRaise, outcomes)
 			}
 			s.end()
 			if err != nil {
@@ -174,6 +167,29 @@ tasks that had not started are left untouched).`,
 	cmd.Flags().BoolVar(&acceptConfig, "accept-config", false, acceptConfigHelp)
 	cmd.Flags().DurationVar(&waitRaise, "wait-for-raise", 0, "stay attached after tasks are BLOCKED by their budget, up to this long (e.g. 30m): a task raised meanwhile with purser raise is resumed here")
 	return cmd
+}
+
+// notesOut is where a run's notes go: stdout, or stderr when stdout
+// carries JSON.
+func notesOut(cmd *cobra.Command, asJSON bool) io.Writer {
+	if asJSON {
+		return cmd.ErrOrStderr()
+	}
+	return cmd.OutOrStdout()
+}
+
+// loadRunTasks reads a run's task files, with the door's service set
+// before (from --gateway or $PURSER_GATEWAY, for the backends' own checks)
+// and after (purser.yaml's gateway:, known once they are read).
+func loadRunTasks(cmd *cobra.Command, gw string, paths []string) ([]purser.Task, *config.Project, error) {
+	if err := useGatewayFirst(gw); err != nil {
+		return nil, nil, err
+	}
+	tasks, proj, err := app.LoadTasks(loadTask, paths)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tasks, proj, useGateway(cmd, gw, proj)
 }
 
 // runOutcome reports a run's outcome, and to the CI system when ci names
@@ -325,6 +341,9 @@ the diff (exit 2), unless you made it: --accept-config.`,
 				return err
 			}
 			defer a.Close()
+			if err := useGatewayFirst(gw); err != nil {
+				return err
+			}
 			rec, task, proj, err := resumable(cmd, a, args[0])
 			if err != nil || rec.State == purser.StateDone {
 				return err
