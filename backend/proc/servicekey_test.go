@@ -1,7 +1,10 @@
 package proc_test
 
 import (
+	"errors"
+
 	"context"
+	"github.com/purser-dev/purser"
 	"path/filepath"
 	"testing"
 
@@ -44,5 +47,16 @@ func TestDoorKeyIsTheServicesWhenAProcessHoldsNone(t *testing.T) {
 	none := proc.Credentials{Names: []string{"FIRST_KEY"}}
 	if k := o.DoorKey(none); k.Held() {
 		t.Fatalf("the service holds none of the names, yet the door holds %+v", k)
+	}
+}
+
+// Told to use the door's service, a call whose key the door does not hold
+// is refused while the service is down: it never runs unmetered.
+func TestAServiceDownRefusesTheCallEvenWithoutAKey(t *testing.T) {
+	gateway.UseService(filepath.Join(t.TempDir(), "nobody", "gateway.sock"))
+	defer gateway.UseService("")
+	w, why, err := proc.CLIOptions{}.StartWireMeter(context.Background(), purser.CallHooks{}, "claude", "http://127.0.0.1:9", proc.DoorKey{}, nil)
+	if !errors.Is(err, gateway.ErrServiceDown) || w != nil {
+		t.Fatalf("meter %v, %q, err %v; want the call refused with ErrServiceDown", w, why, err)
 	}
 }

@@ -47,6 +47,10 @@ type usageSource struct {
 	source int
 	door   tally // what the door read, booked or not
 	cli    tally // what the CLI reported, booked or not
+	// pending is what the CLI reported while the source was undecided
+	// after the door had forwarded a request: booked at the end (settle)
+	// if the door never read any usage, so that the call is not $0.
+	pending []budget.UsageEvent
 }
 
 // tally is a count of usage events, and their dollars as priced.
@@ -85,7 +89,7 @@ func (t *tally) add(ev budget.UsageEvent, price func(budget.UsageEvent) budget.U
 func (s *usageSource) fromDoor(ev budget.UsageEvent) {
 	s.mu.Lock()
 	if s.source == sourceUndecided {
-		s.source = sourceDoor
+		s.source, s.pending = sourceDoor, nil
 	}
 	s.door.add(ev, s.price)
 	book := s.source == sourceDoor
@@ -98,11 +102,24 @@ func (s *usageSource) fromDoor(ev budget.UsageEvent) {
 // fromCLI is the CLI's own report of usage (its stdout, its session file,
 // its final reconciliation): booked only when the CLI is the call's source.
 func (s *usageSource) fromCLI(ev budget.UsageEvent) {
+	// Asked before the lock: on a lane of the door's service it is a
+	// round trip whose answer may wait on a report of the door's, which
+	// takes the lock (fromDoor).
 	s.mu.Lock()
-	if s.source == sourceUndecided && s.requests() == 0 {
+	undecided := s.source == sourceUndecided
+	s.mu.Unlock()
+	forwarded := 0
+	if undecided {
+		forwarded = s.requests()
+	}
+	s.mu.Lock()
+	if s.source == sourceUndecided && forwarded == 0 {
 		s.source = sourceCLI
 	}
 	s.cli.add(ev, s.price)
+	if s.source == sourceUndecided {
+		s.pending = append(s.pending, ev)
+	}
 	book := s.source == sourceCLI
 	s.mu.Unlock()
 	if book {
@@ -151,6 +168,18 @@ func (s *usageSource) note() string {
 // has exited and the door's replies are all booked.
 func (s *usageSource) settle() string {
 	s.mu.Lock()
+	if s.source == sourceUndecided && len(s.pending) > 0 {
+		// The door forwarded requests but read no usage from any reply
+		// (error replies only, or a shape its tap cannot read): the CLI's
+		// own report is all there is, and the call is not left at $0.
+		pending := s.pending
+		s.source, s.pending = sourceCLI, nil
+		s.mu.Unlock()
+		for _, ev := range pending {
+			s.report(ev)
+		}
+		return fmt.Sprintf("usage booked from the CLI's own report: the door forwarded requests but read no usage in their replies (%d events)", len(pending))
+	}
 	door, cli := s.door, s.cli
 	book := s.source == sourceDoor && s.price != nil && door.unknown > 0 && cli.usd > door.usd
 	s.mu.Unlock()

@@ -112,3 +112,29 @@ func TestUsageSourceSettlesUnpricedRepliesAtTheCLIsFigure(t *testing.T) {
 		})
 	}
 }
+
+// A door that forwarded requests but read no usage in any reply (error
+// replies only, a shape its tap cannot read) leaves the source undecided:
+// the CLI's own report, held meanwhile, is booked when the call settles,
+// never left at $0; and a door that reports later still wins alone.
+func TestUsageSourceUndecidedBooksTheCLIAtTheEnd(t *testing.T) {
+	ev := budget.UsageEvent{Model: "m", InputTokens: 550}
+	var booked int64
+	s := &usageSource{report: func(e budget.UsageEvent) { booked += e.Tokens() }, requests: func() int { return 1 }}
+	s.fromCLI(ev)
+	s.fromCLI(ev)
+	if booked != 0 {
+		t.Fatalf("booked %d while undecided; want nothing yet", booked)
+	}
+	if note := s.settle(); booked != 1100 || !strings.Contains(note, "read no usage") {
+		t.Fatalf("settled: booked %d, note %q; want the CLI's 1100, said", booked, note)
+	}
+
+	booked = 0
+	s = &usageSource{report: func(e budget.UsageEvent) { booked += e.Tokens() }, requests: func() int { return 1 }}
+	s.fromCLI(ev)
+	s.fromDoor(budget.UsageEvent{Model: "m", InputTokens: 600})
+	if s.settle(); booked != 600 {
+		t.Fatalf("the door reported after the CLI: booked %d; want the door's 600 alone", booked)
+	}
+}

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -65,6 +66,11 @@ func (o CLIOptions) StartWireMeter(ctx context.Context, hooks purser.CallHooks, 
 		Journal: meter.NewJournal(dir, backend), Key: key.Key, Getenv: o.Getenv, Report: report})
 	if err != nil && key.Held() {
 		return nil, "", fmt.Errorf("the door's key (%s): %w", key.Key.Name(), err)
+	}
+	if errors.Is(err, gateway.ErrServiceDown) {
+		// Told to use the door's service: a call never goes unmetered
+		// because it is down (fail closed).
+		return nil, "", err
 	}
 	if err != nil {
 		return nil, "not metered at the wire: " + err.Error(), nil
