@@ -299,12 +299,12 @@ func (t *taskRun) clampToFit(model string, input int64, avail budget.Amount) (ca
 // cap, the call is cancelled and the task stops, naming the budget.
 // Admission can clamp only what it can price; reported dollars count as
 // they arrive. A store error leaves the call to admission's bounds.
-func (t *taskRun) checkNamedSpend(ctx context.Context, ev budget.UsageEvent, cancel context.CancelCauseFunc) {
-	if len(t.draws) == 0 || (ev.USD == 0 && ev.InputTokens+ev.OutputTokens == 0) {
+func (t *taskRun) checkNamedSpend(ctx context.Context, draws []string, ev budget.UsageEvent, cancel context.CancelCauseFunc) {
+	if len(draws) == 0 || (ev.USD == 0 && ev.InputTokens+ev.OutputTokens == 0) {
 		return
 	}
 	now := t.e.cfg.Clock.Now()
-	for _, name := range t.draws {
+	for _, name := range draws {
 		st, err := t.e.cfg.Named.NamedBudgetStatus(ctx, name, now)
 		if err != nil {
 			t.log.Warn("reading named budget's spend during a call", "budget", name, "error", err)

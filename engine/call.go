@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -320,7 +321,8 @@ type usageSink struct {
 	cancel context.CancelCauseFunc
 	door   *wireAdmitter // notes each reply's cache traffic for the wire's degrade
 	ledger *ledgerWriter
-	remove func() // takes ledger off the task's pending writers
+	remove func()   // takes ledger off the task's pending writers
+	draws  []string // the named budgets the call was admitted against
 
 	mu  sync.Mutex // orders the events: a key's number is its place in the ledger
 	seq int
@@ -330,9 +332,12 @@ type usageSink struct {
 }
 
 func newUsageSink(ctx context.Context, t *taskRun, pc *preparedCall, res *budget.Reservation, cancel context.CancelCauseFunc) *usageSink {
-	u := &usageSink{ctx: ctx, t: t, pc: pc, res: res, cancel: cancel}
+	// The call's draws, as admitted: its events are checked against them
+	// on the ledger writer's goroutine, while the next call may be
+	// admitted (and t.draws set) already.
+	u := &usageSink{ctx: ctx, t: t, pc: pc, res: res, cancel: cancel, draws: slices.Clone(t.draws)}
 	u.ledger = newLedgerWriter(ctx, t.e.cfg.Store, u.committed)
-	if len(t.draws) > 0 {
+	if len(u.draws) > 0 {
 		u.ledger.mustWait() // ledgerwrite.go: named budgets are judged on the ledger
 	}
 	u.remove = t.e.runs.pending.add(t.task.ID, u.ledger)
@@ -379,7 +384,7 @@ func (u *usageSink) committed(batch []purser.LedgerEntry, err error) {
 	}
 	for i := len(batch) - 1; i >= 0; i-- {
 		if ev := batch[i].Event; ev.USD != 0 || ev.InputTokens+ev.OutputTokens != 0 {
-			u.t.checkNamedSpend(u.ctx, ev, u.cancel) // one read of the named budgets per transaction
+			u.t.checkNamedSpend(u.ctx, u.draws, ev, u.cancel) // one read of the named budgets per transaction
 			break
 		}
 	}

@@ -80,13 +80,14 @@ func newLedgerWriter(ctx context.Context, store purser.Store, after func([]purse
 
 // append queues en behind the transaction in flight, or starts one. It waits
 // for en's commit only when the writer is behind (flushDeadline, maxQueued)
-// or closed. It returns the writer's first failure, if any.
+// or closed. It returns the writer's first failure, if any. An entry is
+// queued and tried even after a failure: the budget has counted it
+// (usageSink.report), so the ledger must be given every chance to as well
+// (a failure of the copy to a user-level budgets database, say, leaves the
+// project's ledger appended and the next transaction heals the copy).
 func (w *ledgerWriter) append(en purser.LedgerEntry) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.err != nil {
-		return w.err
-	}
 	w.queue = append(w.queue, en)
 	w.queued++
 	mine := w.queued
@@ -119,11 +120,10 @@ func (w *ledgerWriter) run() {
 		w.mu.Lock()
 		w.done += uint64(len(batch))
 		if err != nil && w.err == nil {
+			// The first failure is kept and reported (the call is
+			// cancelled with it: usageSink.fail); what waits behind it is
+			// still tried.
 			w.err = err
-			// What waits behind a failed append is not tried: the call is
-			// cancelled with the failure (usageSink.fail).
-			w.done += uint64(len(w.queue))
-			w.queue = nil
 		}
 		w.cond.Broadcast()
 	}

@@ -25,11 +25,11 @@ type gatedStore struct {
 
 func (g *gatedStore) AppendUsage(_ context.Context, entries ...purser.LedgerEntry) error {
 	<-g.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if g.fail != nil {
 		return g.fail
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	g.committed = append(g.committed, entries...)
 	g.txs++
 	return nil
@@ -75,16 +75,19 @@ func TestLedgerWriterBatchesWhatArrivesDuringACommit(t *testing.T) {
 	}
 }
 
-// A failed append is told to after, returned by flush, and refuses every
-// later append.
-func TestLedgerWriterFailureStopsIt(t *testing.T) {
+// A failed append is told to after and returned by flush, and the entries
+// after it are still tried: the budget has counted them, so the ledger
+// gets every chance to (a store that recovers gets them).
+func TestLedgerWriterFailureIsToldAndLaterEntriesTried(t *testing.T) {
 	store := &gatedStore{gate: make(chan struct{}), fail: errors.New("disk full")}
 	close(store.gate)
 	var told error
 	var mu sync.Mutex
 	w := newLedgerWriter(context.Background(), store, func(_ []purser.LedgerEntry, err error) {
 		mu.Lock()
-		told = err
+		if told == nil {
+			told = err
+		}
 		mu.Unlock()
 	})
 	_ = w.append(keyed(1))
@@ -92,12 +95,19 @@ func TestLedgerWriterFailureStopsIt(t *testing.T) {
 		t.Fatalf("flush = %v, want the store's failure", err)
 	}
 	mu.Lock()
-	defer mu.Unlock()
 	if told == nil {
 		t.Fatal("after was not told of the failure")
 	}
-	if err := w.append(keyed(2)); err == nil {
-		t.Fatal("an append after a failure was accepted")
+	mu.Unlock()
+	store.mu.Lock()
+	store.fail = nil // the store recovers
+	store.mu.Unlock()
+	_ = w.append(keyed(2))
+	if err := w.flush(); err == nil {
+		t.Fatal("flush forgot the first failure")
+	}
+	if keys, _ := store.keys(); len(keys) != 1 || keys[0] != keyed(2).Key {
+		t.Fatalf("committed %v after the failure, want the later entry %s tried and written", keys, keyed(2).Key)
 	}
 }
 
