@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net"
@@ -175,9 +177,21 @@ var saveMu sync.Mutex
 func rateUpstream(upstream string) string {
 	u, err := url.Parse(upstream)
 	if err != nil || u.Host == "" {
-		return upstream
+		return "unparsed:" + shortHash(upstream)
 	}
-	return u.Scheme + "://" + strings.ToLower(u.Host) + strings.TrimSuffix(u.EscapedPath(), "/")
+	key := u.Scheme + "://" + strings.ToLower(u.Host)
+	// A path is kept as a hash: some proxies carry an account or a token
+	// in it, and the file is kept for good.
+	if p := strings.TrimSuffix(u.EscapedPath(), "/"); p != "" {
+		key += "/#" + shortHash(p)
+	}
+	return key
+}
+
+// shortHash is a short, stable stand-in for s.
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:8])
 }
 
 // persisted reports whether k's rate is kept in the file.
