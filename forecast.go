@@ -80,12 +80,19 @@ func (f TokensForecast) String() string {
 	if !f.OK {
 		return "no tokens forecast: " + f.Why
 	}
-	s := f.Headline()
-	if !f.Calibrated {
+	return sayForecast(f.Headline(), f.Calibrated, f.Labelled > 0, TokensText(f.Used)+" tokens", f.PSolved)
+}
+
+// sayForecast is a forecast's line: its headline, "uncalibrated" when it
+// is, and the share of past runs solved that reached where this one is,
+// when past runs say so (labelled).
+func sayForecast(headline string, calibrated, labelled bool, reached string, pSolved float64) string {
+	s := headline
+	if !calibrated {
 		s += ", uncalibrated"
 	}
-	if f.Labelled > 0 {
-		s += fmt.Sprintf("; of past runs that reached %s tokens, %.0f %% were solved", TokensText(f.Used), f.PSolved*100)
+	if labelled {
+		s += fmt.Sprintf("; of past runs that reached %s, %.0f %% were solved", reached, pSolved*100)
 	}
 	return s
 }
@@ -144,14 +151,7 @@ func (f SpendForecast) moneyString() string {
 	if !f.OK {
 		return "no forecast: " + f.Why
 	}
-	s := f.Headline()
-	if !f.Calibrated {
-		s += ", uncalibrated"
-	}
-	if f.Labelled > 0 {
-		s += fmt.Sprintf("; of past runs that reached %s, %.0f %% were solved", f.Spent, f.PSolved*100)
-	}
-	return s
+	return sayForecast(f.Headline(), f.Calibrated, f.Labelled > 0, f.Spent.String(), f.PSolved)
 }
 
 // Headline is the forecast's figures alone: "forecast to finish $1.40
