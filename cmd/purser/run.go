@@ -33,7 +33,13 @@ const exitInterrupted = 130
 // one --db or PURSER_DB names): a missing database is bad input that says
 // which was looked for, never a new one.
 func openHere(cmd *cobra.Command, db string) (*app.App, error) {
-	return app.Open(cmd.Context(), app.Options{DB: db, Backends: backends(), LoadTask: loadTask, Stderr: cmd.ErrOrStderr()})
+	return openHereWith(cmd, db, "")
+}
+
+// openHereWith is openHere with the --budgets-db flag of the commands that
+// reach the named budgets (resume, serve).
+func openHereWith(cmd *cobra.Command, db, budgetsDB string) (*app.App, error) {
+	return app.Open(cmd.Context(), app.Options{DB: db, BudgetsDB: budgetsDB, Backends: backends(), LoadTask: loadTask, Stderr: cmd.ErrOrStderr()})
 }
 
 // session is one command's engine and live view, interrupted by a signal
@@ -317,7 +323,7 @@ func resumable(cmd *cobra.Command, a *app.App, id string) (purser.TaskRecord, pu
 }
 
 func newResumeCmd() *cobra.Command {
-	var db, budgetFile, gw string
+	var db, budgetsDB, budgetFile, gw string
 	var asJSON, acceptConfig bool
 	cmd := &cobra.Command{
 		Use:   "resume TASK [--db PATH] [--budget FILE] [--json] [--accept-config]",
@@ -336,7 +342,7 @@ or purser.yaml lies inside its workspace; a change there is refused, with
 the diff (exit 2), unless you made it: --accept-config.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := openHere(cmd, db)
+			a, err := openHereWith(cmd, db, budgetsDB)
 			if err != nil {
 				return err
 			}
@@ -383,6 +389,7 @@ the diff (exit 2), unless you made it: --accept-config.`,
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
+	cmd.Flags().StringVar(&budgetsDB, "budgets-db", "", app.BudgetsDBFlagHelp)
 	cmd.Flags().StringVar(&gw, "gateway", "", app.GatewayFlagHelp)
 	cmd.Flags().StringVar(&budgetFile, "budget", "", "a new budget for the task (a budget file outside its workspace); the change is recorded")
 	cmd.Flags().BoolVar(&acceptConfig, "accept-config", false, acceptConfigHelp)

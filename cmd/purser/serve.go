@@ -20,7 +20,7 @@ import (
 const defaultServeAddr = "127.0.0.1:8417"
 
 func newServeCmd() *cobra.Command {
-	var db, addr, token string
+	var db, budgetsDB, addr, token string
 	cmd := &cobra.Command{
 		Use:   "serve [--addr HOST:PORT] [--token TOKEN] [--db PATH]",
 		Short: "Serve a live web dashboard of runs and budgets, and /metrics for Prometheus",
@@ -37,7 +37,7 @@ func newServeCmd() *cobra.Command {
 			if err := dashboard.CheckBind(addr, token); err != nil {
 				return badInput(err)
 			}
-			a, err := openHere(cmd, db)
+			a, err := openHereWith(cmd, db, budgetsDB)
 			if err != nil {
 				return err
 			}
@@ -83,6 +83,7 @@ func newServeCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "", app.DBFlagHelp)
+	cmd.Flags().StringVar(&budgetsDB, "budgets-db", "", app.BudgetsDBFlagHelp)
 	cmd.Flags().StringVar(&addr, "addr", defaultServeAddr, "address to listen on; other than loopback needs --token")
 	cmd.Flags().StringVar(&token, "token", "", "token every request must carry (default $PURSER_SERVE_TOKEN)")
 	return cmd

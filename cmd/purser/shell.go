@@ -43,9 +43,9 @@ const (
 
 // shellFlags are purser shell's flags.
 type shellFlags struct {
-	db, budgetFile, usd, wire, backendName, model, gateway string
-	tokens                                                 int64
-	time                                                   time.Duration
+	db, budgetsDB, budgetFile, usd, wire, backendName, model, gateway string
+	tokens                                                            int64
+	time                                                              time.Duration
 }
 
 // defaultShellModel is the model a session is priced and forecast on when
@@ -95,6 +95,7 @@ Exit codes: 0 DONE; 3 BLOCKED by the budget; 1 the agent failed; 2 bad input
 	cmd.Flags().SetInterspersed(false) // everything from AGENT on is the agent's
 	fl := cmd.Flags()
 	fl.StringVar(&f.db, "db", "", app.DBFlagHelp)
+	fl.StringVar(&f.budgetsDB, "budgets-db", "", app.BudgetsDBFlagHelp)
 	fl.StringVar(&f.gateway, "gateway", "", app.GatewayFlagHelp)
 	fl.StringVar(&f.budgetFile, "budget", "", "the session's budget file (YAML or JSON): optimal/warning/hard")
 	fl.StringVar(&f.usd, "usd", "", "instead of --budget: the session's hard cap on money, in dollars")
@@ -132,7 +133,7 @@ func runShell(cmd *cobra.Command, f shellFlags, argv []string) error {
 	toAgent := shellSignals(cmd.ErrOrStderr(), end)
 	term := &agent.Terminal{Stdin: cmd.InOrStdin(), Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(),
 		TTY: isTerminal(cmd.InOrStdin()), Signals: toAgent, Grace: shellGrace}
-	a, err := app.Open(cmd.Context(), app.Options{DB: f.db, Project: proj, Create: true, Backends: shellBackends(term), LoadTask: loadTask,
+	a, err := app.Open(cmd.Context(), app.Options{DB: f.db, BudgetsDB: f.budgetsDB, Project: proj, Create: true, Backends: shellBackends(term), LoadTask: loadTask,
 		Stderr: cmd.ErrOrStderr(), Preflight: app.Preflight{Tasks: []purser.Task{task}, Draws: true, Alerts: true, Unpriced: true}})
 	if err != nil {
 		return err

@@ -17,7 +17,7 @@ workers on the machine that holds the file only, not across hosts (a file on
 a network filesystem such as NFS or SMB is refused).`
 
 func newSubmitCmd() *cobra.Command {
-	var db, runBudget, runName, drawFrom string
+	var db, budgetsDB, runBudget, runName, drawFrom string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "submit TASKFILE... --run NAME [--run-budget FILE] [--draw-from BUDGET,...] [--db URL] [--json]",
@@ -49,7 +49,7 @@ the run's tasks against them, as purser run --draw-from does.`,
 			if err != nil {
 				return err
 			}
-			a, err := app.Open(cmd.Context(), app.Options{DB: db, Project: proj, Create: true, Queue: cmd.Name(), Backends: backends(), LoadTask: loadTask,
+			a, err := app.Open(cmd.Context(), app.Options{DB: db, BudgetsDB: budgetsDB, Project: proj, Create: true, Queue: cmd.Name(), Backends: backends(), LoadTask: loadTask,
 				Stderr: cmd.ErrOrStderr(), Preflight: app.Preflight{Tasks: tasks, RunBudgetFile: runBudget}})
 			if err != nil {
 				return err
@@ -74,6 +74,7 @@ the run's tasks against them, as purser run --draw-from does.`,
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "", "the database the workers share: a postgres:// URL (workers on many hosts) or a SQLite file (workers on this machine) (default: $PURSER_DB, else purser.yaml's database:, else the project's)")
+	cmd.Flags().StringVar(&budgetsDB, "budgets-db", "", app.BudgetsDBFlagHelp)
 	cmd.Flags().StringVar(&runName, "run", "", "the run the tasks join; its budget is shared by every worker (required)")
 	cmd.Flags().StringVar(&runBudget, "run-budget", "", "the run's budget file (YAML or JSON), for a new run")
 	cmd.Flags().StringVar(&drawFrom, "draw-from", "", "named budgets (comma-separated) the run draws from: each call of its tasks must fit in every one (see purser budgets)")

@@ -12,7 +12,7 @@ import (
 )
 
 func newWorkerCmd() *cobra.Command {
-	var db, gw string
+	var db, budgetsDB, gw string
 	var concurrency int
 	var lease, poll time.Duration
 	var drain, asJSON bool
@@ -47,7 +47,7 @@ host must see the task files and workspaces at the same paths.`,
 			if poll <= 0 {
 				return badInput(fmt.Errorf("--poll: want a positive duration, got %s", poll))
 			}
-			a, err := app.Open(cmd.Context(), app.Options{DB: db, Queue: cmd.Name(), Backends: backends(), LoadTask: loadTask, Stderr: cmd.ErrOrStderr()})
+			a, err := app.Open(cmd.Context(), app.Options{DB: db, BudgetsDB: budgetsDB, Queue: cmd.Name(), Backends: backends(), LoadTask: loadTask, Stderr: cmd.ErrOrStderr()})
 			if err != nil {
 				return err
 			}
@@ -57,6 +57,7 @@ host must see the task files and workspaces at the same paths.`,
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "", "the database the workers share: a postgres:// URL (workers on many hosts) or a SQLite file (workers on this machine) (default: $PURSER_DB, else purser.yaml's database:, else the project's)")
+	cmd.Flags().StringVar(&budgetsDB, "budgets-db", "", app.BudgetsDBFlagHelp)
 	cmd.Flags().StringVar(&gw, "gateway", "", app.GatewayFlagHelp)
 	cmd.Flags().IntVar(&concurrency, "concurrency", 1, "how many tasks this worker runs at once")
 	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long a job stays this worker's without a renewal (renewed every third of it)")
