@@ -156,11 +156,11 @@ func (w *WireMeter) Fault(backend string) error {
 func (o CLIOptions) Metering(upstream, why string) string {
 	switch {
 	case o.WireMeter != nil && !*o.WireMeter:
-		return "off (wireMeter: false): a reply the CLI dies holding is not recovered"
+		return "off (wireMeter: false): usage booked from the CLI's own report; a reply the CLI dies holding is not recovered"
 	case upstream == "":
-		return "not metered: " + why
+		return "not metered: " + why + "; usage booked from the CLI's own report"
 	}
-	return "Purser's door (gateway) on 127.0.0.1 in front of " + redact.String(upstream)
+	return "Purser's door (gateway) on 127.0.0.1 in front of " + redact.String(upstream) + "; usage booked from the door, the CLI's own report a cross-check"
 }
 
 // requests is how many model requests the door has forwarded so far.
