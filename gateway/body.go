@@ -20,6 +20,10 @@ type request struct {
 	maxOut  int64  // the output bound asked for; 0 for none
 	field   string // the top-level field maxOut came from ("" for none)
 	stream  bool
+	// stateful: the body names input the provider holds (a previous
+	// response, a conversation, cached content), billed beyond its bytes,
+	// so its reply teaches nothing of tokens per byte (learnRate).
+	stateful bool
 }
 
 // readRequest reads the model, stream flag and output bound of a body,
@@ -42,10 +46,14 @@ func readFields(rt route, body []byte) request {
 		GenerationConfig    *struct {
 			MaxOutputTokens *int64 `json:"maxOutputTokens"`
 		} `json:"generationConfig"`
+		PreviousResponseID string          `json:"previous_response_id"`
+		Conversation       json.RawMessage `json:"conversation"`
+		CachedContent      string          `json:"cachedContent"`
 	}
 	if json.Unmarshal(body, &v) != nil {
 		return req
 	}
+	req.stateful = v.PreviousResponseID != "" || v.CachedContent != "" || (len(v.Conversation) > 0 && string(v.Conversation) != "null")
 	if req.model == "" {
 		req.model = v.Model
 	}

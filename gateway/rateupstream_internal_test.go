@@ -26,3 +26,25 @@ func TestRateUpstreamKeepsNoPath(t *testing.T) {
 		t.Fatalf("an unparsed upstream kept as %q", k)
 	}
 }
+
+// A body that names input the provider holds (a previous response, a
+// conversation, cached content) is billed beyond its bytes: the door
+// learns no rate from it, which would pin the model's rate at a token a
+// byte for every later process.
+func TestStatefulRequestsTeachNoRate(t *testing.T) {
+	for _, tc := range []struct {
+		body     string
+		stateful bool
+	}{
+		{`{"model":"m","input":"hi","previous_response_id":"resp_1"}`, true},
+		{`{"model":"m","input":"hi","conversation":"conv_1"}`, true},
+		{`{"contents":[],"cachedContent":"cachedContents/abc"}`, true},
+		{`{"model":"m","input":"hi","conversation":null}`, false},
+		{`{"model":"m","input":"hi","previous_response_id":""}`, false},
+		{`{"model":"m","messages":[]}`, false},
+	} {
+		if got := readFields(route{api: "responses"}, []byte(tc.body)).stateful; got != tc.stateful {
+			t.Errorf("%s: stateful %v, want %v", tc.body, got, tc.stateful)
+		}
+	}
+}

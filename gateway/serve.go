@@ -155,8 +155,9 @@ type grantedRequest struct {
 	// counted is the request as the door counted it: its bytes and model,
 	// which its reply's billed input teaches the door's rate (learnRate).
 	counted struct {
-		bytes int
-		model string
+		bytes    int
+		model    string
+		stateful bool // request.stateful: not learnt from
 	}
 }
 
@@ -235,7 +236,7 @@ func (l *Lane) grant(w http.ResponseWriter, rt *route, body []byte, path string)
 		release = func() {}
 	}
 	g := grantedRequest{body: body, path: path, input: input, release: release, wrapDone: wrapDone}
-	g.counted.bytes, g.counted.model = counted, countedModel
+	g.counted.bytes, g.counted.model, g.counted.stateful = counted, countedModel, req.stateful
 	return g, true
 }
 
@@ -527,7 +528,9 @@ func (l *Lane) bookCut(tap *meter.Tap, rt route, input int64) {
 // count what the provider billed for the request's bytes (learnRate).
 func (l *Lane) learnAndBook(g grantedRequest, book func(meter.Usage)) func(meter.Usage) {
 	return func(u meter.Usage) {
-		learnRate(l.cfg.Upstream, g.counted.model, g.counted.bytes, u.Event().InputTokens)
+		if !g.counted.stateful {
+			learnRate(l.cfg.Upstream, g.counted.model, g.counted.bytes, u.Event().InputTokens)
+		}
 		book(u)
 	}
 }
