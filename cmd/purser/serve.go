@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/app"
 	"github.com/purser-dev/purser/dashboard"
 )
@@ -51,11 +52,10 @@ func newServeCmd() *cobra.Command {
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			// Each task's spend forecast, its history read again each minute.
 			opts := dashboard.Options{Token: token, Logger: logger, Addr: ln.Addr().String(), Forecast: a.StoredForecasts(time.Minute).Forecast}
-			if b, err := a.NamedBudgets(cmd.Context()); err == nil {
-				opts.Budgets = b.Named
-			} else {
-				logger.Error("open the named budgets' database; the dashboard shows none", "err", err)
+			if _, err := a.NamedBudgets(cmd.Context()); err != nil {
+				logger.Error("open the named budgets' database; the dashboard shows none until it can", "err", err)
 			}
+			opts.Budgets = appBudgets{a}
 			srv := &http.Server{
 				Handler:           dashboard.NewHandler(store, opts),
 				ReadHeaderTimeout: 10 * time.Second,
@@ -87,4 +87,25 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&addr, "addr", defaultServeAddr, "address to listen on; other than loopback needs --token")
 	cmd.Flags().StringVar(&token, "token", "", "token every request must carry (default $PURSER_SERVE_TOKEN)")
 	return cmd
+}
+
+// appBudgets reads the named budgets where the app finds them, looked for
+// again at each read until they are found: a dashboard started before the
+// user-level budgets database was made shows the tree once it is.
+type appBudgets struct{ a *app.App }
+
+func (b appBudgets) NamedBudgetList(ctx context.Context) ([]purser.NamedBudget, error) {
+	nb, err := b.a.NamedBudgets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return nb.Named.NamedBudgetList(ctx)
+}
+
+func (b appBudgets) NamedBudgetStatus(ctx context.Context, name string, now time.Time) (purser.NamedBudgetStatus, error) {
+	nb, err := b.a.NamedBudgets(ctx)
+	if err != nil {
+		return purser.NamedBudgetStatus{}, err
+	}
+	return nb.Named.NamedBudgetStatus(ctx, name, now)
 }
