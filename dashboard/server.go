@@ -197,7 +197,9 @@ func (h *handler) load(ctx context.Context) ([]byte, error) {
 	addForecasts(ctx, &snap, h.o.Forecast)
 	body, err := json.Marshal(snap)
 	if err == nil && marked && treeRead {
-		h.last.put(mark, body, now)
+		// Aged from when it was built, so that a slow read (a loaded
+		// machine) is still served again for a while.
+		h.last.put(mark, body, time.Now())
 	}
 	return body, err
 }
