@@ -162,6 +162,25 @@ func (t *taskRun) refuse(ctx context.Context, pc *preparedCall, err error) (stri
 	return "", err
 }
 
+// stallTimeout is the task backend's stall timeout, else the engine's
+// (never negative).
+func (t *taskRun) stallTimeout() time.Duration {
+	stall := t.task.Backend.StallTimeout
+	if stall == 0 {
+		stall = t.e.cfg.StallTimeout
+	}
+	return max(stall, 0)
+}
+
+// recoverCut counts what a call the hard cap cut mid-reply was delivered:
+// what the provider sent and the CLI kept in its session file counts,
+// read or not.
+func (t *taskRun) recoverCut(ctx context.Context, pc *preparedCall) {
+	if calls, err := t.e.cfg.Store.Calls(ctx, t.task.ID); err == nil {
+		t.recoverSpend(ctx, &pc.rec, calls, "cut by the hard cap")
+	}
+}
+
 // makeCall sends an admitted call to the backend, with usage made durable in
 // the ledger and recorded on the reservation as it streams in, and records
 // how it ended.
@@ -207,14 +226,9 @@ func (t *taskRun) makeCall(ctx context.Context, pc *preparedCall, res *budget.Re
 		},
 		Admit: door,
 	}
-	stall := t.task.Backend.StallTimeout
-	if stall == 0 {
-		stall = e.cfg.StallTimeout
-	}
-	stall = max(stall, 0)
 	result, callErr := t.backend.Call(callCtx, purser.CallRequest{TaskID: t.task.ID, Kind: pc.kind, Iteration: t.iteration, Attempt: pc.rec.Attempt,
 		Model: pc.model, Prompt: pc.prompt, ContextTokens: pc.ctx.Tokens, MaxOutputTokens: pc.rec.MaxOutputTokens, MaxUSD: maxUSD,
-		Workspace: t.task.Workspace, Guard: e.cfg.Guard, Price: usage.price, StallTimeout: stall, Hooks: hooks}, usage.report)
+		Workspace: t.task.Workspace, Guard: e.cfg.Guard, Price: usage.price, StallTimeout: t.stallTimeout(), Hooks: hooks}, usage.report)
 	// The call's end is judged, recorded and its holds released on what is
 	// in the ledger: everything it reported is committed first.
 	usage.flush()
@@ -232,12 +246,7 @@ func (t *taskRun) makeCall(ctx context.Context, pc *preparedCall, res *budget.Re
 	}
 	pc.rec.Note = redact.String(result.Note)
 	if pc.rec.Outcome == purser.CallCancelled && IsBudgetStop(stopErr) {
-		// The cap cut the call mid-reply: what the provider delivered and
-		// the CLI kept in its session file counts, read or not.
-		bctx := context.WithoutCancel(ctx)
-		if calls, err := e.cfg.Store.Calls(bctx, t.task.ID); err == nil {
-			t.recoverSpend(bctx, &pc.rec, calls, "cut by the hard cap")
-		}
+		t.recoverCut(context.WithoutCancel(ctx), pc)
 	}
 	if err := e.cfg.Store.SaveCall(context.WithoutCancel(ctx), pc.rec); err != nil && stopErr == nil {
 		stopErr = err
