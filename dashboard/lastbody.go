@@ -59,8 +59,8 @@ func changeMark(ctx context.Context, store purser.StoreReader) (string, bool) {
 
 // markedGatherer gathers the metrics again only when the store's change
 // mark moved: a scrape of a store nothing was committed to since the last
-// is the last families, encoded (the registry's collect, convert and check
-// are most of a warm scrape's cost once the Collector's read is cached).
+// is the last families, encoded, with neither the Collector's read of the
+// store nor the registry's collect, convert and check.
 type markedGatherer struct {
 	g     prometheus.Gatherer
 	store purser.StoreReader

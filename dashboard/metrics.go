@@ -82,13 +82,6 @@ type Collector struct {
 
 	mu    sync.Mutex // one scrape at a time reads and fills the cache
 	cache scrapeCache
-	// last is the tally last sent, under the store's change mark read
-	// before it was read (markedLast false: none): while the mark stands,
-	// nothing was committed and a scrape sends it again without reading
-	// the store.
-	last       tally
-	lastMark   string
-	markedLast bool
 }
 
 // NewCollector returns a Collector over store; logger (nil: discard) is

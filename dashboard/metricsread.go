@@ -71,17 +71,6 @@ type runInfo struct {
 func (c *Collector) read(ctx context.Context) (tally, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	mark, marked := changeMark(ctx, c.store)
-	if marked && c.markedLast && mark == c.lastMark {
-		return c.last, nil
-	}
-	t, err := c.readStore(ctx)
-	c.last, c.lastMark, c.markedLast = t, mark, marked && err == nil
-	return t, err
-}
-
-// readStore is read without a change mark to go by (c.mu held).
-func (c *Collector) readStore(ctx context.Context) (tally, error) {
 	t := tally{spend: map[budget.CostSource]budget.USD{}, tokens: map[string]int64{}, calls: map[[2]string]int64{},
 		tasks: map[[2]string]int64{}, runs: map[string]int64{}, degrades: map[[2]string]int64{}}
 	ms, ok := c.store.(purser.MetricsStore)
