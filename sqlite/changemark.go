@@ -33,18 +33,8 @@ func (s *Store) ChangeMark(ctx context.Context) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.conn == nil {
-		dsn, err := fileURI(s.path)
+		db, conn, err := s.readerConn(ctx)
 		if err != nil {
-			return "", fmt.Errorf("change mark of %s: %w", s.path, err)
-		}
-		db, err := sql.Open("sqlite", dsn+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)")
-		if err != nil {
-			return "", fmt.Errorf("change mark of %s: %w", s.path, err)
-		}
-		db.SetMaxOpenConns(1)
-		conn, err := db.Conn(ctx)
-		if err != nil {
-			db.Close()
 			return "", fmt.Errorf("change mark of %s: %w", s.path, err)
 		}
 		m.db, m.conn = db, conn

@@ -34,18 +34,8 @@ const (
 // run changed.) When the watch cannot go on (its connection fails) the
 // channel is closed; the engine's polling goes on regardless.
 func (s *Store) WatchRunUsage(ctx context.Context, runID string) (<-chan struct{}, error) {
-	dsn, err := fileURI(s.path)
+	db, conn, err := s.readerConn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("watch run %s: %w", runID, err)
-	}
-	db, err := sql.Open("sqlite", dsn+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)")
-	if err != nil {
-		return nil, fmt.Errorf("watch run %s: %w", runID, err)
-	}
-	db.SetMaxOpenConns(1)
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		db.Close()
 		return nil, fmt.Errorf("watch run %s: %w", runID, err)
 	}
 	version := func() (int64, error) {
@@ -111,4 +101,26 @@ func (s *Store) WatchRunUsage(ctx context.Context, runID string) (<-chan struct{
 		}
 	}()
 	return changes, nil
+}
+
+// readerConn opens a read-only connection of its own to the store's file,
+// apart from the store's one connection: PRAGMA data_version moves only
+// for commits made by other connections (WatchRunUsage, ChangeMark). The
+// caller closes both.
+func (s *Store) readerConn(ctx context.Context) (*sql.DB, *sql.Conn, error) {
+	dsn, err := fileURI(s.path)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := sql.Open("sqlite", dsn+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)")
+	if err != nil {
+		return nil, nil, err
+	}
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return db, conn, nil
 }
