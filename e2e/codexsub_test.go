@@ -93,13 +93,13 @@ func (m *codexModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.log = append(m.log, call)
 	turn := m.seen[call.Agent]
 	m.seen[call.Agent]++
+	id := fmt.Sprintf("resp_%d", len(m.log))
 	m.mu.Unlock()
 	w.Header().Set("Content-Type", "text/event-stream")
 	ev := func(data map[string]any) {
 		b, _ := json.Marshal(data)
 		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", data["type"], b)
 	}
-	id := fmt.Sprintf("resp_%d", len(m.log))
 	ev(map[string]any{"type": "response.created", "response": map[string]any{"id": id}})
 	input := m.subInput
 	switch {

@@ -88,6 +88,7 @@ func (m *agentModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.log = append(m.log, call)
 	turn := m.seen[call.Sub]
 	m.seen[call.Sub]++
+	seq := len(m.log)
 	m.mu.Unlock()
 	w.Header().Set("Content-Type", "text/event-stream")
 	ev := func(data string) {
@@ -99,16 +100,16 @@ func (m *agentModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if call.Sub != "" {
 		input = m.subInput
 	}
-	ev(fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_%d","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{"input_tokens":%d,"output_tokens":1}}}`, len(m.log), input))
+	ev(fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_%d","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{"input_tokens":%d,"output_tokens":1}}}`, seq, input))
 	stop := "tool_use"
 	switch {
 	case call.Sub == "" && results == "":
 		for i, p := range m.prompts {
 			in, _ := json.Marshal(map[string]string{"description": fmt.Sprintf("part %d", i+1), "prompt": p, "subagent_type": "general-purpose"})
-			m.toolUse(ev, i, "Agent", string(in))
+			m.toolUse(ev, seq, i, "Agent", string(in))
 		}
 	case call.Sub != "" && turn < m.subTurns-1:
-		m.toolUse(ev, 0, "Bash", `{"command":"echo hi","description":"say hi"}`)
+		m.toolUse(ev, seq, 0, "Bash", `{"command":"echo hi","description":"say hi"}`)
 	default:
 		stop = "end_turn"
 		ev(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
@@ -120,8 +121,8 @@ func (m *agentModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // toolUse streams a tool call, its input in pieces as a model sends it.
-func (m *agentModel) toolUse(ev func(string), i int, name, input string) {
-	ev(fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"tool_use","id":"toolu_%d_%d","name":%q,"input":{}}}`, i, len(m.log), i, name))
+func (m *agentModel) toolUse(ev func(string), seq, i int, name, input string) {
+	ev(fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"tool_use","id":"toolu_%d_%d","name":%q,"input":{}}}`, i, seq, i, name))
 	for j := 0; j < len(input); j += 9 {
 		piece, _ := json.Marshal(input[j:min(j+9, len(input))])
 		ev(fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"input_json_delta","partial_json":%s}}`, i, piece))
