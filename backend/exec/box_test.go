@@ -3,8 +3,10 @@ package exec_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -120,14 +122,18 @@ func TestBoxedExecRefusesForbiddenEnv(t *testing.T) {
 // started in the background, setsid included.
 func TestBoxedExecCancelKillsTheBox(t *testing.T) {
 	requireBox(t)
-	b, ws, _ := boxedAgent(t, `sleep 6301 & setsid sleep 6302 & echo started; sleep 6303`, nil)
+	// Numbers of this test process's own, so that another run of this
+	// test on the machine (a second checkout's) is never taken for ours.
+	base := 1_000_000 + 3*os.Getpid()
+	args := []string{strconv.Itoa(base), strconv.Itoa(base + 1), strconv.Itoa(base + 2)}
+	b, ws, _ := boxedAgent(t, fmt.Sprintf(`sleep %s & setsid sleep %s & echo started; sleep %s`, args[0], args[1], args[2]), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		_, err := b.Call(ctx, purser.CallRequest{TaskID: "t4", Workspace: ws}, func(budget.UsageEvent) {})
 		done <- err
 	}()
-	for end := time.Now().Add(5 * time.Second); proctest.FindProcess("6303") == 0; time.Sleep(20 * time.Millisecond) {
+	for end := time.Now().Add(5 * time.Second); proctest.FindProcess(args[2]) == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatal("the boxed agent never started")
 		}
@@ -141,7 +147,7 @@ func TestBoxedExecCancelKillsTheBox(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the cancelled call did not return")
 	}
-	for _, arg := range []string{"6301", "6302", "6303"} {
+	for _, arg := range args {
 		for end := time.Now().Add(5 * time.Second); proctest.FindProcess(arg) != 0; time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(end) {
 				t.Fatalf("sleep %s still runs after the box was cancelled", arg)
