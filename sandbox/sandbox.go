@@ -78,6 +78,13 @@ type Box struct {
 	// passes it to bwrap as its fd 3; the caller closes its own copy of
 	// this read end once the box has started.
 	Lifeline *os.File
+	// Serve, when set, makes the box resident: one end of a SOCK_SEQPACKET
+	// unix socket pair on which its init runs one command after another on
+	// request, with the wire of package boxinit (internal/boxinit/serve.go),
+	// instead of a command given to Command. Command passes it to bwrap
+	// after Lifeline; the caller closes its own copy once the box has
+	// started, and keeps the other end.
+	Serve *os.File
 
 	// egressSocket is the host path of the egress proxy's socket, set by
 	// Command when Allow is not empty (bwrapArgs stays pure).
@@ -175,6 +182,15 @@ const (
 // init: the first after stdin, stdout and stderr (Command's ExtraFiles).
 const lifelineFD = 3
 
+// serveFD is the file descriptor of Box.Serve in bwrap and the box's
+// init: the next after the lifeline's.
+func (b Box) serveFD() int {
+	if b.Lifeline != nil {
+		return lifelineFD + 1
+	}
+	return lifelineFD
+}
+
 // initArg is the hidden first argument that makes a binary the box's init.
 const initArg = boxinit.Arg
 
@@ -183,7 +199,8 @@ const initArg = boxinit.Arg
 // box. The command's process is bwrap: killing it (or cancelling ctx) kills
 // every process in the box, and so does the death of the process that
 // starts it. The box's init (Box.Init, or else the current executable)
-// must call IsInit/InitMain first thing in main.
+// must call IsInit/InitMain first thing in main. A resident box (Serve)
+// has no command of its own: name is "".
 func (b Box) Command(ctx context.Context, name string, args ...string) (*exec.Cmd, error) {
 	if err := Available(); err != nil {
 		return nil, err
@@ -215,6 +232,9 @@ func (b Box) Command(ctx context.Context, name string, args ...string) (*exec.Cm
 	cmd := exec.CommandContext(ctx, probe.bwrap, argv...)
 	if b.Lifeline != nil {
 		cmd.ExtraFiles = []*os.File{b.Lifeline} // lifelineFD
+	}
+	if b.Serve != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, b.Serve) // b.serveFD()
 	}
 	// bwrap itself needs nothing from the environment: it gets the box's,
 	// so that no secret sits even in its /proc/PID/environ.
@@ -301,8 +321,11 @@ func (b Box) bwrapArgs(l layout, self, name string, args []string) ([]string, er
 	if err := b.check(); err != nil {
 		return nil, err
 	}
-	if name == "" {
+	if name == "" && b.Serve == nil {
 		return nil, errors.New("sandbox: no command to run")
+	}
+	if name != "" && b.Serve != nil {
+		return nil, errors.New("sandbox: a resident box (Serve) runs its commands on request, not one given at its start")
 	}
 	a := []string{
 		// Namespaces: its own users, mounts, pids, network, ipc and host
@@ -375,7 +398,13 @@ func (b Box) bwrapArgs(l layout, self, name string, args []string) ([]string, er
 	if b.Lifeline != nil {
 		a = append(a, "lifeline="+strconv.Itoa(lifelineFD))
 	}
+	if b.Serve != nil {
+		a = append(a, "serve="+strconv.Itoa(b.serveFD()))
+	}
 	a = append(a, "nproc="+strconv.Itoa(lim.Processes), "data="+strconv.FormatInt(lim.MemoryBytes, 10))
+	if name == "" {
+		return a, nil
+	}
 	a = append(a, "--", name)
 	return append(a, args...), nil
 }

@@ -17,6 +17,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(ownerEnv) != "" { // the test binary plays purser
 		os.Exit(playOwner())
 	}
+	if os.Getenv(residentOwnerEnv) != "" { // the test binary plays purser
+		os.Exit(playResidentOwner())
+	}
 	os.Exit(m.Run())
 }
 

@@ -47,6 +47,19 @@ func (r Runner) RunValidator(ctx context.Context, workspace string, v purser.Val
 
 	out := &headTail{max: MaxOutput}
 	res := purser.ValidatorResult{Name: v.Name, ExitCode: -1}
+	start := time.Now()
+	if r.Sandbox != nil {
+		if rr, ok := r.runResident(ctx, workspace, v.Run, out); ok {
+			res.Duration = time.Since(start)
+			if rr.status >= 0 && !rr.stopped {
+				res.ExitCode, res.Passed = rr.status, rr.status == 0
+			}
+			if rr.err != nil {
+				out.WriteString("\n[purser: " + rr.err.Error() + "; the next validator gets a new box]")
+			}
+			return finish(ctx, res, out, timeout, rr.stopped)
+		}
+	}
 	cmd, lifeline, err := r.command(workspace, v.Run)
 	if err != nil {
 		res.Output = "could not start: " + err.Error()
@@ -57,7 +70,6 @@ func (r Runner) RunValidator(ctx context.Context, workspace string, v purser.Val
 	}
 	cmd.Dir = workspace
 	cmd.Stdout, cmd.Stderr = out, out
-	start := time.Now()
 	group, err := r.start(cmd)
 	if err != nil {
 		res.Output = "could not start: " + err.Error()
@@ -68,19 +80,17 @@ func (r Runner) RunValidator(ctx context.Context, workspace string, v purser.Val
 		err = cmd.Wait()
 		close(exited)
 	}()
+	stopped := false
 	select {
 	case <-exited:
 	case <-ctx.Done():
-		res.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
+		stopped = true
 		group.Stop(syscall.SIGTERM, KillGrace, exited)
 		<-exited
 	}
 	// What the validator left running goes with it.
 	group.End()
 	res.Duration = time.Since(start)
-	// Secrets a validator prints never reach a prompt, the database or a
-	// report: String redacts before it cuts.
-	res.Output = out.String()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -88,6 +98,17 @@ func (r Runner) RunValidator(ctx context.Context, workspace string, v purser.Val
 	case errors.As(err, &ee) && ee.Exited():
 		res.ExitCode = ee.ExitCode()
 	}
+	return finish(ctx, res, out, timeout, stopped)
+}
+
+// finish completes res once its validator has ended: its output, and why
+// it failed when ctx ended (stopped: it ended the validator, which timed
+// out after timeout when that was the deadline; or it was cancelled).
+func finish(ctx context.Context, res purser.ValidatorResult, out *headTail, timeout time.Duration, stopped bool) purser.ValidatorResult {
+	// Secrets a validator prints never reach a prompt, the database or a
+	// report: String redacts before it cuts.
+	res.Output = out.String()
+	res.TimedOut = stopped && errors.Is(ctx.Err(), context.DeadlineExceeded)
 	if res.TimedOut {
 		res.Output += "\n[purser: validator timed out after " + timeout.String() + "; its process group was killed]"
 		res.Passed = false
@@ -113,6 +134,9 @@ type headTail struct {
 	tail    []byte // the last max/2+redactMargin bytes after head
 	dropped int64  // bytes between head and tail
 }
+
+// WriteString writes s.
+func (h *headTail) WriteString(s string) { _, _ = h.Write([]byte(s)) }
 
 func (h *headTail) Write(p []byte) (int, error) {
 	h.mu.Lock()

@@ -64,11 +64,16 @@ type Config struct {
 	// Lifeline is a file descriptor the init reads: at its end of file —
 	// Purser closed its end, or died — the box ends. 0: none.
 	Lifeline int
-	Argv     []string // the command and its arguments
+	// Serve is a file descriptor of a unix socket on which the init runs
+	// one command after another on request (serve.go), the box resident;
+	// 0: the box runs Argv once.
+	Serve int
+	Argv  []string // the command and its arguments; none when serving
 }
 
-// Parse reads `door=PORT egress=PORT lifeline=FD nproc=N data=BYTES -- NAME ARGS…` as
-// package sandbox writes it. A negative limit means none.
+// Parse reads `door=PORT egress=PORT lifeline=FD serve=FD nproc=N data=BYTES -- NAME ARGS…` as
+// package sandbox writes it (a serving box has no command: `serve=FD` and
+// nothing after the limits). A negative limit means none.
 func Parse(args []string) (Config, error) {
 	var c Config
 	for i, a := range args {
@@ -93,14 +98,21 @@ func Parse(args []string) (Config, error) {
 			c.NProc = int(n)
 		case "data":
 			c.Data = n
-		case "lifeline":
+		case "lifeline", "serve":
 			if n < 3 || n > 1<<20 {
 				return c, fmt.Errorf("init argument %q: not a file descriptor above 2", a)
 			}
-			c.Lifeline = int(n)
+			if k == "serve" {
+				c.Serve = int(n)
+			} else {
+				c.Lifeline = int(n)
+			}
 		default:
 			return c, fmt.Errorf("unknown init argument %q", a)
 		}
+	}
+	if c.Serve > 0 {
+		return c, nil
 	}
 	return c, errors.New("no command")
 }
@@ -125,6 +137,9 @@ var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, sys
 // plus the signal that killed it; ExitBoxFailed when the box could not
 // start its command, ExitNotFound when the command is not found.
 func Run(c Config) int {
+	if c.Serve > 0 {
+		return serve(c)
+	}
 	path, err := lookPath(c.Argv[0])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "purser box: %v\n", err)
@@ -135,7 +150,7 @@ func Run(c Config) int {
 	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwarded...)
-	pid, err := startLimited(c, path)
+	pid, err := startLimited(c, path, c.Argv)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "purser box: starting %s: %v\n", c.Argv[0], err)
 		return ExitBoxFailed
@@ -187,13 +202,16 @@ func endWithOwner(fd, pid int) {
 // (it initialises late): name itself when it holds a slash, else the first
 // file in $PATH this process may execute; one found through a relative
 // entry of $PATH is refused, as LookPath refuses it (exec.ErrDot).
-func lookPath(name string) (string, error) {
+func lookPath(name string) (string, error) { return lookPathIn(name, os.Getenv("PATH")) }
+
+// lookPathIn is lookPath with path for $PATH.
+func lookPathIn(name, path string) (string, error) {
 	for i := 0; i < len(name); i++ {
 		if name[i] == '/' {
 			return name, executable(name)
 		}
 	}
-	path, from := os.Getenv("PATH"), 0
+	from := 0
 	for i := 0; i <= len(path); i++ {
 		if i < len(path) && path[i] != ':' {
 			continue

@@ -20,7 +20,18 @@ import (
 // A race-detector build (tests only) cannot run under RLIMIT_DATA, so
 // there the command's memory bound is set just after it starts, which a
 // command quick to fork could outrun; every other build does as above.
-func startLimited(c Config, path string) (int, error) {
+func startLimited(c Config, path string, argv []string) (int, error) {
+	after, err := setLimits(c)
+	if err != nil {
+		return 0, err
+	}
+	return spawn(path, argv, os.Environ(), "", []*os.File{os.Stdin, os.Stdout, os.Stderr}, after)
+}
+
+// setLimits sets the box's limits on the init itself, soft and hard, for
+// its commands to inherit; it returns those a race-detector build sets on
+// each command instead (see startLimited).
+func setLimits(c Config) ([]syscall.Rlimit, error) {
 	limits := []struct {
 		res int
 		v   int64
@@ -36,19 +47,27 @@ func startLimited(c Config, path string) (int, error) {
 			continue
 		}
 		if err := syscall.Setrlimit(l.res, &r); err != nil {
-			return 0, fmt.Errorf("setting limit %d to %d: %w", l.res, l.v, err)
+			return nil, fmt.Errorf("setting limit %d to %d: %w", l.res, l.v, err)
 		}
 	}
-	p, err := os.StartProcess(path, c.Argv, &os.ProcAttr{
-		Env:   os.Environ(),
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+	return after, nil
+}
+
+// spawn starts path with argv, env and files (stdin, stdout, stderr) in
+// dir ("": the init's own) in a process group of its own, and sets after
+// (RLIMIT_DATA) on it.
+func spawn(path string, argv, env []string, dir string, files []*os.File, after []syscall.Rlimit) (int, error) {
+	p, err := os.StartProcess(path, argv, &os.ProcAttr{
+		Dir:   dir,
+		Env:   env,
+		Files: files,
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
 	if err != nil {
 		return 0, err
 	}
 	pid := p.Pid
-	_ = p.Release() // reaped by Run's wait4 loop, not by os.Process
+	_ = p.Release() // reaped by the init's wait4 loop, not by os.Process
 	for i := range after {
 		if err := prlimit(pid, syscall.RLIMIT_DATA, &after[i]); err != nil {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)

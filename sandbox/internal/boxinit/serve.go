@@ -1,0 +1,379 @@
+//go:build linux
+
+package boxinit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// A resident box (Config.Serve) runs one command after another on request,
+// so that a task's validators pay bwrap and this init once, not per run
+// (issue 24). The wire is a SOCK_SEQPACKET unix socket pair, one datagram
+// a message, between Purser and this init — the same binary, so it is
+// internal and may change with it:
+//
+//   - init → Purser, once set up: "ready".
+//   - Purser → init, run: 'R' then NUL-separated fields: the working
+//     directory, the argument count, the arguments, the environment; with
+//     SCM_RIGHTS, exactly three descriptors: the command's stdin, stdout and
+//     stderr. One command runs at a time.
+//   - Purser → init, while a command runs: "T" sends SIGTERM to its process
+//     group; "K" SIGKILLs every process in the box but the init.
+//   - init → Purser, when the command has ended and every process it left
+//     has been killed and reaped, the box's /tmp emptied: its status as a
+//     shell gives it (the exit code, or 128 plus the signal), followed by
+//     " discard" when the box should not be used again (it was ended for
+//     running too many processes, or could not be cleaned).
+//
+// The init ends, and the box with it, at the socket's end of file or the
+// lifeline's.
+
+// Message bytes of the wire.
+const (
+	MsgReady   = "ready"
+	MsgStarted = "started"
+	MsgRun     = 'R'
+	MsgTerm    = 'T'
+	MsgKill    = 'K'
+	// ReplyDiscard follows a reply's status when the box is not to be
+	// used again.
+	ReplyDiscard = " discard"
+)
+
+// MaxRequest is the largest request the init reads.
+const MaxRequest = 256 << 10
+
+// request is one command to run.
+type request struct {
+	dir   string
+	argv  []string
+	env   []string
+	files []*os.File // stdin, stdout, stderr
+}
+
+// ParseRequest reads a run request's payload (without its 'R').
+func ParseRequest(p []byte) (dir string, argv, env []string, err error) {
+	var fields []string
+	from := 0
+	for i := 0; i < len(p); i++ {
+		if p[i] == 0 {
+			fields = append(fields, string(p[from:i]))
+			from = i + 1
+		}
+	}
+	if from != len(p) || len(fields) < 3 {
+		return "", nil, nil, errors.New("malformed request")
+	}
+	n, err := strconv.Atoi(fields[1])
+	if err != nil || n < 1 || n > len(fields)-2 {
+		return "", nil, nil, errors.New("malformed request: argument count")
+	}
+	return fields[0], fields[2 : 2+n], fields[2+n:], nil
+}
+
+// serve runs the box as a resident runner on c.Serve until Purser closes
+// the socket or the lifeline.
+func serve(c Config) int {
+	sock := c.Serve
+	syscall.CloseOnExec(sock)
+	if c.Lifeline > 0 {
+		syscall.CloseOnExec(c.Lifeline)
+		go func() {
+			lifeline := os.NewFile(uintptr(c.Lifeline), "lifeline")
+			var b [1]byte
+			_, _ = lifeline.Read(b[:]) // nothing is ever written: it returns at EOF
+			_ = syscall.Kill(-1, syscall.SIGKILL)
+			os.Exit(128 + int(syscall.SIGKILL))
+		}()
+	}
+	after, err := setLimits(c)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "purser box: %v\n", err)
+		return ExitBoxFailed
+	}
+	tooMany := make(chan int, 1)
+	if c.NProc > 0 && os.Getuid() == 0 {
+		go watchResident(c.NProc, tooMany)
+	}
+	msgs := make(chan message, 4)
+	go readMessages(sock, msgs)
+	if err := syscall.Sendto(sock, []byte(MsgReady), 0, nil); err != nil {
+		return ExitBoxFailed
+	}
+	for m := range msgs {
+		if m.req == nil {
+			continue // a stop that came after its command ended
+		}
+		status, discard := runOne(c, after, sock, m.req, msgs, tooMany)
+		reply := strconv.Itoa(status)
+		if discard {
+			reply += ReplyDiscard
+		}
+		if err := syscall.Sendto(sock, []byte(reply), 0, nil); err != nil || discard {
+			break
+		}
+	}
+	_ = syscall.Kill(-1, syscall.SIGKILL)
+	return 0
+}
+
+// message is what readMessages read: a run request, or a stop byte.
+type message struct {
+	req  *request
+	stop byte
+}
+
+// readMessages reads the socket's messages into msgs, and closes it at the
+// socket's end (Purser closed it, or died).
+func readMessages(sock int, msgs chan<- message) {
+	defer close(msgs)
+	buf := make([]byte, MaxRequest)
+	oob := make([]byte, syscall.CmsgSpace(3*4))
+	for {
+		n, oobn, _, _, err := syscall.Recvmsg(sock, buf, oob, syscall.MSG_CMSG_CLOEXEC)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return
+		}
+		files := rights(oob[:oobn])
+		switch {
+		case buf[0] == MsgRun && len(files) == 3:
+			dir, argv, env, err := ParseRequest(buf[1:n])
+			if err == nil {
+				msgs <- message{req: &request{dir: dir, argv: argv, env: env, files: files}}
+				continue
+			}
+			fmt.Fprintf(files[2], "purser box: %v\n", err)
+		case n == 1 && (buf[0] == MsgTerm || buf[0] == MsgKill):
+			msgs <- message{stop: buf[0]}
+			continue
+		}
+		for _, f := range files {
+			f.Close()
+		}
+		return // not Purser's wire: end the box
+	}
+}
+
+// rights returns the descriptors an SCM_RIGHTS control message carried.
+func rights(oob []byte) []*os.File {
+	cmsgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var files []*os.File
+	for _, m := range cmsgs {
+		fds, err := syscall.ParseUnixRights(&m)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			files = append(files, os.NewFile(uintptr(fd), "fd"))
+		}
+	}
+	return files
+}
+
+// runOne runs req to its end, then kills and reaps whatever it left and
+// empties /tmp. It returns the command's status, and whether the box is
+// to be discarded.
+func runOne(c Config, after []syscall.Rlimit, sock int, req *request, msgs <-chan message, tooMany <-chan int) (status int, discard bool) {
+	stderr := req.files[2]
+	defer func() {
+		for _, f := range req.files {
+			f.Close()
+		}
+	}()
+	status, discard = waitOne(c, after, sock, req, msgs, tooMany)
+	if !killRest() {
+		fmt.Fprintf(stderr, "purser box: processes left by the command could not be ended\n")
+		discard = true
+	}
+	if err := emptyDir("/tmp"); err != nil {
+		fmt.Fprintf(stderr, "purser box: emptying /tmp: %v\n", err)
+		discard = true
+	}
+	return status, discard
+}
+
+// waitOne starts req and waits for it, passing on stops; a box ended for
+// too many processes says so on the command's stderr.
+func waitOne(c Config, after []syscall.Rlimit, sock int, req *request, msgs <-chan message, tooMany <-chan int) (int, bool) {
+	stderr := req.files[2]
+	select {
+	case <-tooMany: // counted as the last command's processes were ended
+	default:
+	}
+	path, err := lookPathIn(req.argv[0], envPath(req.env))
+	if err != nil {
+		fmt.Fprintf(stderr, "purser box: %v\n", err)
+		return ExitNotFound, false
+	}
+	pid, err := spawn(path, req.argv, req.env, req.dir, req.files, after)
+	if err != nil {
+		fmt.Fprintf(stderr, "purser box: starting %s: %v\n", req.argv[0], err)
+		return ExitBoxFailed, false
+	}
+	_ = syscall.Sendto(sock, []byte(MsgStarted), 0, nil)
+	done := make(chan int, 1)
+	go func() { done <- waitFor(pid) }()
+	for {
+		select {
+		case status := <-done:
+			return status, false
+		case n := <-tooMany:
+			_ = syscall.Kill(-1, syscall.SIGKILL)
+			<-done
+			fmt.Fprintf(stderr, "purser box: %d processes, more than the box's limit of %d: the box is ended\n", n, c.NProc)
+			return ExitTooManyProcesses, true
+		case m, ok := <-msgs:
+			switch {
+			case !ok: // Purser is gone: serve's kill ends the rest
+				_ = syscall.Kill(-1, syscall.SIGKILL)
+				return 128 + int(syscall.SIGKILL), true
+			case m.stop == MsgTerm:
+				_ = syscall.Kill(-pid, syscall.SIGTERM)
+			case m.stop == MsgKill:
+				_ = syscall.Kill(-1, syscall.SIGKILL)
+			case m.req != nil: // one at a time: refused
+				fmt.Fprintf(m.req.files[2], "purser box: busy\n")
+				for _, f := range m.req.files {
+					f.Close()
+				}
+			}
+		}
+	}
+}
+
+// waitFor reaps children until pid has exited, and returns its status as
+// a shell gives it.
+func waitFor(pid int) int {
+	for {
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(-1, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return ExitBoxFailed
+		}
+		if got != pid {
+			continue // an orphan reparented to us: reaped, nothing more
+		}
+		if ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ws.ExitStatus()
+	}
+}
+
+// killRest kills every process in the box but this init — as pid 1 of the
+// box's pid namespace, kill(-1) reaches exactly those — and reaps them,
+// until /proc shows none (a process forking while the kill went round is
+// caught by the next one). It reports whether none is left.
+func killRest() bool {
+	for try := 0; try < 50; try++ {
+		if countProcesses() <= 1 {
+			return true
+		}
+		_ = syscall.Kill(-1, syscall.SIGKILL)
+		for {
+			_, err := syscall.Wait4(-1, nil, 0, nil)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil {
+				break // ECHILD: every child reaped
+			}
+		}
+		if try > 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return countProcesses() <= 1
+}
+
+// emptyDir removes everything in dir that lies on dir's own file system,
+// keeping dir. It never enters another file system: the workspace, HOME or
+// a read-only path may be bound under the box's /tmp (a workspace made in
+// the host's /tmp is), and the directories bwrap made to hold those mount
+// points stay, as they are not empty.
+func emptyDir(dir string) error {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(dir, &st); err != nil {
+		return err
+	}
+	return removeOn(dir, uint64(st.Dev), true)
+}
+
+// removeOn removes path and what is below it, what lies on the file system
+// dev only; path itself too unless keep. An entry left because a mount
+// point is below it is not an error.
+func removeOn(path string, dev uint64, keep bool) error {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(path, &st); err != nil {
+		return nil // gone meanwhile
+	}
+	if uint64(st.Dev) != dev {
+		return nil // a mount point: another file system
+	}
+	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		names, err := f.Readdirnames(-1)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if err := removeOn(path+"/"+n, dev, false); err != nil {
+				return err
+			}
+		}
+	}
+	if keep {
+		return nil
+	}
+	err := syscall.Unlink(path)
+	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		err = syscall.Rmdir(path)
+	}
+	if err == syscall.ENOTEMPTY || err == syscall.EBUSY || err == syscall.ENOENT {
+		return nil // holds a mount point (or went meanwhile)
+	}
+	return err
+}
+
+// envPath is $PATH in env.
+func envPath(env []string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v := cut(env[i], '='); k == "PATH" {
+			return v
+		}
+	}
+	return ""
+}
+
+// watchResident is watchProcesses for a resident box: past max processes
+// it tells the runner (which ends the command's processes and reports it)
+// instead of ending the box from here.
+func watchResident(max int, tooMany chan<- int) {
+	for {
+		time.Sleep(processPoll)
+		if n := countProcesses(); n > max {
+			select {
+			case tooMany <- n:
+			default:
+			}
+		}
+	}
+}

@@ -1,0 +1,177 @@
+package validate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/purser-dev/purser/sandbox"
+)
+
+// boxes are the resident boxes of this process, by what makes a box.
+var boxes = &pool{idle: map[string][]*resident{}, failed: map[string]bool{}}
+
+// pool holds the resident boxes not running a validator, by key, and
+// remembers the keys whose box could not start (they run per validator,
+// as before resident boxes).
+type pool struct {
+	mu      sync.Mutex
+	idle    map[string][]*resident
+	failed  map[string]bool
+	closing sync.WaitGroup // closes under way
+	said    sync.Once
+}
+
+// Close ends every resident box not running a validator (one running a
+// validator ends when it has run it) and waits for them: for a process
+// about to exit, and for a measure that counts their CPU (a resident box's
+// is counted in this process's children's only once it has been waited
+// for). Resident boxes end with Purser anyway — with their lifelines, even
+// when it is killed — and a later validator starts a new one.
+func Close() {
+	boxes.mu.Lock()
+	var all []*resident
+	for key, rs := range boxes.idle {
+		all = append(all, rs...)
+		delete(boxes.idle, key)
+	}
+	for _, rn := range all {
+		boxes.closeLocked(rn)
+	}
+	boxes.mu.Unlock()
+	boxes.closing.Wait()
+}
+
+// closeLocked closes rn in the background; Close waits for it.
+func (p *pool) closeLocked(rn *resident) {
+	p.closing.Add(1)
+	go func() {
+		defer p.closing.Done()
+		rn.close()
+	}()
+}
+
+// take returns an idle box of key whose workspace is still the one bound
+// in it, or starts one for b.
+func (p *pool) take(key string, b sandbox.Box) (*resident, error) {
+	ws, err := identify(b.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	for rs := p.idle[key]; len(rs) > 0; rs = p.idle[key] {
+		rn := rs[len(rs)-1]
+		p.idle[key] = rs[:len(rs)-1]
+		if rn.ws == ws {
+			p.mu.Unlock()
+			return rn, nil
+		}
+		p.closeLocked(rn) // the workspace was made again: a new box sees it
+	}
+	delete(p.idle, key)
+	p.mu.Unlock()
+	return startResident(key, b)
+}
+
+// put gives rn back after a run: to the idle set, to be closed after
+// idleTimeout unused; or closed at once when it broke.
+func (p *pool) put(rn *resident) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if rn.broken {
+		p.closeLocked(rn)
+		return
+	}
+	rn.gen++
+	gen := rn.gen
+	p.idle[rn.key] = append(p.idle[rn.key], rn)
+	time.AfterFunc(idleTimeout, func() { p.expire(rn, gen) })
+}
+
+// expire closes rn if it has stayed idle since its return gen.
+func (p *pool) expire(rn *resident, gen uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rs := p.idle[rn.key]
+	for i, r := range rs {
+		if r == rn && rn.gen == gen {
+			p.idle[rn.key] = append(rs[:i:i], rs[i+1:]...)
+			if len(p.idle[rn.key]) == 0 {
+				delete(p.idle, rn.key)
+			}
+			p.closeLocked(rn)
+			return
+		}
+	}
+}
+
+// boxOf describes the box of workspace's validators, and its key: what
+// makes the box, so that a box is only ever reused for the same one.
+func (s *Sandbox) boxOf(workspace string) (sandbox.Box, string, error) {
+	home, err := s.home(workspace)
+	if err != nil {
+		return sandbox.Box{}, "", err
+	}
+	b := sandbox.Box{Workspace: filepath.Clean(workspace), Home: home, ReadOnly: s.ReadOnly,
+		Env: sandbox.EnvAllowList(os.Environ(), s.Env...), Limits: s.Limits, Allow: s.Allow}
+	var k strings.Builder
+	for _, f := range []string{b.Workspace, b.Home, strconv.Itoa(b.Limits.Processes),
+		strconv.FormatInt(b.Limits.MemoryBytes, 10), strconv.FormatInt(b.Limits.TmpBytes, 10)} {
+		k.WriteString(strconv.Quote(f))
+	}
+	for _, list := range [][]string{b.ReadOnly, b.Allow, b.Environ()} {
+		k.WriteByte('|')
+		for _, f := range list {
+			k.WriteString(strconv.Quote(f))
+		}
+	}
+	return b, k.String(), nil
+}
+
+// ran is how a validator's run in a resident box went.
+type ran struct {
+	status  int   // as a shell gives it; -1 when the box broke
+	stopped bool  // the context ended it
+	err     error // the box broke
+}
+
+// runResident runs script in a resident box for workspace, its output to
+// out. ok is false when no resident box could be started for it: the
+// caller runs it as before, in a box of its own (said once per process).
+func (r Runner) runResident(ctx context.Context, workspace, script string, out io.Writer) (res ran, ok bool) {
+	b, key, err := r.Sandbox.boxOf(workspace)
+	if err != nil {
+		return ran{}, false // the box of its own says why
+	}
+	boxes.mu.Lock()
+	failed := boxes.failed[key]
+	boxes.mu.Unlock()
+	if failed {
+		return ran{}, false
+	}
+	for try := 0; ; try++ {
+		rn, err := boxes.take(key, b)
+		if err != nil {
+			boxes.mu.Lock()
+			boxes.failed[key] = true
+			boxes.mu.Unlock()
+			boxes.said.Do(func() {
+				fmt.Fprintf(os.Stderr, "purser: validators run in a box each, not a resident one: %v\n", err)
+			})
+			return ran{}, false
+		}
+		res.status, res.stopped, res.err = rn.run(ctx, b.Workspace, script, b.Environ(), out)
+		boxes.put(rn)
+		if errors.Is(res.err, errNotSent) && try == 0 {
+			continue // it never ran: a fresh box runs it
+		}
+		return res, true
+	}
+}

@@ -1,0 +1,310 @@
+package validate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/purser-dev/purser/internal/procgroup"
+	"github.com/purser-dev/purser/sandbox"
+)
+
+// A boxed validator runs in a resident box: one box (bwrap and its init)
+// per workspace and settings, started once and then asked to run each
+// validator (the wire: sandbox/internal/boxinit/serve.go), so that an
+// iteration pays a fork and exec of sh, not bwrap's set-up and a Go
+// start-up (issue 24). Between two runs the box's init kills and reaps
+// every process the last one left and empties the box's /tmp; a box runs
+// one validator at a time, so validators run in parallel get a box each.
+
+// idleTimeout is how long a resident box may stay unused before it is
+// closed (a variable, so that tests can shorten it).
+var idleTimeout = 30 * time.Second
+
+// stopWait is how long a resident box has, after its command was sent
+// SIGKILL, to say the command has ended before it is held broken.
+const stopWait = 10 * time.Second
+
+// readyWait is how long a new resident box has to be set up.
+const readyWait = time.Minute
+
+// errNotSent is a run its box never started (the request could not be
+// sent, or the box ended before it started the command): it may run in
+// another box.
+var errNotSent = errors.New("the validator's box did not start it")
+
+// resident is one resident box.
+type resident struct {
+	key      string
+	ws       fileID // the workspace bound in the box, to see it replaced
+	cmd      *exec.Cmd
+	group    *procgroup.Group
+	conn     *net.UnixConn // Purser's end of the box's socket
+	lifeline *os.File      // the write end; the box ends when it closes
+	said     *lastBytes    // the box's own stderr (bwrap's, the init's)
+	waited   chan struct{} // closed once bwrap has been waited for
+	broken   bool          // not to be used again
+	gen      uint64        // counts returns to the idle set, for the idle timer
+}
+
+// fileID is a file's identity: a workspace removed and made again at the
+// same path is another directory, which a box made before does not see.
+type fileID struct{ dev, ino uint64 }
+
+func identify(path string) (fileID, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return fileID{}, err
+	}
+	return fileID{uint64(st.Dev), st.Ino}, nil
+}
+
+// startResident starts a resident box for b and waits until it is set up.
+func startResident(key string, b sandbox.Box) (*resident, error) {
+	ws, err := identify(b.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("the workspace: %w", err)
+	}
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("the box's socket: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "box socket"), os.NewFile(uintptr(fds[1]), "box socket")
+	defer theirs.Close() // bwrap holds it once started
+	c, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		theirs.Close()
+		return nil, fmt.Errorf("the box's socket: %w", err)
+	}
+	rn := &resident{key: key, ws: ws, conn: c.(*net.UnixConn), said: &lastBytes{max: 4 << 10}, waited: make(chan struct{})}
+	if err := rn.start(b, theirs); err != nil {
+		rn.conn.Close()
+		return nil, err
+	}
+	if err := rn.ready(); err != nil {
+		rn.close()
+		return nil, err
+	}
+	return rn, nil
+}
+
+// start starts bwrap for b, serving on theirs.
+func (rn *resident) start(b sandbox.Box, theirs *os.File) error {
+	lifeR, lifeW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("the box's lifeline: %w", err)
+	}
+	defer lifeR.Close() // bwrap holds it once started
+	b.Lifeline, b.Serve = lifeR, theirs
+	cmd, err := b.Command(context.Background(), "")
+	if err != nil {
+		lifeW.Close()
+		return err
+	}
+	cmd.Stderr = rn.said
+	g, err := procgroup.StartContained(cmd)
+	if err != nil {
+		lifeW.Close()
+		return err
+	}
+	rn.cmd, rn.group, rn.lifeline = cmd, g, lifeW
+	go func() {
+		_ = cmd.Wait()
+		close(rn.waited)
+	}()
+	return nil
+}
+
+// ready waits for the box's init to say it is set up.
+func (rn *resident) ready() error {
+	_ = rn.conn.SetReadDeadline(time.Now().Add(readyWait))
+	defer rn.conn.SetReadDeadline(time.Time{})
+	buf := make([]byte, 64)
+	n, err := rn.conn.Read(buf)
+	if err != nil || string(buf[:n]) != sandbox.ResidentReady {
+		return rn.brokeWith("it did not start", err)
+	}
+	return nil
+}
+
+// brokeWith is the error of a box that broke: what failed, and what the box
+// said on its way out.
+func (rn *resident) brokeWith(what string, err error) error {
+	rn.broken = true
+	msg := "the validator's box " + what
+	if err != nil {
+		msg += ": " + err.Error()
+	}
+	select {
+	case <-rn.waited:
+		msg += " (" + rn.cmd.ProcessState.String() + ")"
+	case <-time.After(100 * time.Millisecond):
+	}
+	if s := strings.TrimSpace(rn.said.String()); s != "" {
+		msg += "; it said: " + s
+	}
+	return errors.New(msg)
+}
+
+// run runs `sh -c script` in the box, in dir with env, its output written
+// to out, stopping it when ctx is done: SIGTERM to its process group, then,
+// after KillGrace, SIGKILL to every process in the box. It returns the
+// command's status as a shell gives it, and whether it was stopped.
+func (rn *resident) run(ctx context.Context, dir, script string, env []string, out io.Writer) (int, bool, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return -1, false, fmt.Errorf("the validator's output: %w", err)
+	}
+	copied := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(out, pr)
+		close(copied)
+	}()
+	defer func() {
+		// The box's init closed its copies once the command and all it
+		// left had ended; the bound is for a box that broke meanwhile.
+		select {
+		case <-copied:
+		case <-time.After(5 * time.Second):
+		}
+		pr.Close()
+		<-copied
+	}()
+	err = rn.send(dir, []string{"sh", "-c", script}, env, pw)
+	pw.Close()
+	if err != nil {
+		rn.broken = true
+		return -1, false, fmt.Errorf("%w: %w", errNotSent, err)
+	}
+	replies := make(chan reply, 1)
+	go func() { replies <- rn.receive() }()
+	select {
+	case r := <-replies:
+		return r.status, false, r.err
+	case <-ctx.Done():
+		r := rn.stop(replies)
+		return r.status, true, r.err
+	}
+}
+
+// reply is the box's answer to a run.
+type reply struct {
+	status int
+	err    error
+}
+
+// send writes a run request with the command's stdin (/dev/null), stdout
+// and stderr (out, both).
+func (rn *resident) send(dir string, argv, env []string, out *os.File) error {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	defer null.Close()
+	p, err := sandbox.ResidentRequest(dir, argv, env)
+	if err != nil {
+		return err
+	}
+	oob := syscall.UnixRights(int(null.Fd()), int(out.Fd()), int(out.Fd()))
+	_, _, err = rn.conn.WriteMsgUnix(p, oob, nil)
+	return err
+}
+
+// receive reads the box's reply to a run, past the word that the command
+// started: a box that ends before that never ran it (errNotSent).
+func (rn *resident) receive() reply {
+	buf := make([]byte, 64)
+	n, err := rn.conn.Read(buf)
+	if err == nil && string(buf[:n]) == sandbox.ResidentStarted {
+		n, err = rn.conn.Read(buf)
+	} else if err != nil || n == 0 {
+		rn.broken = true
+		return reply{-1, fmt.Errorf("%w: it ended (%v)", errNotSent, err)}
+	}
+	if err != nil || n == 0 {
+		return reply{-1, rn.brokeWith("broke while it ran the validator", err)}
+	}
+	status, discard, err := sandbox.ParseResidentReply(buf[:n])
+	if err != nil {
+		return reply{-1, rn.brokeWith("replied out of turn", err)}
+	}
+	rn.broken = rn.broken || discard
+	return reply{status: status}
+}
+
+// stop stops the running command: SIGTERM to its group, then after
+// KillGrace SIGKILL to the box's every process but its init; a box that
+// does not answer after that is broken, and closed.
+func (rn *resident) stop(replies <-chan reply) reply {
+	for _, m := range []struct {
+		msg  byte
+		wait time.Duration
+	}{{sandbox.ResidentTerm, KillGrace}, {sandbox.ResidentKill, stopWait}} {
+		if _, err := rn.conn.Write([]byte{m.msg}); err != nil {
+			break
+		}
+		select {
+		case r := <-replies:
+			return r
+		case <-time.After(m.wait):
+		}
+	}
+	rn.broken = true
+	rn.group.End() // kills the box; the pending read returns
+	return <-replies
+}
+
+// close ends the box — its init ends it at the socket's end of file, and
+// at the lifeline's — and waits for bwrap, so that its CPU, and that of all
+// it ran, is counted in this process's children's.
+func (rn *resident) close() {
+	rn.conn.Close()
+	if rn.lifeline != nil {
+		rn.lifeline.Close()
+	}
+	if rn.group == nil {
+		return
+	}
+	select {
+	case <-rn.waited:
+	case <-time.After(2 * time.Second):
+		rn.group.End()
+		<-rn.waited
+	}
+	rn.group.End()
+}
+
+// pid is bwrap's process id.
+func (rn *resident) pid() int { return rn.cmd.Process.Pid }
+
+// lastBytes keeps the last max bytes written to it.
+type lastBytes struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (l *lastBytes) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b = append(l.b, p...)
+	if over := len(l.b) - l.max; over > 0 {
+		l.b = append(l.b[:0], l.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (l *lastBytes) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.b)
+}
