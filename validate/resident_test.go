@@ -244,3 +244,35 @@ func residentBoxOf(pid int) int {
 	}
 	return 0
 }
+
+// A resident box bounded to a few processes holds no more: the kernel
+// refuses the fork (RLIMIT_NPROC, inherited from the box's init), or, where
+// it exempts the box (root's), the init ends the run's processes, says so,
+// and the box is not used again. Either way nothing is left running and the
+// next run passes.
+func TestResidentBoxBoundsProcesses(t *testing.T) {
+	r := boxedRunner(t)
+	r.Sandbox.Limits.Processes = 24
+	ws := t.TempDir()
+	res := r.RunValidator(context.Background(), ws, purser.Validator{Name: "bomb",
+		Run: `sh -c 'for i in $(seq 200); do sleep 6381 & echo $i > /tmp/n; done; sleep 6381' 2>/dev/null; read n < /tmp/n; echo "started=$n"`})
+	t.Logf("uid %d: %+v", os.Getuid(), res)
+	started := -1
+	for _, l := range strings.Split(res.Output, "\n") {
+		if v, ok := strings.CutPrefix(l, "started="); ok {
+			started, _ = strconv.Atoi(v)
+		}
+	}
+	switch {
+	case res.ExitCode == 125 && strings.Contains(res.Output, "more than the box's limit of 24"):
+		if pids := validate.IdleBoxes(); len(pids) != 0 {
+			t.Errorf("a box ended for too many processes is kept: %v", pids)
+		}
+	case res.Passed && started > 0 && started < 24:
+		oneIdleBox(t)
+	default:
+		t.Errorf("a box bounded to 24 processes: %+v", res)
+	}
+	requireNoProcess(t, "6381", 10*time.Second)
+	run(t, r, ws, "true")
+}

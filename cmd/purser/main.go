@@ -13,6 +13,7 @@ import (
 	"github.com/purser-dev/purser/backend/proc"
 	"github.com/purser-dev/purser/internal/procgroup"
 	"github.com/purser-dev/purser/sandbox"
+	"github.com/purser-dev/purser/validate"
 )
 
 // errSignal is the cause of a context cancelled by SIGINT or SIGTERM.
@@ -40,6 +41,7 @@ func main() {
 		quitNow()
 	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	validate.Close() // the validators' resident boxes
 	sandbox.CloseEgress()
 	os.Exit(code)
 }
