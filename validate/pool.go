@@ -150,6 +150,10 @@ func (r Runner) runResident(ctx context.Context, workspace, script string, out i
 	if err != nil {
 		return ran{}, false // the box of its own says why
 	}
+	req, err := sandbox.ResidentRequest(b.Workspace, []string{"sh", "-c", script}, b.Environ())
+	if err != nil {
+		return ran{}, false // too large an environment: a box of its own takes it
+	}
 	boxes.mu.Lock()
 	failed := boxes.failed[key]
 	boxes.mu.Unlock()
@@ -167,7 +171,7 @@ func (r Runner) runResident(ctx context.Context, workspace, script string, out i
 			})
 			return ran{}, false
 		}
-		res.status, res.stopped, res.err = rn.run(ctx, b.Workspace, script, b.Environ(), out)
+		res.status, res.stopped, res.err = rn.run(ctx, req, out)
 		boxes.put(rn)
 		if errors.Is(res.err, errNotSent) && try == 0 {
 			continue // it never ran: a fresh box runs it

@@ -155,11 +155,11 @@ func (rn *resident) brokeWith(what string, err error) error {
 	return errors.New(msg)
 }
 
-// run runs `sh -c script` in the box, in dir with env, its output written
-// to out, stopping it when ctx is done: SIGTERM to its process group, then,
+// run runs req (sandbox.ResidentRequest) in the box, its output written to
+// out, stopping it when ctx is done: SIGTERM to its process group, then,
 // after KillGrace, SIGKILL to every process in the box. It returns the
 // command's status as a shell gives it, and whether it was stopped.
-func (rn *resident) run(ctx context.Context, dir, script string, env []string, out io.Writer) (int, bool, error) {
+func (rn *resident) run(ctx context.Context, req []byte, out io.Writer) (int, bool, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return -1, false, fmt.Errorf("the validator's output: %w", err)
@@ -179,7 +179,7 @@ func (rn *resident) run(ctx context.Context, dir, script string, env []string, o
 		pr.Close()
 		<-copied
 	}()
-	err = rn.send(dir, []string{"sh", "-c", script}, env, pw)
+	err = rn.send(req, pw)
 	pw.Close()
 	if err != nil {
 		rn.broken = true
@@ -202,20 +202,16 @@ type reply struct {
 	err    error
 }
 
-// send writes a run request with the command's stdin (/dev/null), stdout
-// and stderr (out, both).
-func (rn *resident) send(dir string, argv, env []string, out *os.File) error {
+// send writes the run request req with the command's stdin (/dev/null),
+// stdout and stderr (out, both).
+func (rn *resident) send(req []byte, out *os.File) error {
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		return err
 	}
 	defer null.Close()
-	p, err := sandbox.ResidentRequest(dir, argv, env)
-	if err != nil {
-		return err
-	}
 	oob := syscall.UnixRights(int(null.Fd()), int(out.Fd()), int(out.Fd()))
-	_, _, err = rn.conn.WriteMsgUnix(p, oob, nil)
+	_, _, err = rn.conn.WriteMsgUnix(req, oob, nil)
 	return err
 }
 

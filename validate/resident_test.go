@@ -276,3 +276,18 @@ func TestResidentBoxBoundsProcesses(t *testing.T) {
 	requireNoProcess(t, "6381", 10*time.Second)
 	run(t, r, ws, "true")
 }
+
+// A validator whose request would not fit the resident box's wire (an
+// environment over 64 KiB) runs as before, in a box of its own.
+func TestAValidatorTooLargeForTheWireRunsInABoxOfItsOwn(t *testing.T) {
+	r := boxedRunner(t)
+	t.Setenv("VALIDATE_TEST_BIG", strings.Repeat("x", 70<<10))
+	r.Sandbox.Env = []string{"VALIDATE_TEST_BIG"}
+	res := run(t, r, t.TempDir(), `echo "big=${#VALIDATE_TEST_BIG}"`)
+	if !strings.Contains(res.Output, "big=71680") {
+		t.Fatalf("output: %q", res.Output)
+	}
+	if pids := validate.IdleBoxes(); len(pids) != 0 {
+		t.Fatalf("resident boxes: %v, want none", pids)
+	}
+}

@@ -45,8 +45,10 @@ const (
 	ReplyDiscard = " discard"
 )
 
-// MaxRequest is the largest request the init reads.
-const MaxRequest = 256 << 10
+// MaxRequest is the largest request the init reads: well within a unix
+// socket's default send buffer, which bounds a datagram (a larger
+// environment runs its validators in a box each).
+const MaxRequest = 64 << 10
 
 // request is one command to run.
 type request struct {
