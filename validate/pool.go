@@ -16,7 +16,7 @@ import (
 )
 
 // boxes are the resident boxes of this process, by what makes a box.
-var boxes = &pool{idle: map[string][]*resident{}, failed: map[string]bool{}}
+var boxes = &pool{idle: map[string][]*resident{}, busy: map[*resident]bool{}, failed: map[string]bool{}}
 
 // pool holds the resident boxes not running a validator, by key, and
 // remembers the keys whose box could not start (they run per validator,
@@ -24,6 +24,7 @@ var boxes = &pool{idle: map[string][]*resident{}, failed: map[string]bool{}}
 type pool struct {
 	mu      sync.Mutex
 	idle    map[string][]*resident
+	busy    map[*resident]bool // running a validator; true: to be closed after it
 	failed  map[string]bool
 	closing sync.WaitGroup // closes under way
 	said    sync.Once
@@ -44,6 +45,9 @@ func Close() {
 	}
 	for _, rn := range all {
 		boxes.closeLocked(rn)
+	}
+	for rn := range boxes.busy {
+		boxes.busy[rn] = true
 	}
 	boxes.mu.Unlock()
 	boxes.closing.Wait()
@@ -70,6 +74,7 @@ func (p *pool) take(key string, b sandbox.Box) (*resident, error) {
 		rn := rs[len(rs)-1]
 		p.idle[key] = rs[:len(rs)-1]
 		if rn.ws == ws {
+			p.busy[rn] = false
 			p.mu.Unlock()
 			return rn, nil
 		}
@@ -77,15 +82,24 @@ func (p *pool) take(key string, b sandbox.Box) (*resident, error) {
 	}
 	delete(p.idle, key)
 	p.mu.Unlock()
-	return startResident(key, b)
+	rn, err := startResident(key, b)
+	if err == nil {
+		p.mu.Lock()
+		p.busy[rn] = false
+		p.mu.Unlock()
+	}
+	return rn, err
 }
 
 // put gives rn back after a run: to the idle set, to be closed after
-// idleTimeout unused; or closed at once when it broke.
+// idleTimeout unused; or closed at once when it broke or Close was called
+// while it ran.
 func (p *pool) put(rn *resident) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if rn.broken {
+	closeAfter := p.busy[rn]
+	delete(p.busy, rn)
+	if rn.broken || closeAfter {
 		p.closeLocked(rn)
 		return
 	}

@@ -291,3 +291,24 @@ func TestAValidatorTooLargeForTheWireRunsInABoxOfItsOwn(t *testing.T) {
 		t.Fatalf("resident boxes: %v, want none", pids)
 	}
 }
+
+// Close closes the boxes idle at once, and one running a validator once
+// that has run.
+func TestCloseEndsABusyBoxAfterItsRun(t *testing.T) {
+	r := boxedRunner(t)
+	done := make(chan purser.ValidatorResult, 1)
+	go func() { done <- r.RunValidator(context.Background(), t.TempDir(), purser.Validator{Name: "c", Run: "sleep 1.6395"}) }()
+	for end := time.Now().Add(30 * time.Second); proctest.FindProcess("1.6395") == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the validator did not start in 30 s")
+		}
+	}
+	validate.Close()
+	if res := <-done; !res.Passed {
+		t.Fatalf("a run whose box was closed meanwhile: %+v", res)
+	}
+	validate.Close() // waits for the close under way
+	if pids := validate.IdleBoxes(); len(pids) != 0 {
+		t.Fatalf("a box busy at Close is kept after its run: %v", pids)
+	}
+}
