@@ -297,7 +297,9 @@ func TestAValidatorTooLargeForTheWireRunsInABoxOfItsOwn(t *testing.T) {
 func TestCloseEndsABusyBoxAfterItsRun(t *testing.T) {
 	r := boxedRunner(t)
 	done := make(chan purser.ValidatorResult, 1)
-	go func() { done <- r.RunValidator(context.Background(), t.TempDir(), purser.Validator{Name: "c", Run: "sleep 1.6395"}) }()
+	go func() {
+		done <- r.RunValidator(context.Background(), t.TempDir(), purser.Validator{Name: "c", Run: "sleep 1.6395"})
+	}()
 	for end := time.Now().Add(30 * time.Second); proctest.FindProcess("1.6395") == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatal("the validator did not start in 30 s")
