@@ -187,7 +187,7 @@ func (r Runner) runResident(ctx context.Context, workspace, script string, out i
 		}
 		res.status, res.stopped, res.err = rn.run(ctx, req, out)
 		boxes.put(rn)
-		if errors.Is(res.err, errNotSent) && try == 0 {
+		if errors.Is(res.err, errNotSent) && try == 0 && ctx.Err() == nil {
 			continue // it never ran: a fresh box runs it
 		}
 		return res, true
