@@ -18,6 +18,10 @@ const (
 	// ResidentStarted is what the box's init sends once a command has
 	// started: a box that ends before saying so never ran it.
 	ResidentStarted = boxinit.MsgStarted
+	// ResidentStale is what the box's init sends instead, not starting the
+	// command, when the command's directory was removed since the box was
+	// made: the box ends, and the command may run in a new one.
+	ResidentStale = boxinit.MsgStale
 	// ResidentTerm asks the box to send SIGTERM to the running command's
 	// process group.
 	ResidentTerm = boxinit.MsgTerm

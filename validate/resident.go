@@ -222,6 +222,9 @@ func (rn *resident) receive() reply {
 	n, err := rn.conn.Read(buf)
 	if err == nil && string(buf[:n]) == sandbox.ResidentStarted {
 		n, err = rn.conn.Read(buf)
+	} else if err == nil && string(buf[:n]) == sandbox.ResidentStale {
+		rn.broken = true
+		return reply{-1, fmt.Errorf("%w: its workspace was removed since it was made", errNotSent)}
 	} else if err != nil || n == 0 {
 		rn.broken = true
 		return reply{-1, fmt.Errorf("%w: it ended (%v)", errNotSent, err)}

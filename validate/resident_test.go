@@ -314,3 +314,26 @@ func TestCloseEndsABusyBoxAfterItsRun(t *testing.T) {
 		t.Fatalf("a box busy at Close is kept after its run: %v", pids)
 	}
 }
+
+// A workspace removed and made again at the same path runs its validators
+// in a new box, which sees the new directory, not the removed one.
+func TestAWorkspaceMadeAgainGetsANewBox(t *testing.T) {
+	r := boxedRunner(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	for i, mark := range []string{"first", "second"} {
+		if err := os.RemoveAll(ws); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(ws, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, "mark"), []byte(mark), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		res := run(t, r, ws, "cat mark")
+		if strings.TrimSpace(res.Output) != mark {
+			t.Fatalf("run %d saw %q, want %q", i, res.Output, mark)
+		}
+	}
+	oneIdleBox(t)
+}

@@ -37,6 +37,7 @@ import (
 const (
 	MsgReady   = "ready"
 	MsgStarted = "started"
+	MsgStale   = "stale"
 	MsgRun     = 'R'
 	MsgTerm    = 'T'
 	MsgKill    = 'K'
@@ -111,6 +112,10 @@ func serve(c Config) int {
 		if m.req == nil {
 			continue // a stop that came after its command ended
 		}
+		if removed(m.req.dir) {
+			_ = syscall.Sendto(sock, []byte(MsgStale), 0, nil)
+			break
+		}
 		status, discard := runOne(c, after, sock, m.req, msgs, tooMany)
 		reply := strconv.Itoa(status)
 		if discard {
@@ -122,6 +127,13 @@ func serve(c Config) int {
 	}
 	_ = syscall.Kill(-1, syscall.SIGKILL)
 	return 0
+}
+
+// removed reports whether dir is gone or was removed from its parent (a
+// bind mount of a removed directory still shows it, with no links).
+func removed(dir string) bool {
+	var st syscall.Stat_t
+	return syscall.Stat(dir, &st) != nil || st.Nlink == 0
 }
 
 // message is what readMessages read: a run request, or a stop byte.
