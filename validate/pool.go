@@ -73,12 +73,12 @@ func (p *pool) take(key string, b sandbox.Box) (*resident, error) {
 	for rs := p.idle[key]; len(rs) > 0; rs = p.idle[key] {
 		rn := rs[len(rs)-1]
 		p.idle[key] = rs[:len(rs)-1]
-		if rn.ws == ws {
+		if rn.ws == ws && rn.alive() {
 			p.busy[rn] = false
 			p.mu.Unlock()
 			return rn, nil
 		}
-		p.closeLocked(rn) // the workspace was made again: a new box sees it
+		p.closeLocked(rn) // the workspace was made again (a new box sees it), or the box is gone
 	}
 	delete(p.idle, key)
 	p.mu.Unlock()
@@ -99,7 +99,7 @@ func (p *pool) put(rn *resident) {
 	defer p.mu.Unlock()
 	closeAfter := p.busy[rn]
 	delete(p.busy, rn)
-	if rn.broken || closeAfter {
+	if rn.broken || closeAfter || !rn.alive() {
 		p.closeLocked(rn)
 		return
 	}

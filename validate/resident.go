@@ -282,6 +282,17 @@ func (rn *resident) close() {
 	rn.group.End()
 }
 
+// alive reports whether bwrap has not exited (as far as its waiting
+// goroutine has seen).
+func (rn *resident) alive() bool {
+	select {
+	case <-rn.waited:
+		return false
+	default:
+		return true
+	}
+}
+
 // pid is bwrap's process id.
 func (rn *resident) pid() int { return rn.cmd.Process.Pid }
 

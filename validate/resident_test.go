@@ -144,6 +144,11 @@ func TestABrokenResidentBoxIsReplaced(t *testing.T) {
 	run(t, r, ws, "true")
 	first := oneIdleBox(t)
 	_ = syscall.Kill(first, syscall.SIGKILL)
+	for end := time.Now().Add(10 * time.Second); procExists(first); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the killed box %d was not waited for in 10 s", first)
+		}
+	}
 	run(t, r, ws, "true")
 	second := oneIdleBox(t)
 	if second == first {
