@@ -19,7 +19,12 @@ func TestPipeIsBounded(t *testing.T) {
 		}
 		p.closeWrite(nil)
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// The two chunks that fit are written once the writer runs (on a loaded
+	// machine, not necessarily within a fixed time); then the third waits.
+	for deadline := time.Now().Add(10 * time.Second); len(wrote) < 2 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // time for a third write, were it not held
 	if n := len(wrote); n != 2 {
 		t.Fatalf("%d chunks of 32 KiB written to a 64 KiB buffer nobody reads; want 2", n)
 	}
