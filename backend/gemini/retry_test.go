@@ -16,9 +16,9 @@ import (
 // root's all the way up, so for a user who is not root (or with Purser's
 // cache under /tmp) the file Purser writes leaves its retries on.
 func TestSystemSettingsReadOnlyWhenRootsAllTheWayUp(t *testing.T) {
-	// Under the temp dir: /tmp is writable by others, and for a user who is
-	// not root the file is theirs.
-	path := filepath.Join(t.TempDir(), "settings.json")
+	// In a directory others may write, and for a user who is not root the
+	// file is theirs.
+	path := filepath.Join(othersMayWrite(t), "settings.json")
 	if err := os.WriteFile(path, []byte("{}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestSystemSettingsReadOnlyWhenRootsAllTheWayUp(t *testing.T) {
 // the settings Purser gives it would be skipped, and purser check's line
 // says the same.
 func TestCallSaysWhenGeminiRetriesStayOn(t *testing.T) {
-	cache := t.TempDir() // under /tmp: never read by Gemini CLI as system settings
+	cache := othersMayWrite(t) // never read by Gemini CLI as system settings
 	t.Setenv("XDG_CACHE_HOME", cache)
 	dir := t.TempDir()
 	script := filepath.Join(dir, "gemini")
@@ -75,4 +75,16 @@ echo '{"type":"result","status":"success","stats":{"models":{}}}'
 	if line := b.OwnRetries(); !strings.HasPrefix(line, "Gemini CLI's own on:") || !strings.Contains(line, cache) {
 		t.Fatalf("check's line %q: want the retries said to be on, naming the file", line)
 	}
+}
+
+// othersMayWrite is a fresh directory that others may write to, so that
+// Gemini CLI reads no system settings under it, for root too: t.TempDir()
+// alone is not, when $TMPDIR is root's alone rather than under /tmp.
+func othersMayWrite(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
