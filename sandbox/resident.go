@@ -1,12 +1,9 @@
 package sandbox
 
 import (
-	"bytes"
 	"fmt"
-	"strconv"
-	"strings"
 
-	"github.com/purser-dev/purser/sandbox/internal/boxinit"
+	"github.com/purser-dev/purser/internal/reswire"
 )
 
 // The client's side of a resident box's wire (Box.Serve; the wire is
@@ -14,54 +11,40 @@ import (
 // of the socket pair, one datagram each.
 const (
 	// ResidentReady is what the box's init sends once it is set up.
-	ResidentReady = boxinit.MsgReady
+	ResidentReady = reswire.MsgReady
 	// ResidentStarted is what the box's init sends once a command has
 	// started: a box that ends before saying so never ran it.
-	ResidentStarted = boxinit.MsgStarted
+	ResidentStarted = reswire.MsgStarted
 	// ResidentStale is what the box's init sends instead, not starting the
 	// command, when the command's directory was removed since the box was
 	// made: the box ends, and the command may run in a new one.
-	ResidentStale = boxinit.MsgStale
+	ResidentStale = reswire.MsgStale
 	// ResidentTerm asks the box to send SIGTERM to the running command's
 	// process group.
-	ResidentTerm = boxinit.MsgTerm
+	ResidentTerm = reswire.MsgTerm
 	// ResidentKill asks the box to SIGKILL every process in it but its
 	// init.
-	ResidentKill = boxinit.MsgKill
+	ResidentKill = reswire.MsgKill
 )
 
 // ResidentRequest is the datagram asking a resident box to run argv in dir
 // with env; it goes with three descriptors in an SCM_RIGHTS message: the
-// command's stdin, stdout and stderr.
+// command's stdin, stdout and stderr (reswire.Request).
 func ResidentRequest(dir string, argv, env []string) ([]byte, error) {
-	if len(argv) == 0 {
-		return nil, fmt.Errorf("sandbox: no command to run")
+	p, err := reswire.Request(dir, argv, env)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	var p bytes.Buffer
-	p.WriteByte(boxinit.MsgRun)
-	for _, group := range [][]string{{dir, strconv.Itoa(len(argv))}, argv, env} {
-		for _, f := range group {
-			if strings.IndexByte(f, 0) >= 0 {
-				return nil, fmt.Errorf("sandbox: a NUL byte in the request's %q", f)
-			}
-			p.WriteString(f)
-			p.WriteByte(0)
-		}
-	}
-	if p.Len() > boxinit.MaxRequest {
-		return nil, fmt.Errorf("sandbox: a request of %d bytes, more than a resident box reads (%d)", p.Len(), boxinit.MaxRequest)
-	}
-	return p.Bytes(), nil
+	return p, nil
 }
 
 // ParseResidentReply reads a resident box's reply to a run: the command's
 // status as a shell gives it (its exit code, or 128 plus the signal that
 // ended it), and whether the box asks not to be used again.
 func ParseResidentReply(b []byte) (status int, discard bool, err error) {
-	s, discard := strings.CutSuffix(string(b), boxinit.ReplyDiscard)
-	status, err = strconv.Atoi(s)
-	if err != nil || status < 0 {
-		return 0, false, fmt.Errorf("sandbox: not a resident box's reply: %q", b)
+	status, discard, err = reswire.ParseReply(b)
+	if err != nil {
+		return 0, false, fmt.Errorf("sandbox: %w", err)
 	}
 	return status, discard, nil
 }

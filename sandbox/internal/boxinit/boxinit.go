@@ -24,6 +24,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/purser-dev/purser/internal/reswire"
 )
 
 // Arg is the hidden first argument that makes a binary the box's init:
@@ -205,45 +207,7 @@ func endWithOwner(fd, pid int) {
 func lookPath(name string) (string, error) { return lookPathIn(name, os.Getenv("PATH")) }
 
 // lookPathIn is lookPath with path for $PATH.
-func lookPathIn(name, path string) (string, error) {
-	for i := 0; i < len(name); i++ {
-		if name[i] == '/' {
-			return name, executable(name)
-		}
-	}
-	from := 0
-	for i := 0; i <= len(path); i++ {
-		if i < len(path) && path[i] != ':' {
-			continue
-		}
-		dir := path[from:i]
-		from = i + 1
-		if dir == "" {
-			dir = "."
-		}
-		if executable(dir+"/"+name) != nil {
-			continue
-		}
-		if dir[0] != '/' {
-			return "", fmt.Errorf("exec: %q: cannot run executable found relative to current directory", name)
-		}
-		return dir + "/" + name, nil
-	}
-	return "", fmt.Errorf("exec: %q: executable file not found in $PATH", name)
-}
-
-// executable is nil when path is a regular file this process may execute.
-func executable(path string) error {
-	st, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s: not a regular file", path)
-	}
-	const xOK = 1 // access(2)'s X_OK
-	return syscall.Access(path, xOK)
-}
+func lookPathIn(name, path string) (string, error) { return reswire.LookPathIn(name, path) }
 
 // watchProcesses stands in for RLIMIT_NPROC where the kernel does not
 // apply it: to a box started by root, whose uid is host root, which the

@@ -3,53 +3,36 @@
 package boxinit
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/purser-dev/purser/internal/reswire"
 )
 
 // A resident box (Config.Serve) runs one command after another on request,
 // so that a task's validators pay bwrap and this init once, not per run
-// (issue 24). The wire is a SOCK_SEQPACKET unix socket pair, one datagram
-// a message, between Purser and this init — the same binary, so it is
-// internal and may change with it:
-//
-//   - init → Purser, once set up: "ready".
-//   - Purser → init, run: 'R' then NUL-separated fields: the working
-//     directory, the argument count, the arguments, the environment; with
-//     SCM_RIGHTS, exactly three descriptors: the command's stdin, stdout and
-//     stderr. One command runs at a time.
-//   - Purser → init, while a command runs: "T" sends SIGTERM to its process
-//     group; "K" SIGKILLs every process in the box but the init.
-//   - init → Purser, when the command has ended and every process it left
-//     has been killed and reaped, the box's /tmp emptied: its status as a
-//     shell gives it (the exit code, or 128 plus the signal), followed by
-//     " discard" when the box should not be used again (it was ended for
-//     running too many processes, or could not be cleaned).
-//
-// The init ends, and the box with it, at the socket's end of file or the
-// lifeline's.
+// (issue 24). The wire is internal/reswire's, shared with the resident
+// supervisor of unboxed validators. Between two commands the init kills and
+// reaps every process the last one left (kill(-1): it is pid 1 of the box)
+// and empties the box's /tmp; it replies " discard" when the box was ended
+// for running too many processes, or could not be cleaned.
 
-// Message bytes of the wire.
+// Message bytes of the wire (reswire's).
 const (
-	MsgReady   = "ready"
-	MsgStarted = "started"
-	MsgStale   = "stale"
-	MsgRun     = 'R'
-	MsgTerm    = 'T'
-	MsgKill    = 'K'
-	// ReplyDiscard follows a reply's status when the box is not to be
-	// used again.
-	ReplyDiscard = " discard"
+	MsgReady     = reswire.MsgReady
+	MsgStarted   = reswire.MsgStarted
+	MsgStale     = reswire.MsgStale
+	MsgRun       = reswire.MsgRun
+	MsgTerm      = reswire.MsgTerm
+	MsgKill      = reswire.MsgKill
+	ReplyDiscard = reswire.ReplyDiscard
 )
 
-// MaxRequest is the largest request the init reads: well within a unix
-// socket's default send buffer, which bounds a datagram (a larger
-// environment runs its validators in a box each).
-const MaxRequest = 64 << 10
+// MaxRequest is the largest request the init reads (reswire.MaxRequest).
+const MaxRequest = reswire.MaxRequest
 
 // request is one command to run.
 type request struct {
@@ -61,22 +44,7 @@ type request struct {
 
 // ParseRequest reads a run request's payload (without its 'R').
 func ParseRequest(p []byte) (dir string, argv, env []string, err error) {
-	var fields []string
-	from := 0
-	for i := 0; i < len(p); i++ {
-		if p[i] == 0 {
-			fields = append(fields, string(p[from:i]))
-			from = i + 1
-		}
-	}
-	if from != len(p) || len(fields) < 3 {
-		return "", nil, nil, errors.New("malformed request")
-	}
-	n, err := strconv.Atoi(fields[1])
-	if err != nil || n < 1 || n > len(fields)-2 {
-		return "", nil, nil, errors.New("malformed request: argument count")
-	}
-	return fields[0], fields[2 : 2+n], fields[2+n:], nil
+	return reswire.ParseRequest(p)
 }
 
 // serve runs the box as a resident runner on c.Serve until Purser closes
@@ -156,7 +124,7 @@ func readMessages(sock int, msgs chan<- message) {
 		if err != nil || n == 0 {
 			return
 		}
-		files := rights(oob[:oobn])
+		files := reswire.Rights(oob[:oobn])
 		switch {
 		case buf[0] == MsgRun && len(files) == 3:
 			dir, argv, env, err := ParseRequest(buf[1:n])
@@ -174,25 +142,6 @@ func readMessages(sock int, msgs chan<- message) {
 		}
 		return // not Purser's wire: end the box
 	}
-}
-
-// rights returns the descriptors an SCM_RIGHTS control message carried.
-func rights(oob []byte) []*os.File {
-	cmsgs, err := syscall.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var files []*os.File
-	for _, m := range cmsgs {
-		fds, err := syscall.ParseUnixRights(&m)
-		if err != nil {
-			continue
-		}
-		for _, fd := range fds {
-			files = append(files, os.NewFile(uintptr(fd), "fd"))
-		}
-	}
-	return files
 }
 
 // runOne runs req to its end, then kills and reaps whatever it left and
@@ -225,7 +174,7 @@ func waitOne(c Config, after []syscall.Rlimit, sock int, req *request, msgs <-ch
 	case <-tooMany: // counted as the last command's processes were ended
 	default:
 	}
-	path, err := lookPathIn(req.argv[0], envPath(req.env))
+	path, err := lookPathIn(req.argv[0], reswire.EnvPath(req.env))
 	if err != nil {
 		fmt.Fprintf(stderr, "purser box: %v\n", err)
 		return ExitNotFound, false
@@ -365,16 +314,6 @@ func removeOn(path string, dev uint64, keep bool) error {
 		return nil // holds a mount point (or went meanwhile)
 	}
 	return err
-}
-
-// envPath is $PATH in env.
-func envPath(env []string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v := cut(env[i], '='); k == "PATH" {
-			return v
-		}
-	}
-	return ""
 }
 
 // watchResident is watchProcesses for a resident box: past max processes
