@@ -12,10 +12,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/purser-dev/purser/internal/procgroup"
+	"github.com/purser-dev/purser/internal/reswire"
 	"github.com/purser-dev/purser/sandbox"
 )
 
-// boxes are the resident boxes of this process, by what makes a box.
+// boxes are the resident runners of this process — boxes, and the
+// supervisors of unboxed validators — by what makes one.
 var boxes = &pool{idle: map[string][]*resident{}, busy: map[*resident]bool{}, failed: map[string]bool{}}
 
 // pool holds the resident boxes not running a validator, by key, and
@@ -27,7 +30,10 @@ type pool struct {
 	busy    map[*resident]bool // running a validator; true: to be closed after it
 	failed  map[string]bool
 	closing sync.WaitGroup // closes under way
-	said    sync.Once
+	said    sync.Once      // that boxes could not be made resident
+	// saidUnboxed: that an unboxed validator's supervisor could not be
+	// made resident.
+	saidUnboxed sync.Once
 }
 
 // Close ends every resident box not running a validator (one running a
@@ -62,10 +68,10 @@ func (p *pool) closeLocked(rn *resident) {
 	}()
 }
 
-// take returns an idle box of key whose workspace is still the one bound
-// in it, or starts one for b.
-func (p *pool) take(key string, b sandbox.Box) (*resident, error) {
-	ws, err := identify(b.Workspace)
+// take returns an idle runner of key whose workspace is still the one
+// it was started for, or starts one with start.
+func (p *pool) take(key, workspace string, start func() (*resident, error)) (*resident, error) {
+	ws, err := identify(workspace)
 	if err != nil {
 		return nil, err
 	}
@@ -78,11 +84,11 @@ func (p *pool) take(key string, b sandbox.Box) (*resident, error) {
 			p.mu.Unlock()
 			return rn, nil
 		}
-		p.closeLocked(rn) // the workspace was made again (a new box sees it), or the box is gone
+		p.closeLocked(rn) // the workspace was made again (a new box sees it), or the runner is gone
 	}
 	delete(p.idle, key)
 	p.mu.Unlock()
-	rn, err := startResident(key, b)
+	rn, err := start()
 	if err == nil {
 		p.mu.Lock()
 		p.busy[rn] = false
@@ -168,28 +174,72 @@ func (r Runner) runResident(ctx context.Context, workspace, script string, out i
 	if err != nil {
 		return ran{}, false // too large an environment: a box of its own takes it
 	}
-	boxes.mu.Lock()
-	failed := boxes.failed[key]
-	boxes.mu.Unlock()
+	return boxes.run(ctx, "box", key, b.Workspace, req, out, func() (*resident, error) { return startResident(key, b) })
+}
+
+// runSupervised runs script unboxed in workspace under a resident
+// supervisor, with Purser's environment, its output to out. ok is false
+// when supervision is off (procgroup.Supervise) or none could be
+// started: the caller runs it as before, under a supervisor of its own
+// when supervised (a failure to start is said once per process).
+func runSupervised(ctx context.Context, workspace, script string, out io.Writer) (res ran, ok bool) {
+	if !procgroup.Supervised() {
+		return ran{}, false // children run unsupervised: so does this one
+	}
+	env := os.Environ()
+	req, err := reswire.Request(workspace, []string{"sh", "-c", script}, env)
+	if err != nil {
+		return ran{}, false // too large an environment: a supervisor of its own takes it
+	}
+	var k strings.Builder
+	k.WriteString("unboxed|")
+	k.WriteString(strconv.Quote(workspace))
+	for _, e := range env {
+		k.WriteString(strconv.Quote(e)) // GraceEnv and PATH among them: what makes the supervisor
+	}
+	key := k.String()
+	return boxes.run(ctx, "supervisor", key, workspace, req, out, func() (*resident, error) { return startSupervisor(key, workspace) })
+}
+
+// run runs req on a resident runner of kind and key for workspace (one taken from
+// the idle set, or started with start), its output to out. ok is false
+// when none could be started: the caller runs it the per-run way.
+func (p *pool) run(ctx context.Context, kind, key, workspace string, req []byte, out io.Writer, start func() (*resident, error)) (res ran, ok bool) {
+	p.mu.Lock()
+	failed := p.failed[key]
+	p.mu.Unlock()
 	if failed {
 		return ran{}, false
 	}
 	for try := 0; ; try++ {
-		rn, err := boxes.take(key, b)
+		rn, err := p.take(key, workspace, start)
 		if err != nil {
-			boxes.mu.Lock()
-			boxes.failed[key] = true
-			boxes.mu.Unlock()
-			boxes.said.Do(func() {
-				fmt.Fprintf(os.Stderr, "purser: validators run in a box each, not a resident one: %v\n", err)
-			})
+			p.mu.Lock()
+			p.failed[key] = true
+			p.mu.Unlock()
+			p.sayFailed(kind, err)
 			return ran{}, false
 		}
 		res.status, res.stopped, res.err = rn.run(ctx, req, out)
-		boxes.put(rn)
+		p.put(rn)
 		if errors.Is(res.err, errNotSent) && try == 0 && ctx.Err() == nil {
-			continue // it never ran: a fresh box runs it
+			continue // it never ran: a fresh runner runs it
 		}
 		return res, true
+	}
+}
+
+// sayFailed says, once per process and kind of runner, that validators
+// run the per-run way, and why.
+func (p *pool) sayFailed(kind string, err error) {
+	switch kind {
+	case "supervisor":
+		p.saidUnboxed.Do(func() {
+			fmt.Fprintf(os.Stderr, "purser: unboxed validators run under a supervisor each, not a resident one: %v\n", err)
+		})
+	default:
+		p.said.Do(func() {
+			fmt.Fprintf(os.Stderr, "purser: validators run in a box each, not a resident one: %v\n", err)
+		})
 	}
 }

@@ -19,11 +19,18 @@ import (
 
 // A boxed validator runs in a resident box: one box (bwrap and its init)
 // per workspace and settings, started once and then asked to run each
-// validator (the wire: sandbox/internal/boxinit/serve.go), so that an
-// iteration pays a fork and exec of sh, not bwrap's set-up and a Go
-// start-up (issue 24). Between two runs the box's init kills and reaps
-// every process the last one left and empties the box's /tmp; a box runs
-// one validator at a time, so validators run in parallel get a box each.
+// validator (the wire: internal/reswire), so that an iteration pays a fork
+// and exec of sh, not bwrap's set-up and a Go start-up (issue 24). Between
+// two runs the box's init kills and reaps every process the last one left
+// and empties the box's /tmp; a box runs one validator at a time, so
+// validators run in parallel get a box each.
+//
+// An unboxed validator, when Purser supervises its children
+// (procgroup.Supervise), runs the same way under a resident supervisor:
+// one per workspace and environment (procgroup.StartResident), which runs
+// each validator in its own process group and, once it has ended, kills
+// and reaps everything it left below the supervisor. Both kinds share the
+// pool, the wire and this client.
 
 // idleTimeout is how long a resident box may stay unused before it is
 // closed (a variable, so that tests can shorten it).
@@ -39,11 +46,12 @@ const readyWait = time.Minute
 // errNotSent is a run its box never started (the request could not be
 // sent, or the box ended before it started the command): it may run in
 // another box.
-var errNotSent = errors.New("the validator's box did not start it")
+var errNotSent = errors.New("the validator's resident runner did not start it")
 
 // resident is one resident box.
 type resident struct {
 	key      string
+	kind     string // "box", or "supervisor" (unboxed)
 	ws       fileID // the workspace bound in the box, to see it replaced
 	cmd      *exec.Cmd
 	group    *procgroup.Group
@@ -69,24 +77,48 @@ func identify(path string) (fileID, error) {
 
 // startResident starts a resident box for b and waits until it is set up.
 func startResident(key string, b sandbox.Box) (*resident, error) {
-	ws, err := identify(b.Workspace)
+	return startWith(key, "box", b.Workspace, func(rn *resident, theirs *os.File) error { return rn.start(b, theirs) })
+}
+
+// startSupervisor starts a resident supervisor for the unboxed validators
+// of workspace and waits until it is set up.
+func startSupervisor(key, workspace string) (*resident, error) {
+	return startWith(key, "supervisor", workspace, func(rn *resident, theirs *os.File) error {
+		cmd, g, err := procgroup.StartResident(theirs, rn.said)
+		if err != nil {
+			return err
+		}
+		rn.cmd, rn.group = cmd, g
+		go func() {
+			_ = cmd.Wait()
+			close(rn.waited)
+		}()
+		return nil
+	})
+}
+
+// startWith makes the socket pair of a resident runner of kind ("box",
+// "supervisor") for workspace, starts it with launch, which serves on
+// theirs, and waits until it is set up.
+func startWith(key, kind, workspace string, launch func(rn *resident, theirs *os.File) error) (*resident, error) {
+	ws, err := identify(workspace)
 	if err != nil {
 		return nil, fmt.Errorf("the workspace: %w", err)
 	}
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("the box's socket: %w", err)
+		return nil, fmt.Errorf("the %s's socket: %w", kind, err)
 	}
-	ours, theirs := os.NewFile(uintptr(fds[0]), "box socket"), os.NewFile(uintptr(fds[1]), "box socket")
-	defer theirs.Close() // bwrap holds it once started
+	ours, theirs := os.NewFile(uintptr(fds[0]), kind+" socket"), os.NewFile(uintptr(fds[1]), kind+" socket")
+	defer theirs.Close() // the runner holds it once started
 	c, err := net.FileConn(ours)
 	ours.Close()
 	if err != nil {
-		theirs.Close()
-		return nil, fmt.Errorf("the box's socket: %w", err)
+		return nil, fmt.Errorf("the %s's socket: %w", kind, err)
 	}
-	rn := &resident{key: key, ws: ws, conn: c.(*net.UnixConn), said: &lastBytes{max: 4 << 10}, waited: make(chan struct{})}
-	if err := rn.start(b, theirs); err != nil {
+	rn := &resident{key: key, kind: kind, ws: ws, conn: c.(*net.UnixConn), said: &lastBytes{max: 4 << 10},
+		waited: make(chan struct{})}
+	if err := launch(rn, theirs); err != nil {
 		rn.conn.Close()
 		return nil, err
 	}
@@ -136,11 +168,11 @@ func (rn *resident) ready() error {
 	return nil
 }
 
-// brokeWith is the error of a box that broke: what failed, and what the box
+// brokeWith is the error of a runner that broke: what failed, and what it
 // said on its way out.
 func (rn *resident) brokeWith(what string, err error) error {
 	rn.broken = true
-	msg := "the validator's box " + what
+	msg := "the validator's " + rn.kind + " " + what
 	if err != nil {
 		msg += ": " + err.Error()
 	}

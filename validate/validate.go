@@ -48,17 +48,25 @@ func (r Runner) RunValidator(ctx context.Context, workspace string, v purser.Val
 	out := &headTail{max: MaxOutput}
 	res := purser.ValidatorResult{Name: v.Name, ExitCode: -1}
 	start := time.Now()
+	rr, ok := ran{}, false
 	if r.Sandbox != nil {
-		if rr, ok := r.runResident(ctx, workspace, v.Run, out); ok {
-			res.Duration = time.Since(start)
-			if rr.status >= 0 && !rr.stopped {
-				res.ExitCode, res.Passed = rr.status, rr.status == 0
-			}
-			if rr.err != nil {
-				out.WriteString("\n[purser: " + rr.err.Error() + "; the next validator gets a new box]")
-			}
-			return finish(ctx, res, out, timeout, rr.stopped)
+		rr, ok = r.runResident(ctx, workspace, v.Run, out)
+	} else {
+		rr, ok = runSupervised(ctx, workspace, v.Run, out)
+	}
+	if ok {
+		res.Duration = time.Since(start)
+		if rr.status >= 0 && !rr.stopped {
+			res.ExitCode, res.Passed = rr.status, rr.status == 0
 		}
+		if rr.err != nil {
+			next := "box"
+			if r.Sandbox == nil {
+				next = "supervisor"
+			}
+			out.WriteString("\n[purser: " + rr.err.Error() + "; the next validator gets a new " + next + "]")
+		}
+		return finish(ctx, res, out, timeout, rr.stopped)
 	}
 	cmd, lifeline, err := r.command(workspace, v.Run)
 	if err != nil {

@@ -1,7 +1,9 @@
 package procgroup
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -103,3 +105,39 @@ func startLocked(cmd *exec.Cmd) error {
 	defer runtime.UnlockOSThread()
 	return cmd.Start()
 }
+
+// ErrUnsupervised is StartResident's error when Supervise has not enabled
+// supervision: there is no binary to run as the supervisor.
+var ErrUnsupervised = errors.New("procgroup: supervision is off")
+
+// StartResident starts this binary as a resident supervisor
+// (supervisor.ServeArg) serving on sock, the supervisor's end of a
+// SOCK_SEQPACKET socket pair, which the caller closes once this returns. It
+// returns the started command, its stderr written to stderr, (to be waited for) and its Group, which holds
+// the supervisor's lifeline: ending the Group — or this process dying, even
+// by SIGKILL — ends the supervisor and everything below it.
+func StartResident(sock *os.File, stderr io.Writer) (*exec.Cmd, *Group, error) {
+	self := supervisorBinary()
+	if self == "" {
+		return nil, nil, ErrUnsupervised
+	}
+	lifeR, lifeW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("supervisor lifeline: %w", err)
+	}
+	defer lifeR.Close() // the supervisor holds it once started
+	cmd := exec.Command(self, supervisor.ServeArg, "3", "4")
+	cmd.ExtraFiles = []*os.File{lifeR, sock}
+	cmd.Stderr = stderr
+	prepare(cmd)
+	cmd.SysProcAttr.Pdeathsig = supervisor.DeathSignal
+	if err := startLocked(cmd); err != nil {
+		lifeW.Close()
+		return nil, nil, fmt.Errorf("starting the resident supervisor: %w", err)
+	}
+	return cmd, started(cmd, lifeW, false), nil
+}
+
+// Supervised reports whether Supervise has enabled supervision (and
+// DisableSupervision has not turned it off since).
+func Supervised() bool { return supervisorBinary() != "" }

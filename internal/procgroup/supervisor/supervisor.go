@@ -45,6 +45,9 @@ func init() {
 	if len(os.Args) > 1 && os.Args[1] == Arg {
 		os.Exit(Main(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == ServeArg {
+		os.Exit(Serve(os.Args[2:]))
+	}
 }
 
 // Main is the supervisor: a child subreaper that runs one child

@@ -1,0 +1,300 @@
+package supervisor
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/purser-dev/purser/internal/reswire"
+)
+
+// ServeArg is the hidden first argument that runs a binary as a resident
+// supervisor: `BINARY __purser_supervise_serve LIFEFD SOCKFD`. Started once
+// per workspace, it runs one command after another on request over the
+// socket (internal/reswire's wire), so that an unboxed validator costs a
+// fork and exec of its command, not a Go start-up (issue 24). Each command
+// runs in its own process group with MarkEnv in its environment; when it
+// has ended, the supervisor kills and reaps everything it left below
+// itself — a subreaper, it holds a setsid double fork's orphans too —
+// before it replies. It ends, and everything below it, at the lifeline's
+// end of file or the socket's.
+const ServeArg = "__purser_supervise_serve"
+
+// runStop is how long a resident supervisor's clean-up after one command
+// may take before it gives up and asks to be discarded.
+const runStop = 2 * time.Second
+
+// Serve is the resident supervisor (ServeArg); args are LIFEFD SOCKFD. It
+// returns its exit code.
+func Serve(args []string) int {
+	if len(args) != 2 {
+		fmt.Fprintf(os.Stderr, "purser supervisor: want %s LIFEFD SOCKFD, got %q\n", ServeArg, args)
+		return 2
+	}
+	life, err1 := strconv.Atoi(args[0])
+	sock, err2 := strconv.Atoi(args[1])
+	if err1 != nil || err2 != nil || life < 3 || sock < 3 {
+		fmt.Fprintf(os.Stderr, "purser supervisor: %q are not file descriptors above 2\n", args)
+		return 2
+	}
+	if _, _, errno := syscall.RawSyscall6(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0, 0, 0, 0); errno != 0 {
+		fmt.Fprintf(os.Stderr, "purser supervisor: becoming a subreaper: %v\n", errno)
+		return 2
+	}
+	syscall.CloseOnExec(life)
+	syscall.CloseOnExec(sock)
+	parentGone := make(chan struct{})
+	go func() {
+		var b [1]byte
+		_, _ = os.NewFile(uintptr(life), "lifeline").Read(b[:]) // EOF: Purser closed it, or died
+		close(parentGone)
+	}()
+	s := &server{sock: sock, parent: os.Getppid(), parentGone: parentGone, msgs: make(chan message, 4),
+		sigs: make(chan os.Signal, 8)}
+	signal.Notify(s.sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, DeathSignal)
+	self, _ := Stat(os.Getpid())
+	s.mark = MarkEnv + "=" + strconv.Itoa(os.Getpid()) + " " + self.Start
+	go readMessages(sock, s.msgs)
+	if err := syscall.Sendto(sock, []byte(reswire.MsgReady), 0, nil); err != nil {
+		return 2
+	}
+	return s.loop()
+}
+
+// server is a resident supervisor's state.
+type server struct {
+	sock       int
+	parent     int
+	mark       string // MarkEnv=…, on every command's environment
+	parentGone <-chan struct{}
+	msgs       chan message
+	sigs       chan os.Signal
+}
+
+// message is what readMessages read: a run request, or a stop byte.
+type message struct {
+	dir       string
+	argv, env []string
+	files     []*os.File // stdin, stdout, stderr; nil for a stop
+	stop      byte
+}
+
+// loop serves requests until Purser is gone.
+func (s *server) loop() int {
+	for {
+		select {
+		case m, ok := <-s.msgs:
+			if !ok {
+				return s.end(0)
+			}
+			if m.files == nil {
+				continue // a stop that came after its command ended
+			}
+			status, discard := s.runOne(m)
+			if err := syscall.Sendto(s.sock, reswire.Reply(status, discard), 0, nil); err != nil || discard {
+				return s.end(0)
+			}
+		case <-s.parentGone:
+			return s.end(137)
+		case sig := <-s.sigs:
+			if sig != DeathSignal || os.Getppid() != s.parent {
+				return s.end(128 + int(sig.(syscall.Signal)))
+			}
+		}
+	}
+}
+
+// end kills everything below the supervisor and returns code.
+func (s *server) end(code int) int {
+	clearBelow(time.Second)
+	return code
+}
+
+// readMessages reads the socket's messages into msgs, and closes it at the
+// socket's end (Purser closed it, or died) or at anything not of the wire.
+func readMessages(sock int, msgs chan<- message) {
+	defer close(msgs)
+	buf := make([]byte, reswire.MaxRequest)
+	oob := make([]byte, syscall.CmsgSpace(3*4))
+	for {
+		n, oobn, _, _, err := syscall.Recvmsg(sock, buf, oob, syscall.MSG_CMSG_CLOEXEC)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return
+		}
+		files := reswire.Rights(oob[:oobn])
+		switch {
+		case buf[0] == reswire.MsgRun && len(files) == 3:
+			dir, argv, env, err := reswire.ParseRequest(buf[1:n])
+			if err == nil {
+				msgs <- message{dir: dir, argv: argv, env: env, files: files}
+				continue
+			}
+			fmt.Fprintf(files[2], "purser supervisor: %v\n", err)
+		case n == 1 && (buf[0] == reswire.MsgTerm || buf[0] == reswire.MsgKill):
+			msgs <- message{stop: buf[0]}
+			continue
+		}
+		for _, f := range files {
+			f.Close()
+		}
+		return
+	}
+}
+
+// runOne runs m to its end, then kills and reaps whatever it left. It
+// returns the command's status as a shell gives it, and whether the
+// supervisor is to be discarded.
+func (s *server) runOne(m message) (status int, discard bool) {
+	defer func() {
+		for _, f := range m.files {
+			f.Close()
+		}
+	}()
+	stderr := m.files[2]
+	path, err := reswire.LookPathIn(m.argv[0], reswire.EnvPath(m.env))
+	if err != nil {
+		fmt.Fprintf(stderr, "purser supervisor: %v\n", err)
+		return 127, false
+	}
+	env := append(m.env[:len(m.env):len(m.env)], s.mark)
+	p, err := os.StartProcess(path, m.argv, &os.ProcAttr{Dir: m.dir, Env: env, Files: m.files,
+		Sys: &syscall.SysProcAttr{Setpgid: true}})
+	if err != nil {
+		fmt.Fprintf(stderr, "purser supervisor: starting %s: %v\n", m.argv[0], err)
+		return 126, false
+	}
+	pid := p.Pid
+	_ = p.Release() // reaped by waitFor's wait4 loop, not by os.Process
+	_ = syscall.Sendto(s.sock, []byte(reswire.MsgStarted), 0, nil)
+	status, gone := s.waitOne(pid)
+	if !clearBelow(runStop) {
+		fmt.Fprintf(stderr, "purser supervisor: processes left by the command could not be ended\n")
+		return status, true
+	}
+	return status, gone
+}
+
+// waitOne waits for the command pid, passing on stops. gone is true when
+// Purser is gone: the command was stopped as an owner's death stops it.
+func (s *server) waitOne(pid int) (status int, gone bool) {
+	done := make(chan int, 1)
+	go func() { done <- waitFor(pid) }()
+	for {
+		select {
+		case status := <-done:
+			return status, false
+		case m, ok := <-s.msgs:
+			switch {
+			case !ok:
+				return s.stopAfterOwner(pid, done), true
+			case m.stop == reswire.MsgTerm:
+				_ = syscall.Kill(-pid, syscall.SIGTERM)
+			case m.stop == reswire.MsgKill:
+				killTree()
+			case m.files != nil: // one at a time: refused
+				fmt.Fprintf(m.files[2], "purser supervisor: busy\n")
+				for _, f := range m.files {
+					f.Close()
+				}
+			}
+		case <-s.parentGone:
+			return s.stopAfterOwner(pid, done), true
+		case sig := <-s.sigs:
+			if sig != DeathSignal || os.Getppid() != s.parent {
+				return s.stopAfterOwner(pid, done), true
+			}
+		}
+	}
+}
+
+// stopAfterOwner gives the running command the grace (GraceEnv) to exit
+// once Purser is gone, then kills it; the caller kills what is left.
+func (s *server) stopAfterOwner(pid int, done <-chan int) int {
+	deadline := time.Now().Add(maxGrace)
+	for _, st := range graceOf(os.Getenv(GraceEnv)) {
+		if st.sig != 0 {
+			_ = syscall.Kill(-pid, st.sig)
+		}
+		select {
+		case status := <-done:
+			return status
+		case <-time.After(min(st.wait, time.Until(deadline))):
+		}
+	}
+	killTree()
+	return <-done
+}
+
+// waitFor reaps children until pid has exited, and returns its status as
+// a shell gives it; orphans reparented to the supervisor are reaped on the
+// way.
+func waitFor(pid int) int {
+	for {
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(-1, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return 126
+		}
+		if got != pid {
+			continue
+		}
+		if ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ws.ExitStatus()
+	}
+}
+
+// killTree sends SIGKILL once to every live process below the supervisor.
+// It returns how many it found.
+func killTree() int {
+	live := 0
+	for pid := range Tree(os.Getpid()) {
+		if p, ok := Stat(pid); ok && p.State != "Z" {
+			live++
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	return live
+}
+
+// clearBelow kills and reaps every process below the supervisor, reading
+// its tree again until none is left (a process may fork while its siblings
+// are killed; orphans come back to the supervisor, their subreaper), for at
+// most d. It reports whether none is left.
+func clearBelow(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		reapAll()
+		if killTree() == 0 {
+			reapAll()
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// reapAll reaps every child that has exited, without waiting for others.
+func reapAll() {
+	for {
+		got, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || got <= 0 {
+			return
+		}
+	}
+}
