@@ -172,6 +172,12 @@ func (rn *resident) ready() error {
 // said on its way out.
 func (rn *resident) brokeWith(what string, err error) error {
 	rn.broken = true
+	if rn.kind == "supervisor" && rn.group != nil {
+		// A supervisor that died left its command, in a group of its own,
+		// to init: it carries the supervisor's mark, which finds it.
+		rn.group.End()
+		procgroup.KillLeftovers(rn.group.ID())
+	}
 	msg := "the validator's " + rn.kind + " " + what
 	if err != nil {
 		msg += ": " + err.Error()
