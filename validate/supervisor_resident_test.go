@@ -242,4 +242,3 @@ func residentSupervisorOf(pid int) int {
 	}
 	return 0
 }
-
