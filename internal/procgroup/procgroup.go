@@ -24,6 +24,7 @@ type Group struct {
 	start     string   // the leader's start time (Stat), "" when unknown
 	lifeline  *os.File // the supervisor's lifeline; nil when unsupervised
 	contained bool     // the child holds its descendants itself (StartContained)
+	resident  bool     // a resident supervisor (StartResident)
 	seen      *descendants
 	watchDone chan struct{}
 	endOnce   sync.Once
@@ -51,7 +52,7 @@ func Start(cmd *exec.Cmd) (*Group, error) {
 		}
 		return nil, err
 	}
-	g := started(cmd, lifeline, false)
+	g := started(cmd, lifeline, false, false)
 	if lifeline == nil {
 		// Unsupervised, a descendant that leaves the group and is
 		// orphaned goes to init: only watching all of /proc while the
@@ -78,7 +79,7 @@ func StartContained(cmd *exec.Cmd) (*Group, error) {
 	if err := startLocked(cmd); err != nil {
 		return nil, err
 	}
-	return started(cmd, nil, true), nil
+	return started(cmd, nil, true, false), nil
 }
 
 // prepare makes cmd the leader of a process group of its own.
@@ -90,8 +91,8 @@ func prepare(cmd *exec.Cmd) {
 }
 
 // started registers the Group of cmd, just started.
-func started(cmd *exec.Cmd, lifeline *os.File, contained bool) *Group {
-	g := &Group{pgid: cmd.Process.Pid, lifeline: lifeline, contained: contained,
+func started(cmd *exec.Cmd, lifeline *os.File, contained, resident bool) *Group {
+	g := &Group{pgid: cmd.Process.Pid, lifeline: lifeline, contained: contained, resident: resident,
 		seen: newDescendants(cmd.Process.Pid), watchDone: make(chan struct{})}
 	if p, ok := Stat(g.pgid); ok {
 		g.start = p.Start
@@ -201,6 +202,12 @@ func (g *Group) kill() {
 // which bwrap's death kills only once the box is set up: killed first, it
 // never outlives a box stopped while starting.
 func (g *Group) killBelow() {
+	if g.resident {
+		// Stopped first, a resident supervisor cannot report its command
+		// killed as a run that ended, which would let Purser carry on
+		// (write a task's end) while it is being killed to quit at once.
+		_ = syscall.Kill(g.pgid, syscall.SIGSTOP)
+	}
 	for i := 0; i < 100; i++ {
 		if p, ok := Stat(g.pgid); !ok || p.State == "Z" || p.Start != g.start {
 			break

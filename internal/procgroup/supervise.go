@@ -135,7 +135,7 @@ func StartResident(sock *os.File, stderr io.Writer) (*exec.Cmd, *Group, error) {
 		lifeW.Close()
 		return nil, nil, fmt.Errorf("starting the resident supervisor: %w", err)
 	}
-	return cmd, started(cmd, lifeW, false), nil
+	return cmd, started(cmd, lifeW, false, true), nil
 }
 
 // Supervised reports whether Supervise has enabled supervision (and
