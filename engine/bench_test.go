@@ -55,9 +55,9 @@ func BenchmarkTimeToStop(b *testing.B) {
 // (sandbox=on, purser's default; skipped where no box can be made), in the
 // task's resident box, with this test binary as the box's init as purser's
 // binary is; and unboxed (sandbox=off) under the supervisor
-// (procgroup.Supervise). The resident box is closed and waited for before
-// the CPU is read: getrusage counts a child only once it has been waited
-// for.
+// (procgroup.Supervise), in the task's resident supervisor. The resident
+// box or supervisor is closed and waited for before the CPU is read:
+// getrusage counts a child only once it has been waited for.
 // BenchmarkValidatorSpawn is the baseline to set them against.
 func BenchmarkIterationCost(b *testing.B) {
 	procgroup.Supervise()
@@ -96,8 +96,9 @@ func benchmarkIterations(b *testing.B, n int, boxed bool) {
 		if err := f.run(); !engine.IsBudgetStop(err) {
 			b.Fatalf("run = %v", err)
 		}
-		// The task's resident box (its validators') is closed and waited
-		// for, so that its CPU and all it ran are in RUSAGE_CHILDREN.
+		// The task's resident box or supervisor (its validators') is closed
+		// and waited for, so that its CPU and all it ran are in
+		// RUSAGE_CHILDREN.
 		validate.Close()
 		total += time.Since(start)
 		cpu += cpuTime() - cpu0
