@@ -112,10 +112,11 @@ var ErrUnsupervised = errors.New("procgroup: supervision is off")
 
 // StartResident starts this binary as a resident supervisor
 // (supervisor.ServeArg) serving on sock, the supervisor's end of a
-// SOCK_SEQPACKET socket pair, which the caller closes once this returns. It
-// returns the started command, its stderr written to stderr, (to be waited for) and its Group, which holds
-// the supervisor's lifeline: ending the Group — or this process dying, even
-// by SIGKILL — ends the supervisor and everything below it.
+// SOCK_SEQPACKET socket pair, which the caller closes once this returns;
+// the supervisor's own messages go to stderr. It returns the started
+// command, for the caller to wait for, and its Group, which holds the
+// supervisor's lifeline: ending the Group — or this process dying, even by
+// SIGKILL — ends the supervisor and everything below it.
 func StartResident(sock *os.File, stderr io.Writer) (*exec.Cmd, *Group, error) {
 	self := supervisorBinary()
 	if self == "" {
