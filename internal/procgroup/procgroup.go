@@ -202,7 +202,7 @@ func (g *Group) kill() {
 // which bwrap's death kills only once the box is set up: killed first, it
 // never outlives a box stopped while starting.
 func (g *Group) killBelow() {
-	if g.resident {
+	if p, ok := Stat(g.pgid); g.resident && ok && p.State != "Z" && p.Start == g.start {
 		// Stopped first, a resident supervisor cannot report its command
 		// killed as a run that ended, which would let Purser carry on
 		// (write a task's end) while it is being killed to quit at once.
