@@ -2,8 +2,8 @@ package validate
 
 import "time"
 
-// IdleBoxes lists the bwrap pids of the resident boxes not running a
-// validator.
+// IdleBoxes lists the pids of the resident runners not running a
+// validator: bwrap's of a box, the supervisor's of an unboxed one.
 func IdleBoxes() []int {
 	boxes.mu.Lock()
 	defer boxes.mu.Unlock()

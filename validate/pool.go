@@ -21,9 +21,9 @@ import (
 // supervisors of unboxed validators — by what makes one.
 var boxes = &pool{idle: map[string][]*resident{}, busy: map[*resident]bool{}, failed: map[string]bool{}}
 
-// pool holds the resident boxes not running a validator, by key, and
-// remembers the keys whose box could not start (they run per validator,
-// as before resident boxes).
+// pool holds the resident runners (boxes, supervisors) not running a
+// validator, by key, and remembers the keys whose runner could not start
+// (they run per validator, as before resident runners).
 type pool struct {
 	mu      sync.Mutex
 	idle    map[string][]*resident
@@ -36,12 +36,13 @@ type pool struct {
 	saidUnboxed sync.Once
 }
 
-// Close ends every resident box not running a validator (one running a
-// validator ends when it has run it) and waits for them: for a process
-// about to exit, and for a measure that counts their CPU (a resident box's
-// is counted in this process's children's only once it has been waited
-// for). Resident boxes end with Purser anyway — with their lifelines, even
-// when it is killed — and a later validator starts a new one.
+// Close ends every resident box and supervisor not running a validator
+// (one running a validator ends when it has run it) and waits for them:
+// for a process about to exit, and for a measure that counts their CPU (a
+// resident runner's is counted in this process's children's only once it
+// has been waited for). Resident runners end with Purser anyway — with
+// their lifelines, even when it is killed — and a later validator starts a
+// new one.
 func Close() {
 	boxes.mu.Lock()
 	var all []*resident
