@@ -54,10 +54,11 @@ func TestBoxedValidatorRunsWithoutASupervisor(t *testing.T) {
 	procgroup.Supervise()
 	defer procgroup.DisableSupervision()
 	r := validate.Runner{Sandbox: &validate.Sandbox{Homes: t.TempDir()}}
+	arg := proctest.UniqueArg()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan purser.ValidatorResult, 1)
 	go func() {
-		done <- r.RunValidator(ctx, t.TempDir(), purser.Validator{Name: "waits", Run: "sleep 6301"})
+		done <- r.RunValidator(ctx, t.TempDir(), purser.Validator{Name: "waits", Run: "sleep " + arg})
 	}()
 	var argv [][]byte
 	for end := time.Now().Add(30 * time.Second); len(argv) == 0; time.Sleep(10 * time.Millisecond) {
@@ -67,7 +68,7 @@ func TestBoxedValidatorRunsWithoutASupervisor(t *testing.T) {
 		}
 		for _, pid := range childrenOfSelf() {
 			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-			if err == nil && treeRuns(pid, "sleep 6301") {
+			if err == nil && treeRuns(pid, "sleep "+arg) {
 				argv = bytes.Split(bytes.TrimSuffix(b, []byte{0}), []byte{0})
 			}
 		}
@@ -79,7 +80,7 @@ func TestBoxedValidatorRunsWithoutASupervisor(t *testing.T) {
 	if filepath.Base(string(argv[0])) != "bwrap" || bytes.Contains(bytes.Join(argv, []byte(" ")), []byte(procgroup.SupervisorArg)) {
 		t.Errorf("the boxed validator's process is %q…, not bwrap itself", argv[:min(2, len(argv))])
 	}
-	requireNoProcess(t, "6301", 10*time.Second)
+	requireNoProcess(t, arg, 10*time.Second)
 }
 
 // treeRuns reports whether pid or a process below it has cmd in its
@@ -127,13 +128,14 @@ func TestBoxedValidatorDiesWithAKilledPurser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	forked, direct := proctest.UniqueArg(), proctest.UniqueArg()
 	owner := exec.Command(self)
-	owner.Env = append(os.Environ(), ownerEnv+`=setsid sh -c "sleep 6311" & sleep 6312`)
+	owner.Env = append(os.Environ(), ownerEnv+`=setsid sh -c "sleep `+forked+`" & sleep `+direct)
 	if err := owner.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = owner.Process.Kill(); _ = owner.Wait() }()
-	for end := time.Now().Add(30 * time.Second); proctest.FindProcess("6311") == 0 || proctest.FindProcess("6312") == 0; time.Sleep(10 * time.Millisecond) {
+	for end := time.Now().Add(30 * time.Second); proctest.FindProcess(forked) == 0 || proctest.FindProcess(direct) == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatal("the validator and its double fork did not start in 30 s")
 		}
@@ -142,6 +144,6 @@ func TestBoxedValidatorDiesWithAKilledPurser(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = owner.Wait()
-	requireNoProcess(t, "6311", 10*time.Second)
-	requireNoProcess(t, "6312", 10*time.Second)
+	requireNoProcess(t, forked, 10*time.Second)
+	requireNoProcess(t, direct, 10*time.Second)
 }

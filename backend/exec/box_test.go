@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,10 +121,7 @@ func TestBoxedExecRefusesForbiddenEnv(t *testing.T) {
 // started in the background, setsid included.
 func TestBoxedExecCancelKillsTheBox(t *testing.T) {
 	requireBox(t)
-	// Numbers of this test process's own, so that another run of this
-	// test on the machine (a second checkout's) is never taken for ours.
-	base := 1_000_000 + 3*os.Getpid()
-	args := []string{strconv.Itoa(base), strconv.Itoa(base + 1), strconv.Itoa(base + 2)}
+	args := []string{proctest.UniqueArg(), proctest.UniqueArg(), proctest.UniqueArg()}
 	b, ws, _ := boxedAgent(t, fmt.Sprintf(`sleep %s & setsid sleep %s & echo started; sleep %s`, args[0], args[1], args[2]), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -11,12 +11,25 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/purser-dev/purser/internal/procgroup"
 )
+
+// uniqueSeq numbers UniqueArg's answers within this process.
+var uniqueSeq atomic.Int64
+
+// UniqueArg is a number for a test's command line (`sleep N`) that no
+// other process on the machine is given: tests find their processes by
+// argument (FindProcess), and another test binary's — another package's
+// in the same `go test ./...`, or another checkout's — must never be taken
+// for theirs. Each process has 63 of its own, derived from its pid.
+func UniqueArg() string {
+	return strconv.Itoa(2_000_000 + os.Getpid()*64 + 1 + int(uniqueSeq.Add(1)%63))
+}
 
 // Alive reports whether pid is a live process. A zombie is not: it holds
 // nothing and does nothing, and an orphan's zombie waits for whoever reaps
