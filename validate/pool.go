@@ -17,20 +17,25 @@ import (
 	"github.com/purser-dev/purser/sandbox"
 )
 
+// failedFor is how long the validators of a key whose runner could not
+// start run the per-run way before a resident runner is tried again (a
+// workspace missing for a moment, a box slow to start on a loaded machine).
+const failedFor = time.Minute
+
 // boxes are the resident runners of this process — boxes, and the
 // supervisors of unboxed validators — by what makes one.
-var boxes = &pool{idle: map[string][]*resident{}, busy: map[*resident]bool{}, failed: map[string]bool{}}
+var boxes = &pool{idle: map[string][]*resident{}, busy: map[*resident]bool{}, failed: map[string]time.Time{}}
 
 // pool holds the resident runners (boxes, supervisors) not running a
 // validator, by key, and remembers the keys whose runner could not start
-// (they run per validator, as before resident runners).
+// (they run per validator, as before resident runners, for failedFor).
 type pool struct {
 	mu      sync.Mutex
 	idle    map[string][]*resident
-	busy    map[*resident]bool // running a validator; true: to be closed after it
-	failed  map[string]bool
-	closing sync.WaitGroup // closes under way
-	said    sync.Once      // that boxes could not be made resident
+	busy    map[*resident]bool   // running a validator; true: to be closed after it
+	failed  map[string]time.Time // when a runner of the key last failed to start
+	closing sync.WaitGroup       // closes under way
+	said    sync.Once            // that boxes could not be made resident
 	// saidUnboxed: that an unboxed validator's supervisor could not be
 	// made resident.
 	saidUnboxed sync.Once
@@ -106,7 +111,7 @@ func (p *pool) put(rn *resident) {
 	defer p.mu.Unlock()
 	closeAfter := p.busy[rn]
 	delete(p.busy, rn)
-	if rn.broken || closeAfter || !rn.alive() {
+	if rn.broken.Load() || closeAfter || !rn.alive() {
 		p.closeLocked(rn)
 		return
 	}
@@ -175,7 +180,7 @@ func (r Runner) runResident(ctx context.Context, workspace, script string, out i
 	if err != nil {
 		return ran{}, false // too large an environment: a box of its own takes it
 	}
-	return boxes.run(ctx, "box", key, b.Workspace, req, out, func() (*resident, error) { return startResident(key, b) })
+	return boxes.run(ctx, "box", key, b.Workspace, req, out, func() (*resident, error) { return startResident(ctx, key, b) })
 }
 
 // runSupervised runs script unboxed in workspace under a resident
@@ -199,7 +204,7 @@ func runSupervised(ctx context.Context, workspace, script string, out io.Writer)
 		k.WriteString(strconv.Quote(e)) // GraceEnv and PATH among them: what makes the supervisor
 	}
 	key := k.String()
-	return boxes.run(ctx, "supervisor", key, workspace, req, out, func() (*resident, error) { return startSupervisor(key, workspace) })
+	return boxes.run(ctx, "supervisor", key, workspace, req, out, func() (*resident, error) { return startSupervisor(ctx, key, workspace) })
 }
 
 // run runs req on a resident runner of kind and key for workspace (one taken from
@@ -207,18 +212,20 @@ func runSupervised(ctx context.Context, workspace, script string, out io.Writer)
 // when none could be started: the caller runs it the per-run way.
 func (p *pool) run(ctx context.Context, kind, key, workspace string, req []byte, out io.Writer, start func() (*resident, error)) (res ran, ok bool) {
 	p.mu.Lock()
-	failed := p.failed[key]
+	failed, ok := p.failed[key]
 	p.mu.Unlock()
-	if failed {
+	if ok && time.Since(failed) < failedFor {
 		return ran{}, false
 	}
 	for try := 0; ; try++ {
 		rn, err := p.take(key, workspace, start)
 		if err != nil {
-			p.mu.Lock()
-			p.failed[key] = true
-			p.mu.Unlock()
-			p.sayFailed(kind, err)
+			if ctx.Err() == nil { // the validator's end cut the start short: not the runner's failure
+				p.mu.Lock()
+				p.failed[key] = time.Now()
+				p.mu.Unlock()
+				p.sayFailed(kind, err)
+			}
 			return ran{}, false
 		}
 		res.status, res.stopped, res.err = rn.run(ctx, req, out)

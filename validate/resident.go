@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -59,7 +60,7 @@ type resident struct {
 	lifeline *os.File      // the write end; the box ends when it closes
 	said     *lastBytes    // the box's own stderr (bwrap's, the init's)
 	waited   chan struct{} // closed once bwrap has been waited for
-	broken   bool          // not to be used again
+	broken   atomic.Bool   // not to be used again (set by the goroutine reading a reply too)
 	gen      uint64        // counts returns to the idle set, for the idle timer
 }
 
@@ -76,14 +77,14 @@ func identify(path string) (fileID, error) {
 }
 
 // startResident starts a resident box for b and waits until it is set up.
-func startResident(key string, b sandbox.Box) (*resident, error) {
-	return startWith(key, "box", b.Workspace, func(rn *resident, theirs *os.File) error { return rn.start(b, theirs) })
+func startResident(ctx context.Context, key string, b sandbox.Box) (*resident, error) {
+	return startWith(ctx, key, "box", b.Workspace, func(rn *resident, theirs *os.File) error { return rn.start(b, theirs) })
 }
 
 // startSupervisor starts a resident supervisor for the unboxed validators
 // of workspace and waits until it is set up.
-func startSupervisor(key, workspace string) (*resident, error) {
-	return startWith(key, "supervisor", workspace, func(rn *resident, theirs *os.File) error {
+func startSupervisor(ctx context.Context, key, workspace string) (*resident, error) {
+	return startWith(ctx, key, "supervisor", workspace, func(rn *resident, theirs *os.File) error {
 		cmd, g, err := procgroup.StartResident(theirs, rn.said)
 		if err != nil {
 			return err
@@ -99,8 +100,8 @@ func startSupervisor(key, workspace string) (*resident, error) {
 
 // startWith makes the socket pair of a resident runner of kind ("box",
 // "supervisor") for workspace, starts it with launch, which serves on
-// theirs, and waits until it is set up.
-func startWith(key, kind, workspace string, launch func(rn *resident, theirs *os.File) error) (*resident, error) {
+// theirs, and waits until it is set up (or ctx, the validator's, ends).
+func startWith(ctx context.Context, key, kind, workspace string, launch func(rn *resident, theirs *os.File) error) (*resident, error) {
 	ws, err := identify(workspace)
 	if err != nil {
 		return nil, fmt.Errorf("the workspace: %w", err)
@@ -122,7 +123,7 @@ func startWith(key, kind, workspace string, launch func(rn *resident, theirs *os
 		rn.conn.Close()
 		return nil, err
 	}
-	if err := rn.ready(); err != nil {
+	if err := rn.ready(ctx); err != nil {
 		rn.close()
 		return nil, err
 	}
@@ -156,10 +157,20 @@ func (rn *resident) start(b sandbox.Box, theirs *os.File) error {
 	return nil
 }
 
-// ready waits for the box's init to say it is set up.
-func (rn *resident) ready() error {
-	_ = rn.conn.SetReadDeadline(time.Now().Add(readyWait))
-	defer rn.conn.SetReadDeadline(time.Time{})
+// ready waits for the runner to say it is set up, for readyWait at most,
+// and no longer than the validator may take: its start counts against the
+// validator's timeout, and a cancel ends the wait.
+func (rn *resident) ready(ctx context.Context) error {
+	deadline := time.Now().Add(readyWait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = rn.conn.SetReadDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = rn.conn.SetReadDeadline(time.Now()) })
+	defer func() {
+		stop()
+		_ = rn.conn.SetReadDeadline(time.Time{})
+	}()
 	buf := make([]byte, 64)
 	n, err := rn.conn.Read(buf)
 	if err != nil || string(buf[:n]) != sandbox.ResidentReady {
@@ -171,7 +182,7 @@ func (rn *resident) ready() error {
 // brokeWith is the error of a runner that broke: what failed, and what it
 // said on its way out.
 func (rn *resident) brokeWith(what string, err error) error {
-	rn.broken = true
+	rn.broken.Store(true)
 	if rn.kind == "supervisor" && rn.group != nil {
 		// A supervisor that died left its command, in a group of its own,
 		// to init: it carries the supervisor's mark, which finds it.
@@ -220,7 +231,7 @@ func (rn *resident) run(ctx context.Context, req []byte, out io.Writer) (int, bo
 	err = rn.send(req, pw)
 	pw.Close()
 	if err != nil {
-		rn.broken = true
+		rn.broken.Store(true)
 		return -1, false, fmt.Errorf("%w: %w", errNotSent, err)
 	}
 	replies := make(chan reply, 1)
@@ -261,10 +272,10 @@ func (rn *resident) receive() reply {
 	if err == nil && string(buf[:n]) == sandbox.ResidentStarted {
 		n, err = rn.conn.Read(buf)
 	} else if err == nil && string(buf[:n]) == sandbox.ResidentStale {
-		rn.broken = true
+		rn.broken.Store(true)
 		return reply{-1, fmt.Errorf("%w: its workspace was removed since it was made", errNotSent)}
 	} else if err != nil || n == 0 {
-		rn.broken = true
+		rn.broken.Store(true)
 		return reply{-1, fmt.Errorf("%w: it ended (%v)", errNotSent, err)}
 	}
 	if err != nil || n == 0 {
@@ -274,7 +285,9 @@ func (rn *resident) receive() reply {
 	if err != nil {
 		return reply{-1, rn.brokeWith("replied out of turn", err)}
 	}
-	rn.broken = rn.broken || discard
+	if discard {
+		rn.broken.Store(true)
+	}
 	return reply{status: status}
 }
 
@@ -295,7 +308,7 @@ func (rn *resident) stop(replies <-chan reply) reply {
 		case <-time.After(m.wait):
 		}
 	}
-	rn.broken = true
+	rn.broken.Store(true)
 	rn.group.End() // kills the box; the pending read returns
 	return <-replies
 }

@@ -163,6 +163,9 @@ func (s *server) runOne(m message) (status int, discard bool) {
 		return 127, false
 	}
 	env := append(m.env[:len(m.env):len(m.env)], s.mark)
+	// Said before the start, not after: a supervisor that dies in between
+	// must not have its command taken for one never run, and run again.
+	_ = syscall.Sendto(s.sock, []byte(reswire.MsgStarted), 0, nil)
 	p, err := os.StartProcess(path, m.argv, &os.ProcAttr{Dir: m.dir, Env: env, Files: m.files,
 		Sys: &syscall.SysProcAttr{Setpgid: true}})
 	if err != nil {
@@ -171,7 +174,6 @@ func (s *server) runOne(m message) (status int, discard bool) {
 	}
 	pid := p.Pid
 	_ = p.Release() // reaped by waitFor's wait4 loop, not by os.Process
-	_ = syscall.Sendto(s.sock, []byte(reswire.MsgStarted), 0, nil)
 	status, gone := s.waitOne(pid)
 	if !clearBelow(runStop) {
 		fmt.Fprintf(stderr, "purser supervisor: processes left by the command could not be ended\n")

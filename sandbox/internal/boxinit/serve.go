@@ -5,6 +5,7 @@ package boxinit
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"strconv"
 	"syscall"
 	"time"
@@ -50,6 +51,19 @@ func ParseRequest(p []byte) (dir string, argv, env []string, err error) {
 // serve runs the box as a resident runner on c.Serve until Purser closes
 // the socket or the lifeline.
 func serve(c Config) int {
+	// Not dumpable: the box's processes run as the init's uid, and could
+	// otherwise ptrace it or open its descriptors under /proc/1 — take over
+	// what it kills between runs and what it replies. Its commands are
+	// dumpable again from their exec on.
+	if err := setNotDumpable(); err != nil {
+		fmt.Fprintf(os.Stderr, "purser box: %v\n", err)
+		return ExitBoxFailed
+	}
+	// A signal from a command in the box (kill -TERM 1) would end a Go
+	// program that asked for none: it is taken, and dropped. Only Purser,
+	// through the socket, stops a command.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE)
 	sock := c.Serve
 	syscall.CloseOnExec(sock)
 	if c.Lifeline > 0 {
@@ -71,6 +85,7 @@ func serve(c Config) int {
 	if c.NProc > 0 && os.Getuid() == 0 {
 		go watchResident(c.NProc, tooMany)
 	}
+	devNames = namesIn("/dev") // bwrap's: a run adding one leaves state behind
 	msgs := make(chan message, 4)
 	go readMessages(sock, msgs)
 	if err := syscall.Sendto(sock, []byte(MsgReady), 0, nil); err != nil {
@@ -159,8 +174,17 @@ func runOne(c Config, after []syscall.Rlimit, sock int, req *request, msgs <-cha
 		fmt.Fprintf(stderr, "purser box: processes left by the command could not be ended\n")
 		discard = true
 	}
-	if err := emptyDir("/tmp"); err != nil {
-		fmt.Fprintf(stderr, "purser box: emptying /tmp: %v\n", err)
+	// What a run leaves outside its processes goes too, or the box goes:
+	// the next validator starts in a box as fresh as its own used to be.
+	// Said on the box's own stderr, not in the validator's output.
+	for _, dir := range []string{"/tmp", "/dev/shm"} {
+		if err := emptyDir(dir); err != nil && !os.IsNotExist(err) {
+			fmt.Fprintf(os.Stderr, "purser box: emptying %s: %v\n", dir, err)
+			discard = true
+		}
+	}
+	if left := leftOutside(devNames); left != "" {
+		fmt.Fprintf(os.Stderr, "purser box: the run left %s: the box is not used again\n", left)
 		discard = true
 	}
 	return status, discard
@@ -179,12 +203,14 @@ func waitOne(c Config, after []syscall.Rlimit, sock int, req *request, msgs <-ch
 		fmt.Fprintf(stderr, "purser box: %v\n", err)
 		return ExitNotFound, false
 	}
+	// Said before the start, not after: a box that ends in between must
+	// not have its command taken for one never run, and run again.
+	_ = syscall.Sendto(sock, []byte(MsgStarted), 0, nil)
 	pid, err := spawn(path, req.argv, req.env, req.dir, req.files, after)
 	if err != nil {
 		fmt.Fprintf(stderr, "purser box: starting %s: %v\n", req.argv[0], err)
 		return ExitBoxFailed, false
 	}
-	_ = syscall.Sendto(sock, []byte(MsgStarted), 0, nil)
 	done := make(chan int, 1)
 	go func() { done <- waitFor(pid) }()
 	for {
@@ -288,6 +314,12 @@ func removeOn(path string, dev uint64, keep bool) error {
 		return nil // a mount point: another file system
 	}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		// A command may leave a directory it cannot read or write (chmod
+		// 0, a read-only cache): everything here is the box's uid's, so
+		// the init may make it its own again.
+		if st.Mode&0o700 != 0o700 {
+			_ = syscall.Chmod(path, 0o700)
+		}
 		f, err := os.Open(path)
 		if err != nil {
 			return err
@@ -329,4 +361,65 @@ func watchResident(max int, tooMany chan<- int) {
 			}
 		}
 	}
+}
+
+// setNotDumpable makes this process not dumpable (prctl PR_SET_DUMPABLE):
+// a process without CAP_SYS_PTRACE, every one in the box, can then neither
+// trace it nor open its /proc files.
+func setNotDumpable() error {
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); errno != 0 {
+		return fmt.Errorf("making the init not dumpable: %w", errno)
+	}
+	return nil
+}
+
+// devNames are the names in the box's /dev once bwrap had made it.
+var devNames map[string]bool
+
+// namesIn is the set of names in dir.
+func namesIn(dir string) map[string]bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(-1)
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return set
+}
+
+// leftOutside says what a run left that outlives its processes outside the
+// box's /tmp and /dev/shm (which are emptied), or "": a name bwrap did not
+// make in /dev (a writable tmpfs), or a System V IPC object (the box's IPC
+// namespace lives as long as the box, and its memory is in no limit).
+// Rare enough that the box is discarded rather than cleaned.
+func leftOutside(dev map[string]bool) string {
+	for n := range namesIn("/dev") {
+		if dev != nil && !dev[n] {
+			return "/dev/" + n
+		}
+	}
+	for _, kind := range []string{"shm", "msg", "sem"} {
+		b, err := os.ReadFile("/proc/sysvipc/" + kind)
+		if err != nil {
+			continue
+		}
+		if hasSecondLine(b) { // the first is the header
+			return "a System V IPC object (" + kind + ")"
+		}
+	}
+	return ""
+}
+
+// hasSecondLine reports whether b has a line after its first.
+func hasSecondLine(b []byte) bool {
+	for i, c := range b {
+		if c == '\n' {
+			return i+1 < len(b)
+		}
+	}
+	return false
 }
