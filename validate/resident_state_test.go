@@ -2,8 +2,11 @@ package validate_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -102,5 +105,26 @@ func TestResidentBoxStartHonoursTheValidatorsTimeout(t *testing.T) {
 	}
 	if res := r.RunValidator(context.Background(), t.TempDir(), purser.Validator{Name: "v", Run: "true"}); !res.Passed {
 		t.Fatalf("after a start cut short, the next validator failed: %+v", res)
+	}
+}
+
+// A descriptor Purser inherited without close-on-exec (from whatever
+// started it) does not reach a boxed validator: it gets stdin, stdout and
+// stderr, and what its own shell opens.
+func TestBoxedValidatorGetsNoInheritedDescriptor(t *testing.T) {
+	r := boxedRunner(t)
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	defer wr.Close()
+	fd := int(wr.Fd()) // Fd leaves it blocking; clear close-on-exec as an inherited one has it clear
+	if _, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_SETFD, 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	res := run(t, r, t.TempDir(), fmt.Sprintf(`if [ -e /proc/self/fd/%d ]; then echo INHERITED; fi; echo done`, fd))
+	if strings.Contains(res.Output, "INHERITED") || !strings.Contains(res.Output, "done") {
+		t.Fatalf("descriptor %d reached the validator:\n%s", fd, res.Output)
 	}
 }

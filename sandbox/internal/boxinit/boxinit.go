@@ -139,6 +139,7 @@ var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, sys
 // plus the signal that killed it; ExitBoxFailed when the box could not
 // start its command, ExitNotFound when the command is not found.
 func Run(c Config) int {
+	closeInheritedOnExec()
 	if c.Serve > 0 {
 		return serve(c)
 	}
@@ -244,4 +245,23 @@ func countProcesses() int {
 		}
 	}
 	return n
+}
+
+// closeInheritedOnExec marks every descriptor above stderr close-on-exec:
+// a descriptor Purser inherited without the flag (from whatever started
+// it) reached the box through bwrap, and would reach the box's commands.
+// The init's own are marked already; the commands get stdin, stdout and
+// stderr only.
+func closeInheritedOnExec() {
+	f, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	names, _ := f.Readdirnames(-1)
+	f.Close()
+	for _, n := range names {
+		if fd, err := strconv.Atoi(n); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }
