@@ -7,6 +7,7 @@ package contextbuild
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -90,9 +91,48 @@ var defaultCounter = sync.OnceValues(func() (Counter, error) {
 // runs offline; o200k counts are close enough to shrink a context by.
 func DefaultCounter() (Counter, error) { return defaultCounter() }
 
-// Builder builds contexts.
+// Builder builds contexts. It is safe for concurrent use. Its Counter is
+// set before first use and not changed after: the counts it made are kept.
 type Builder struct {
 	Counter Counter
+
+	// A task's contexts repeat most of their text from one call to the
+	// next (the goal, the issue, the files it names, a validator's output,
+	// the listing), and tokenizing is most of building one: counts are
+	// kept by text, up to memoBytes of it.
+	mu        sync.Mutex
+	memo      map[string]int
+	memoBytes int
+}
+
+// maxMemoBytes bounds the text whose token counts a Builder keeps: four
+// files at MaxFileBytes, with room for the rest of a task's context.
+const maxMemoBytes = 4*MaxFileBytes + 1<<20
+
+// count is b.Counter.Count(s), counted once per text while it stays in the
+// memo. The memo is emptied when full: a task's next call refills it with
+// what that call repeats.
+func (b *Builder) count(s string) int {
+	b.mu.Lock()
+	n, ok := b.memo[s]
+	b.mu.Unlock()
+	if ok {
+		return n
+	}
+	n = b.Counter.Count(s)
+	if len(s) > maxMemoBytes/4 {
+		return n // one text would crowd out the rest
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.memo == nil || b.memoBytes+len(s) > maxMemoBytes {
+		b.memo, b.memoBytes = map[string]int{}, 0
+	}
+	if _, ok := b.memo[s]; !ok {
+		b.memo[s] = n
+		b.memoBytes += len(s)
+	}
+	return n
 }
 
 // New returns a Builder with the default tokenizer.
@@ -105,7 +145,7 @@ func New() (*Builder, error) {
 }
 
 func (b *Builder) section(name, title, body string) Section {
-	return Section{Name: name, Title: title, Body: body, Tokens: b.Counter.Count(title) + b.Counter.Count(body)}
+	return Section{Name: name, Title: title, Body: body, Tokens: b.count(title) + b.count(body)}
 }
 
 func finish(ctx Context) Context {
@@ -179,12 +219,13 @@ func readAtMost(path string, n int64) (string, error) {
 		return "", err
 	}
 	defer f.Close()
-	buf := make([]byte, n+1)
-	k, _ := f.Read(buf)
-	if int64(k) > n {
+	// Read what the file holds, not n bytes' worth each time: the files an
+	// issue names are read for every call of the task.
+	buf, _ := io.ReadAll(io.LimitReader(f, n+1))
+	if int64(len(buf)) > n {
 		return string(buf[:n]) + "\n[… file cut at " + fmt.Sprint(n) + " bytes …]", nil
 	}
-	return string(buf[:k]), nil
+	return string(buf), nil
 }
 
 func (b *Builder) failingSections(failing []purser.ValidatorResult) []Section {
@@ -324,7 +365,7 @@ func (b *Builder) fit(s Section, max int) Section {
 	for s.Tokens > max && len(s.Body) > 0 {
 		keep := len(s.Body) * max / (s.Tokens + 1) * 9 / 10
 		s.Body = TrimMiddle(s.Body, keep)
-		s.Tokens = b.Counter.Count(s.Title) + b.Counter.Count(s.Body)
+		s.Tokens = b.count(s.Title) + b.count(s.Body)
 		if keep == 0 {
 			break
 		}

@@ -1,0 +1,108 @@
+package contextbuild
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// countingCounter counts words, and how many texts it was asked to count.
+type countingCounter struct {
+	mu    sync.Mutex
+	calls int
+}
+
+func (c *countingCounter) Count(s string) int {
+	c.mu.Lock()
+	c.calls++
+	c.mu.Unlock()
+	return len(strings.Fields(s))
+}
+
+func (c *countingCounter) took() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.calls
+	c.calls = 0
+	return n
+}
+
+// A task's calls build contexts that repeat most of their text: only what
+// changed is tokenized again, and the counts are the counter's own.
+func TestARepeatedContextIsCountedOnce(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "parser.go"), []byte("package p\n\nfunc Parse() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := &countingCounter{}
+	b := &Builder{Counter: c}
+	in := Input{Goal: "Fix the parser.", Issue: "See parser.go.", Workspace: ws, Plan: "1. fix it", History: []string{"Iteration 1: 0 of 1 validators passed."}}
+	first := b.Full(in)
+	if c.took() == 0 {
+		t.Fatal("the first context counted nothing")
+	}
+	again := b.Full(in)
+	if n := c.took(); n != 0 {
+		t.Errorf("the same context again tokenized %d texts, want 0", n)
+	}
+	if again.Tokens != first.Tokens {
+		t.Errorf("the same context again: %d tokens, first %d", again.Tokens, first.Tokens)
+	}
+	in.History = append(in.History, "Iteration 2: 0 of 1 validators passed.")
+	next := b.Full(in)
+	if n := c.took(); n != 1 {
+		t.Errorf("a context whose history grew tokenized %d texts, want 1 (the history)", n)
+	}
+	plain := (&Builder{Counter: &countingCounter{}}).Full(in)
+	if next.Tokens != plain.Tokens {
+		t.Errorf("memoized count %d, counted afresh %d", next.Tokens, plain.Tokens)
+	}
+}
+
+// The memo is bounded: a long task's changing texts do not pile up.
+func TestTheCountMemoIsBounded(t *testing.T) {
+	b := &Builder{Counter: &countingCounter{}}
+	chunk := strings.Repeat("x ", 32<<10)
+	for i := range 200 {
+		b.count(fmt.Sprint(i, chunk))
+		if b.memoBytes > maxMemoBytes {
+			t.Fatalf("after %d texts the memo holds %d bytes, bound %d", i+1, b.memoBytes, maxMemoBytes)
+		}
+	}
+	huge := strings.Repeat("y ", maxMemoBytes/4)
+	if got := b.count(huge); got != maxMemoBytes/4 {
+		t.Errorf("count of a huge text = %d", got)
+	}
+	if _, kept := b.memo[huge]; kept {
+		t.Error("a text over a quarter of the bound was kept")
+	}
+}
+
+// A file the issue names is read at its size, not MaxFileBytes' worth of
+// memory on every call of the task; a longer file is still cut.
+func TestAReferencedFileIsReadAtItsSize(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "small.go")
+	if err := os.WriteFile(path, []byte("package small\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const reads = 100
+	for range reads {
+		if got, err := readAtMost(path, MaxFileBytes); err != nil || got != "package small\n" {
+			t.Fatalf("readAtMost = %q, %v", got, err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / reads; per > 16<<10 {
+		t.Errorf("reading a 14-byte file allocated %d bytes per read", per)
+	}
+	got, err := readAtMost(path, 7)
+	if err != nil || got != "package\n[… file cut at 7 bytes …]" {
+		t.Errorf("readAtMost(7) = %q, %v", got, err)
+	}
+}
