@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	gitignore "github.com/sabhiram/go-gitignore"
 	"github.com/tiktoken-go/tokenizer"
@@ -129,10 +130,40 @@ func (b *Builder) count(s string) int {
 		b.memo, b.memoBytes = map[string]int{}, 0
 	}
 	if _, ok := b.memo[s]; !ok {
-		b.memo[s] = n
+		// A copy: s may be part of a longer text (a prompt), which a key
+		// would keep alive whole.
+		b.memo[strings.Clone(s)] = n
 		b.memoBytes += len(s)
 	}
 	return n
+}
+
+// sectionMark begins each section of a prompt (prompt.Build): "## " at
+// the start of a line.
+const sectionMark = "\n## "
+
+// CountPrompt is b.Counter.Count(s) for a prompt built from this Builder's
+// contexts (prompt.Build), counted by section: the sections the last
+// prompt had are not tokenized again. A valid UTF-8 text is counted as the
+// sum of its parts cut before each "## " that starts a line, which is
+// exact for a Counter that never makes one token of a line's end and what
+// follows it when that is '#': o200k (DefaultCounter) ends a piece at a
+// newline unless whitespace or '/' follows (TestCountPromptIsTheCounters,
+// FuzzCountPrompt). Invalid UTF-8 is counted whole, as the Counter counts
+// it.
+func (b *Builder) CountPrompt(s string) int {
+	if !utf8.ValidString(s) {
+		return b.Counter.Count(s)
+	}
+	n := 0
+	for {
+		i := strings.Index(s, sectionMark)
+		if i < 0 {
+			return n + b.count(s)
+		}
+		n += b.count(s[:i+1])
+		s = s[i+1:]
+	}
 }
 
 // New returns a Builder with the default tokenizer.
