@@ -110,60 +110,94 @@ type Builder struct {
 // files at MaxFileBytes, with room for the rest of a task's context.
 const maxMemoBytes = 4*MaxFileBytes + 1<<20
 
+// memoEntryBytes is what the memo is charged for an entry besides its
+// text: a file's lines are kept one entry each.
+const memoEntryBytes = 64
+
 // count is b.Counter.Count(s), counted once per text while it stays in the
-// memo. The memo is emptied when full: a task's next call refills it with
-// what that call repeats.
+// memo, and a new text line by line (countLines).
 func (b *Builder) count(s string) int {
-	b.mu.Lock()
-	n, ok := b.memo[s]
-	b.mu.Unlock()
-	if ok {
+	if n, ok := b.lookup(s); ok {
 		return n
 	}
-	n = b.Counter.Count(s)
-	if len(s) > maxMemoBytes/4 {
-		return n // one text would crowd out the rest
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.memo == nil || b.memoBytes+len(s) > maxMemoBytes {
-		b.memo, b.memoBytes = map[string]int{}, 0
-	}
-	if _, ok := b.memo[s]; !ok {
-		// A copy: s may be part of a longer text (a prompt), which a key
-		// would keep alive whole.
-		b.memo[strings.Clone(s)] = n
-		b.memoBytes += len(s)
-	}
+	n := b.countLines(s)
+	b.keep(s, n)
 	return n
 }
 
-// sectionMark begins each section of a prompt (prompt.Build): "## " at
-// the start of a line.
-const sectionMark = "\n## "
-
 // CountPrompt is b.Counter.Count(s) for a prompt built from this Builder's
-// contexts (prompt.Build), counted by section: the sections the last
-// prompt had are not tokenized again. A valid UTF-8 text is counted as the
-// sum of its parts cut before each "## " that starts a line, which is
-// exact for a Counter that never makes one token of a line's end and what
-// follows it when that is '#': o200k (DefaultCounter) ends a piece at a
-// newline unless whitespace or '/' follows (TestCountPromptIsTheCounters,
-// FuzzCountPrompt). Invalid UTF-8 is counted whole, as the Counter counts
-// it.
-func (b *Builder) CountPrompt(s string) int {
+// contexts (prompt.Build), counted line by line (countLines): the lines
+// the last prompt had are not tokenized again, and the prompt itself,
+// new each call, is not kept.
+func (b *Builder) CountPrompt(s string) int { return b.countLines(s) }
+
+// countLines is b.Counter.Count(s), counted as the sum of its lines', each
+// counted once while it stays in the memo. It is exact for a Counter that
+// never makes one token of a line's end and what follows it when that is
+// a printable ASCII character other than '/': o200k (DefaultCounter) ends
+// a piece at a newline unless whitespace or '/' follows, so the lines are
+// cut only there (TestCountPromptIsTheCounters, FuzzCountPrompt). Invalid
+// UTF-8 is counted whole, as the Counter counts it.
+func (b *Builder) countLines(s string) int {
 	if !utf8.ValidString(s) {
 		return b.Counter.Count(s)
 	}
 	n := 0
-	for {
-		i := strings.Index(s, sectionMark)
-		if i < 0 {
-			return n + b.count(s)
+	for len(s) > 0 {
+		line := s[:lineEnd(s)]
+		s = s[len(line):]
+		m, ok := b.lookup(line)
+		if !ok {
+			m = b.Counter.Count(line)
+			b.keep(line, m)
 		}
-		n += b.count(s[:i+1])
-		s = s[i+1:]
+		n += m
 	}
+	return n
+}
+
+// lineEnd is the length of s's first line: up to and including the first
+// newline that a printable ASCII character other than '/' follows (no
+// o200k piece spans it), or all of s.
+func lineEnd(s string) int {
+	for i := 0; ; {
+		j := strings.IndexByte(s[i:], '\n')
+		if j < 0 {
+			return len(s)
+		}
+		i += j + 1
+		if i < len(s) && s[i] > ' ' && s[i] < 0x7f && s[i] != '/' {
+			return i
+		}
+	}
+}
+
+// lookup is the memo's count of s.
+func (b *Builder) lookup(s string) (int, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, ok := b.memo[s]
+	return n, ok
+}
+
+// keep puts s's count in the memo, which is emptied when full: a task's
+// next call refills it with what that call repeats.
+func (b *Builder) keep(s string, n int) {
+	if len(s) > maxMemoBytes/4 {
+		return // one text would crowd out the rest
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.memo[s]; ok {
+		return
+	}
+	if b.memo == nil || b.memoBytes+len(s)+memoEntryBytes > maxMemoBytes {
+		b.memo, b.memoBytes = map[string]int{}, 0
+	}
+	// A copy: s may be part of a longer text (a prompt, a file), which a
+	// key would keep alive whole.
+	b.memo[strings.Clone(s)] = n
+	b.memoBytes += len(s) + memoEntryBytes
 }
 
 // New returns a Builder with the default tokenizer.
