@@ -312,10 +312,7 @@ func (b *Builder) failingSections(failing []purser.ValidatorResult) []Section {
 // .gitignore, one path per line, at most MaxListing. Purser's own files (by
 // name, or protected by guard, which may be nil) are left out.
 func Listing(dir string, guard *workspace.Guard) string {
-	ign := gitignore.CompileIgnoreLines(".git/")
-	if g, err := gitignore.CompileIgnoreFileAndLines(filepath.Join(dir, ".gitignore"), ".git/"); err == nil {
-		ign = g
-	}
+	ign := ignoreOf(dir)
 	// WalkDir follows no symlink below its root, so root joined with a
 	// walked path is that entry's real path.
 	root, err := filepath.EvalSymlinks(dir)
@@ -348,6 +345,46 @@ func Listing(dir string, guard *workspace.Guard) string {
 	})
 	sort.Strings(paths)
 	return strings.Join(paths, "\n")
+}
+
+// compileIgnore compiles .gitignore lines (a variable for the tests).
+var compileIgnore = gitignore.CompileIgnoreLines
+
+// ignores are the compiled .gitignore files listings met, by content: a
+// task's workspace is listed for every call, and compiling its
+// .gitignore (a regexp a line) cost as much as walking it. At most
+// maxIgnores are kept.
+var ignores struct {
+	sync.Mutex
+	byText map[string]*gitignore.GitIgnore
+}
+
+const maxIgnores = 64
+
+// ignoreOf is the root .gitignore of dir, with .git/, compiled: as
+// gitignore.CompileIgnoreFileAndLines compiles it, or .git/ alone when
+// there is no file to read.
+func ignoreOf(dir string) *gitignore.GitIgnore {
+	text := ""
+	if data, err := os.ReadFile(filepath.Join(dir, ".gitignore")); err == nil {
+		text = string(data) + "\n"
+	}
+	ignores.Lock()
+	defer ignores.Unlock()
+	if ign, ok := ignores.byText[text]; ok {
+		return ign
+	}
+	lines := []string{".git/"}
+	if text != "" {
+		lines = strings.Split(text, "\n") // the file's lines, then .git/ in the last's place
+		lines[len(lines)-1] = ".git/"
+	}
+	ign := compileIgnore(lines...)
+	if ignores.byText == nil || len(ignores.byText) >= maxIgnores {
+		ignores.byText = map[string]*gitignore.GitIgnore{}
+	}
+	ignores.byText[text] = ign
+	return ign
 }
 
 // Strategy shrinks a context to at most maxTokens.

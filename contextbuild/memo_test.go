@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	gitignore "github.com/sabhiram/go-gitignore"
 )
 
 // countingCounter counts words, and how many texts it was asked to count.
@@ -105,5 +107,39 @@ func TestAReferencedFileIsReadAtItsSize(t *testing.T) {
 	got, err := readAtMost(path, 7)
 	if err != nil || got != "package\n[… file cut at 7 bytes …]" {
 		t.Errorf("readAtMost(7) = %q, %v", got, err)
+	}
+}
+
+// A workspace's .gitignore is compiled once, not for every listing, and a
+// changed one is honoured by the next.
+func TestAGitignoreIsCompiledOncePerText(t *testing.T) {
+	compiles := 0
+	compileIgnore = func(lines ...string) *gitignore.GitIgnore {
+		compiles++
+		return gitignore.CompileIgnoreLines(lines...)
+	}
+	t.Cleanup(func() { compileIgnore = gitignore.CompileIgnoreLines })
+	ws := t.TempDir()
+	for name, body := range map[string]string{".gitignore": "# " + t.Name() + "\n*.log\n", "a.go": "", "b.log": "", "c.tmp": ""} {
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		if got := Listing(ws, nil); got != ".gitignore\na.go\nc.tmp" {
+			t.Fatalf("listing:\n%s", got)
+		}
+	}
+	if compiles != 1 {
+		t.Errorf("three listings compiled the .gitignore %d times, want 1", compiles)
+	}
+	if err := os.WriteFile(filepath.Join(ws, ".gitignore"), []byte("# "+t.Name()+"\n*.tmp\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := Listing(ws, nil); got != ".gitignore\na.go\nb.log" {
+		t.Errorf("after the .gitignore changed, listing:\n%s", got)
+	}
+	if compiles != 2 {
+		t.Errorf("the changed .gitignore: %d compiles in all, want 2", compiles)
 	}
 }
