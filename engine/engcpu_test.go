@@ -244,3 +244,26 @@ func selfCPU() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// The workspace is walked for its fingerprint only for what reads it: once
+// an iteration, before its calls, for the check after a hard cap; twice
+// with stuckAfter, which compares it after the calls too.
+func TestTheWorkspaceIsWalkedOnlyForWhatReadsIt(t *testing.T) {
+	for _, stuckAfter := range []*int{nil, ptr(100)} {
+		f := newFixture(t, "steps:\n  - usage: {inputTokens: 100, outputTokens: 10}\n")
+		f.cfg.Validators = failingValidator{}
+		f.task.Budget = budget.Config{Hard: budget.HardLimits{MaxIterations: ptr(10)}, StuckAfter: stuckAfter}
+		taken, undo := engine.CountFingerprints(f.workspace)
+		if err := f.run(); !engine.IsBudgetStop(err) {
+			t.Fatalf("run = %v", err)
+		}
+		undo()
+		want := int64(10)
+		if stuckAfter != nil {
+			want = 20
+		}
+		if got := taken(); got != want {
+			t.Errorf("stuckAfter %v: %d fingerprints in 10 iterations, want %d", stuckAfter != nil, got, want)
+		}
+	}
+}

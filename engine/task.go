@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/purser-dev/purser"
 	"github.com/purser-dev/purser/budget"
@@ -257,7 +258,14 @@ func (t *taskRun) runIteration(ctx context.Context) (done bool, err error) {
 	e.emit(t, purser.Event{Type: purser.EventIteration, Message: fmt.Sprintf("iteration %d starts", t.iteration)})
 	t.log.Info("iteration starts", "iteration", t.iteration)
 
-	before := workspace.Fingerprint(t.task.Workspace)
+	// The workspace's fingerprint is a walk of it: taken only for what
+	// reads it, the check after a hard cap (which needs validators to
+	// run) and stuckAfter.
+	stuckOn := t.task.Budget.StuckAfter != nil
+	var before string
+	if stuckOn || len(t.task.Validators) > 0 {
+		before = t.fingerprint()
+	}
 	if err := t.calls(ctx); err != nil {
 		results, ok := t.revalidateAfterCap(ctx, err, before)
 		if ok {
@@ -265,7 +273,10 @@ func (t *taskRun) runIteration(ctx context.Context) (done bool, err error) {
 		}
 		return false, t.stopIteration(ctx, it, results, err)
 	}
-	after := workspace.Fingerprint(t.task.Workspace)
+	var after string
+	if stuckOn {
+		after = t.fingerprint()
+	}
 	results := t.runValidators(ctx)
 	if ctx.Err() != nil {
 		// Cut mid-way: a partial run is no verdict on this iteration.
@@ -319,7 +330,7 @@ func (t *taskRun) revalidateAfterCap(ctx context.Context, stop error, before str
 	if !errors.As(stop, &be) || be.Metric == budget.Time || ctx.Err() != nil || len(t.task.Validators) == 0 {
 		return nil, false
 	}
-	if after := workspace.Fingerprint(t.task.Workspace); before != "" && after == before {
+	if after := t.fingerprint(); before != "" && after == before {
 		return nil, false // the call changed nothing: nothing new to validate
 	}
 	t.log.Info("hard cap reached by a call that changed the workspace: running the validators once more", "metric", be.Metric)
@@ -336,6 +347,19 @@ func (t *taskRun) revalidateAfterCap(ctx context.Context, stop error, before str
 	t.doneNote = fmt.Sprintf("checked once more, with no model call, after the hard cap on %s stopped the call that changed the workspace", be.Metric)
 	return results, true
 }
+
+// fingerprint is the task's workspace's fingerprint (workspace.Fingerprint).
+func (t *taskRun) fingerprint() string {
+	if n, ok := fingerprintsTaken.Load(t.task.Workspace); ok {
+		n.(*atomic.Int64).Add(1)
+	}
+	return workspace.Fingerprint(t.task.Workspace)
+}
+
+// fingerprintsTaken counts, for the workspaces the tests name, the
+// fingerprints taken of them (fingerprint_export_test.go): each is a walk
+// of the workspace.
+var fingerprintsTaken sync.Map
 
 func failingOf(results []purser.ValidatorResult) []purser.ValidatorResult {
 	var failing []purser.ValidatorResult
