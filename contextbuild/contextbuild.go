@@ -264,16 +264,12 @@ func (b *Builder) Full(in Input) Context {
 
 func (b *Builder) fileSections(dir, issue string) []Section {
 	var out []Section
-	for _, rel := range ReferencedFiles(dir, issue) {
-		real, err := workspace.Resolve(dir, rel)
+	for _, f := range referenced(dir, issue) {
+		data, err := readAtMost(f.real, MaxFileBytes)
 		if err != nil {
 			continue
 		}
-		data, err := readAtMost(real, MaxFileBytes)
-		if err != nil {
-			continue
-		}
-		out = append(out, b.section("file", "File "+rel, data))
+		out = append(out, b.section("file", "File "+f.rel, data))
 	}
 	return out
 }
