@@ -100,7 +100,7 @@ type Builder struct {
 	// A task's contexts repeat most of their text from one call to the
 	// next (the goal, the issue, the files it names, a validator's output,
 	// the listing), and tokenizing is most of building one: counts are
-	// kept by text, up to memoBytes of it.
+	// kept by text, up to maxMemoBytes of it.
 	mu        sync.Mutex
 	memo      map[string]int
 	memoBytes int

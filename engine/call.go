@@ -147,8 +147,8 @@ func (t *taskRun) prepare(ctx context.Context, kind purser.CallKind, attempt int
 		return nil, err
 	}
 	// A server may count the prompt a little differently than the o200k
-	// tokenizer: the reservation allows for it. Counted by section: most
-	// of a prompt's text was the last call's too.
+	// tokenizer: the reservation allows for it. Counted line by line: most
+	// of a prompt's lines were the last call's too.
 	counted := int64(e.cfg.Context.CountPrompt(text))
 	callID := fmt.Sprintf("%s-%d-%s-%d-%s", t.task.ID, t.iteration, kind, attempt, newID())
 	return &preparedCall{kind: kind, model: model, prompt: text, input: counted + counted/20 + 16, ctx: cctx,
