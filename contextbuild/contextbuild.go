@@ -325,7 +325,7 @@ func Listing(dir string, guard *workspace.Guard) string {
 		if d.IsDir() {
 			match += "/"
 		}
-		if d.Name() == ".git" || ign.MatchesPath(match) || guard.Hides(root, rel) {
+		if d.Name() == ".git" || ign.matches(match) || guard.Hides(root, rel) {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
@@ -352,35 +352,69 @@ var compileIgnore = gitignore.CompileIgnoreLines
 // maxIgnores are kept.
 var ignores struct {
 	sync.Mutex
-	byText map[string]*gitignore.GitIgnore
+	byText map[string]*ignoreSet
 }
 
-const maxIgnores = 64
+const maxIgnores = 16
+
+// ignoreSet is a compiled .gitignore and what it said of each path it was
+// asked about: a listing asks of every path again on every call, and
+// matching a path runs each line's regexp (two thirds of a listing's CPU
+// in a repository of 800 files). A GitIgnore does not change, so its
+// answer for a path does not either. At most maxIgnoreAnswers are kept: a
+// listing visits MaxListing files, their directories and what is ignored
+// beside them.
+type ignoreSet struct {
+	ign *gitignore.GitIgnore
+
+	mu      sync.Mutex
+	answers map[string]bool
+}
+
+const maxIgnoreAnswers = 1 << 13
+
+// matches is ign.MatchesPath(path).
+func (s *ignoreSet) matches(path string) bool {
+	s.mu.Lock()
+	m, ok := s.answers[path]
+	s.mu.Unlock()
+	if ok {
+		return m
+	}
+	m = s.ign.MatchesPath(path)
+	s.mu.Lock()
+	if s.answers == nil || len(s.answers) >= maxIgnoreAnswers {
+		s.answers = map[string]bool{}
+	}
+	s.answers[path] = m
+	s.mu.Unlock()
+	return m
+}
 
 // ignoreOf is the root .gitignore of dir, with .git/, compiled: as
 // gitignore.CompileIgnoreFileAndLines compiles it, or .git/ alone when
 // there is no file to read.
-func ignoreOf(dir string) *gitignore.GitIgnore {
+func ignoreOf(dir string) *ignoreSet {
 	text := ""
 	if data, err := os.ReadFile(filepath.Join(dir, ".gitignore")); err == nil {
 		text = string(data) + "\n"
 	}
 	ignores.Lock()
 	defer ignores.Unlock()
-	if ign, ok := ignores.byText[text]; ok {
-		return ign
+	if set, ok := ignores.byText[text]; ok {
+		return set
 	}
 	lines := []string{".git/"}
 	if text != "" {
 		lines = strings.Split(text, "\n") // the file's lines, then .git/ in the last's place
 		lines[len(lines)-1] = ".git/"
 	}
-	ign := compileIgnore(lines...)
+	set := &ignoreSet{ign: compileIgnore(lines...)}
 	if ignores.byText == nil || len(ignores.byText) >= maxIgnores {
-		ignores.byText = map[string]*gitignore.GitIgnore{}
+		ignores.byText = map[string]*ignoreSet{}
 	}
-	ignores.byText[text] = ign
-	return ign
+	ignores.byText[text] = set
+	return set
 }
 
 // Strategy shrinks a context to at most maxTokens.

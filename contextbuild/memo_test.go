@@ -143,3 +143,28 @@ func TestAGitignoreIsCompiledOncePerText(t *testing.T) {
 		t.Errorf("the changed .gitignore: %d compiles in all, want 2", compiles)
 	}
 }
+
+// What a .gitignore says of a path is asked once: the next listing reads
+// the answer kept (here planted, to tell it from a match run again).
+func TestAGitignoresAnswerForAPathIsKept(t *testing.T) {
+	ws := t.TempDir()
+	for name, body := range map[string]string{".gitignore": "# " + t.Name() + "\n*.log\n", "a.go": "", "b.log": ""} {
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := Listing(ws, nil); got != ".gitignore\na.go" {
+		t.Fatalf("listing:\n%s", got)
+	}
+	set := ignoreOf(ws)
+	set.mu.Lock()
+	kept, ok := set.answers["b.log"]
+	set.answers["b.log"] = false
+	set.mu.Unlock()
+	if !ok || !kept {
+		t.Fatalf("the answer for b.log: %v (kept %v), want true, kept", kept, ok)
+	}
+	if got := Listing(ws, nil); got != ".gitignore\na.go\nb.log" {
+		t.Errorf("the second listing matched b.log again instead of reading the kept answer:\n%s", got)
+	}
+}
