@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"sync"
 	"syscall"
@@ -214,28 +215,45 @@ func TestAnIterationsStoreWorkIsFlat(t *testing.T) {
 // BenchmarkEngineCPU is the engine's own CPU per iteration: this process
 // alone (RUSAGE_SELF), with the validator answered in-process, so that
 // what it measures is the engine's work around a call (context, prompt,
-// store, budget, artifacts, the sim backend), not a spawn.
-// BenchmarkIterationCost (bench_test.go) is the whole iteration.
+// store, budget, artifacts, the sim backend), not a spawn. The fixture's
+// workspace has 3 files; workspace=repo adds 800 in 40 directories and a
+// .gitignore, as a small repository has, since the engine walks and lists
+// the workspace. BenchmarkIterationCost (bench_test.go) is the whole
+// iteration.
 func BenchmarkEngineCPU(b *testing.B) {
-	for _, n := range []int{25, 200, 1600} {
-		b.Run(fmt.Sprintf("iterations=%d", n), func(b *testing.B) {
-			var cpu time.Duration
-			for b.Loop() {
-				b.StopTimer()
-				f := newFixture(b, "steps:\n  - usage: {inputTokens: 100, outputTokens: 10}\n")
-				f.cfg.Validators = failingValidator{}
-				f.task.Budget = budget.Config{Hard: budget.HardLimits{MaxIterations: ptr(n)}}
-				f.task.Degrade = purser.DegradePolicy{}
-				b.StartTimer()
-				cpu0 := selfCPU()
-				if err := f.run(); !engine.IsBudgetStop(err) {
-					b.Fatalf("run = %v", err)
-				}
-				cpu += selfCPU() - cpu0
+	for _, repo := range []bool{false, true} {
+		for _, n := range []int{25, 200, 1600} {
+			if repo && n > 200 {
+				continue
 			}
-			b.ReportMetric(float64(cpu.Microseconds())/float64(n*b.N)/1000, "cpu-ms/iteration")
-		})
+			name := fmt.Sprintf("workspace=%s/iterations=%d", map[bool]string{false: "small", true: "repo"}[repo], n)
+			b.Run(name, func(b *testing.B) { benchmarkEngineCPU(b, n, repo) })
+		}
 	}
+}
+
+func benchmarkEngineCPU(b *testing.B, n int, repo bool) {
+	var cpu time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		f := newFixture(b, "steps:\n  - usage: {inputTokens: 100, outputTokens: 10}\n")
+		if repo {
+			write(b, filepath.Join(f.workspace, ".gitignore"), "/bin\n*.test\n*.prof\n.cache/\n")
+			for i := range 800 {
+				write(b, filepath.Join(f.workspace, fmt.Sprintf("pkg%02d/file%03d.go", i%40, i)), "package p\n")
+			}
+		}
+		f.cfg.Validators = failingValidator{}
+		f.task.Budget = budget.Config{Hard: budget.HardLimits{MaxIterations: ptr(n)}}
+		f.task.Degrade = purser.DegradePolicy{}
+		b.StartTimer()
+		cpu0 := selfCPU()
+		if err := f.run(); !engine.IsBudgetStop(err) {
+			b.Fatalf("run = %v", err)
+		}
+		cpu += selfCPU() - cpu0
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/float64(n*b.N)/1000, "cpu-ms/iteration")
 }
 
 // selfCPU is the CPU this process has used.

@@ -3,9 +3,10 @@ package workspace
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"io/fs"
 	"path/filepath"
+	"strconv"
+	"strings"
 )
 
 // maxFingerprintFiles bounds the walk: past it, a workspace's fingerprint is
@@ -21,15 +22,23 @@ const maxFingerprintFiles = 100_000
 func Fingerprint(workspace string) string {
 	h := sha256.New()
 	n := 0
+	// Each entry's line is made without fmt, and its path relative to the
+	// workspace without filepath.Rel where WalkDir's own joining shows it:
+	// the engine takes a fingerprint every iteration.
+	var line []byte
+	prefix := filepath.Clean(workspace) + string(filepath.Separator)
 	err := filepath.WalkDir(workspace, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(workspace, path)
+		rel, ok := strings.CutPrefix(path, prefix)
+		if !ok || rel == "" { // the workspace itself, named with a trailing separator: "."
+			rel, _ = filepath.Rel(workspace, path)
+		}
 		switch {
 		case d.IsDir() && (d.Name() == ".git" || d.Name() == ".purser"):
 			return filepath.SkipDir
-		case !d.IsDir() && filepath.Dir(rel) == "." && IsArtifactName(rel):
+		case !d.IsDir() && !strings.ContainsRune(rel, filepath.Separator) && IsArtifactName(rel):
 			return nil
 		}
 		if n++; n > maxFingerprintFiles {
@@ -39,7 +48,12 @@ func Fingerprint(workspace string) string {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(h, "%s\x00%d\x00%s\x00%d\n", rel, info.Size(), info.Mode(), info.ModTime().UnixNano())
+		// rel NUL size NUL mode NUL mtime(ns) newline
+		line = append(append(line[:0], rel...), 0)
+		line = append(strconv.AppendInt(line, info.Size(), 10), 0)
+		line = append(append(line, info.Mode().String()...), 0)
+		line = append(strconv.AppendInt(line, info.ModTime().UnixNano(), 10), '\n')
+		h.Write(line)
 		return nil
 	})
 	if err != nil {
