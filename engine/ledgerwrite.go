@@ -137,8 +137,17 @@ func (w *ledgerWriter) run() {
 // not waited for: a call that keeps streaming does not hold a release back.
 func (w *ledgerWriter) flush() error {
 	w.mu.Lock()
+	upTo := w.queued
+	w.mu.Unlock()
+	return w.flushUpTo(upTo)
+}
+
+// flushUpTo waits until the first upTo entries ever queued are committed
+// (or given up), and returns the first error.
+func (w *ledgerWriter) flushUpTo(upTo uint64) error {
+	w.mu.Lock()
 	defer w.mu.Unlock()
-	for upTo := w.queued; w.done < upTo; {
+	for w.done < upTo {
 		w.cond.Wait()
 	}
 	return w.err

@@ -155,9 +155,13 @@ func TestLedgerWriterFlushDoesNotWaitForLaterEvents(t *testing.T) {
 	if err := w.append(keyed(1)); err != nil {
 		t.Fatal(err)
 	}
+	// What flush takes when it begins, taken here: a flush goroutine not yet
+	// scheduled when c/2 is appended would otherwise take c/2 too.
+	w.mu.Lock()
+	upTo := w.queued
+	w.mu.Unlock()
 	flushed := make(chan error, 1)
-	go func() { flushed <- w.flush() }()
-	time.Sleep(20 * time.Millisecond) // the flush is waiting for c/1
+	go func() { flushed <- w.flushUpTo(upTo) }()
 	if err := w.append(keyed(2)); err != nil {
 		t.Fatal(err)
 	}
