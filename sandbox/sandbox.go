@@ -343,21 +343,7 @@ func (b Box) bwrapArgs(l layout, self, name string, args []string) ([]string, er
 		"--cap-drop", "ALL",
 		"--clearenv",
 	}
-	names := make([]string, 0, len(l.system))
-	for d := range l.system {
-		names = append(names, d)
-	}
-	sort.Strings(names)
-	for _, d := range names {
-		if target := l.system[d]; target != "" {
-			a = append(a, "--symlink", target, d)
-		} else {
-			a = append(a, "--ro-bind", d, d)
-		}
-	}
-	for _, e := range l.etc {
-		a = append(a, "--ro-bind", e, e)
-	}
+	a = append(a, l.systemMounts()...)
 	lim := b.Limits.resolved()
 	a = append(a, "--proc", "/proc", "--dev", "/dev")
 	if lim.TmpBytes > 0 {
@@ -389,6 +375,41 @@ func (b Box) bwrapArgs(l layout, self, name string, args []string) ([]string, er
 		a = append(a, "--setenv", k, v)
 	}
 	a = append(a, "--chdir", ws, "--", initPath, initArg)
+	a = append(a, b.initArgs(lim)...)
+	if name == "" {
+		return a, nil
+	}
+	a = append(a, "--", name)
+	return append(a, args...), nil
+}
+
+// systemMounts are bwrap's arguments for the host's system, read-only:
+// its directories, and the symlinks among them as symlinks, then /etc's
+// entries a program needs.
+func (l layout) systemMounts() []string {
+	names := make([]string, 0, len(l.system))
+	for d := range l.system {
+		names = append(names, d)
+	}
+	sort.Strings(names)
+	var a []string
+	for _, d := range names {
+		if target := l.system[d]; target != "" {
+			a = append(a, "--symlink", target, d)
+		} else {
+			a = append(a, "--ro-bind", d, d)
+		}
+	}
+	for _, e := range l.etc {
+		a = append(a, "--ro-bind", e, e)
+	}
+	return a
+}
+
+// initArgs are the box's init's arguments (sandbox/internal/boxinit's
+// Parse): its relays, lifeline and serving socket, and the limits lim.
+func (b Box) initArgs(lim Limits) []string {
+	var a []string
 	if b.Door != nil {
 		a = append(a, "door="+strconv.Itoa(b.Door.Port))
 	}
@@ -401,12 +422,7 @@ func (b Box) bwrapArgs(l layout, self, name string, args []string) ([]string, er
 	if b.Serve != nil {
 		a = append(a, "serve="+strconv.Itoa(b.serveFD()))
 	}
-	a = append(a, "nproc="+strconv.Itoa(lim.Processes), "data="+strconv.FormatInt(lim.MemoryBytes, 10))
-	if name == "" {
-		return a, nil
-	}
-	a = append(a, "--", name)
-	return append(a, args...), nil
+	return append(a, "nproc="+strconv.Itoa(lim.Processes), "data="+strconv.FormatInt(lim.MemoryBytes, 10))
 }
 
 // check refuses a box whose fields would make a box other than the one

@@ -193,3 +193,49 @@ func EnvPath(env []string) string {
 	}
 	return ""
 }
+
+// Message is one message to a runner as ReadMessages reads it: a run
+// request (Files: the command's stdin, stdout and stderr) or, with Files
+// nil, a stop byte.
+type Message struct {
+	Dir       string
+	Argv, Env []string
+	Files     []*os.File
+	Stop      byte
+}
+
+// ReadMessages reads sock's messages into msgs until the socket's end
+// (Purser closed it, or died) or a message not of the wire, then closes
+// msgs. A request that does not parse is said, after who, on the stderr
+// it came with.
+func ReadMessages(sock int, who string, msgs chan<- Message) {
+	defer close(msgs)
+	buf := make([]byte, MaxRequest)
+	oob := make([]byte, syscall.CmsgSpace(3*4))
+	for {
+		n, oobn, _, _, err := syscall.Recvmsg(sock, buf, oob, syscall.MSG_CMSG_CLOEXEC)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return
+		}
+		files := Rights(oob[:oobn])
+		switch {
+		case buf[0] == MsgRun && len(files) == 3:
+			dir, argv, env, err := ParseRequest(buf[1:n])
+			if err == nil {
+				msgs <- Message{Dir: dir, Argv: argv, Env: env, Files: files}
+				continue
+			}
+			_, _ = files[2].WriteString(who + ": " + err.Error() + "\n")
+		case n == 1 && (buf[0] == MsgTerm || buf[0] == MsgKill):
+			msgs <- Message{Stop: buf[0]}
+			continue
+		}
+		for _, f := range files {
+			f.Close()
+		}
+		return // not Purser's wire: the runner ends
+	}
+}

@@ -57,7 +57,7 @@ func Serve(args []string) int {
 	signal.Notify(s.sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, DeathSignal)
 	self, _ := Stat(os.Getpid())
 	s.mark = MarkEnv + "=" + strconv.Itoa(os.Getpid()) + " " + self.Start
-	go readMessages(sock, s.msgs)
+	go reswire.ReadMessages(sock, "purser supervisor", s.msgs)
 	if err := syscall.Sendto(sock, []byte(reswire.MsgReady), 0, nil); err != nil {
 		return 2
 	}
@@ -74,13 +74,8 @@ type server struct {
 	sigs       chan os.Signal
 }
 
-// message is what readMessages read: a run request, or a stop byte.
-type message struct {
-	dir       string
-	argv, env []string
-	files     []*os.File // stdin, stdout, stderr; nil for a stop
-	stop      byte
-}
+// message is what reswire.ReadMessages reads: a run request, or a stop byte.
+type message = reswire.Message
 
 // loop serves requests until Purser is gone.
 func (s *server) loop() int {
@@ -90,7 +85,7 @@ func (s *server) loop() int {
 			if !ok {
 				return s.end(0)
 			}
-			if m.files == nil {
+			if m.Files == nil {
 				continue // a stop that came after its command ended
 			}
 			status, discard := s.runOne(m)
@@ -113,63 +108,29 @@ func (s *server) end(code int) int {
 	return code
 }
 
-// readMessages reads the socket's messages into msgs, and closes it at the
-// socket's end (Purser closed it, or died) or at anything not of the wire.
-func readMessages(sock int, msgs chan<- message) {
-	defer close(msgs)
-	buf := make([]byte, reswire.MaxRequest)
-	oob := make([]byte, syscall.CmsgSpace(3*4))
-	for {
-		n, oobn, _, _, err := syscall.Recvmsg(sock, buf, oob, syscall.MSG_CMSG_CLOEXEC)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil || n == 0 {
-			return
-		}
-		files := reswire.Rights(oob[:oobn])
-		switch {
-		case buf[0] == reswire.MsgRun && len(files) == 3:
-			dir, argv, env, err := reswire.ParseRequest(buf[1:n])
-			if err == nil {
-				msgs <- message{dir: dir, argv: argv, env: env, files: files}
-				continue
-			}
-			fmt.Fprintf(files[2], "purser supervisor: %v\n", err)
-		case n == 1 && (buf[0] == reswire.MsgTerm || buf[0] == reswire.MsgKill):
-			msgs <- message{stop: buf[0]}
-			continue
-		}
-		for _, f := range files {
-			f.Close()
-		}
-		return
-	}
-}
-
 // runOne runs m to its end, then kills and reaps whatever it left. It
 // returns the command's status as a shell gives it, and whether the
 // supervisor is to be discarded.
 func (s *server) runOne(m message) (status int, discard bool) {
 	defer func() {
-		for _, f := range m.files {
+		for _, f := range m.Files {
 			f.Close()
 		}
 	}()
-	stderr := m.files[2]
-	path, err := reswire.LookPathIn(m.argv[0], reswire.EnvPath(m.env))
+	stderr := m.Files[2]
+	path, err := reswire.LookPathIn(m.Argv[0], reswire.EnvPath(m.Env))
 	if err != nil {
 		fmt.Fprintf(stderr, "purser supervisor: %v\n", err)
 		return 127, false
 	}
-	env := append(m.env[:len(m.env):len(m.env)], s.mark)
+	env := append(m.Env[:len(m.Env):len(m.Env)], s.mark)
 	// Said before the start, not after: a supervisor that dies in between
 	// must not have its command taken for one never run, and run again.
 	_ = syscall.Sendto(s.sock, []byte(reswire.MsgStarted), 0, nil)
-	p, err := os.StartProcess(path, m.argv, &os.ProcAttr{Dir: m.dir, Env: env, Files: m.files,
+	p, err := os.StartProcess(path, m.Argv, &os.ProcAttr{Dir: m.Dir, Env: env, Files: m.Files,
 		Sys: &syscall.SysProcAttr{Setpgid: true}})
 	if err != nil {
-		fmt.Fprintf(stderr, "purser supervisor: starting %s: %v\n", m.argv[0], err)
+		fmt.Fprintf(stderr, "purser supervisor: starting %s: %v\n", m.Argv[0], err)
 		return 126, false
 	}
 	pid := p.Pid
@@ -195,13 +156,13 @@ func (s *server) waitOne(pid int) (status int, gone bool) {
 			switch {
 			case !ok:
 				return s.stopAfterOwner(pid, done), true
-			case m.stop == reswire.MsgTerm:
+			case m.Stop == reswire.MsgTerm:
 				_ = syscall.Kill(-pid, syscall.SIGTERM)
-			case m.stop == reswire.MsgKill:
+			case m.Stop == reswire.MsgKill:
 				killTree()
-			case m.files != nil: // one at a time: refused
-				fmt.Fprintf(m.files[2], "purser supervisor: busy\n")
-				for _, f := range m.files {
+			case m.Files != nil: // one at a time: refused
+				fmt.Fprintf(m.Files[2], "purser supervisor: busy\n")
+				for _, f := range m.Files {
 					f.Close()
 				}
 			}

@@ -35,14 +35,6 @@ const (
 // MaxRequest is the largest request the init reads (reswire.MaxRequest).
 const MaxRequest = reswire.MaxRequest
 
-// request is one command to run.
-type request struct {
-	dir   string
-	argv  []string
-	env   []string
-	files []*os.File // stdin, stdout, stderr
-}
-
 // ParseRequest reads a run request's payload (without its 'R').
 func ParseRequest(p []byte) (dir string, argv, env []string, err error) {
 	return reswire.ParseRequest(p)
@@ -87,19 +79,19 @@ func serve(c Config) int {
 	}
 	devNames = namesIn("/dev") // bwrap's: a run adding one leaves state behind
 	msgs := make(chan message, 4)
-	go readMessages(sock, msgs)
+	go reswire.ReadMessages(sock, "purser box", msgs)
 	if err := syscall.Sendto(sock, []byte(MsgReady), 0, nil); err != nil {
 		return ExitBoxFailed
 	}
 	for m := range msgs {
-		if m.req == nil {
+		if m.Files == nil {
 			continue // a stop that came after its command ended
 		}
-		if removed(m.req.dir) {
+		if removed(m.Dir) {
 			_ = syscall.Sendto(sock, []byte(MsgStale), 0, nil)
 			break
 		}
-		status, discard := runOne(c, after, sock, m.req, msgs, tooMany)
+		status, discard := runOne(c, after, sock, m, msgs, tooMany)
 		reply := strconv.Itoa(status)
 		if discard {
 			reply += ReplyDiscard
@@ -119,53 +111,16 @@ func removed(dir string) bool {
 	return syscall.Stat(dir, &st) != nil || st.Nlink == 0
 }
 
-// message is what readMessages read: a run request, or a stop byte.
-type message struct {
-	req  *request
-	stop byte
-}
-
-// readMessages reads the socket's messages into msgs, and closes it at the
-// socket's end (Purser closed it, or died).
-func readMessages(sock int, msgs chan<- message) {
-	defer close(msgs)
-	buf := make([]byte, MaxRequest)
-	oob := make([]byte, syscall.CmsgSpace(3*4))
-	for {
-		n, oobn, _, _, err := syscall.Recvmsg(sock, buf, oob, syscall.MSG_CMSG_CLOEXEC)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil || n == 0 {
-			return
-		}
-		files := reswire.Rights(oob[:oobn])
-		switch {
-		case buf[0] == MsgRun && len(files) == 3:
-			dir, argv, env, err := ParseRequest(buf[1:n])
-			if err == nil {
-				msgs <- message{req: &request{dir: dir, argv: argv, env: env, files: files}}
-				continue
-			}
-			fmt.Fprintf(files[2], "purser box: %v\n", err)
-		case n == 1 && (buf[0] == MsgTerm || buf[0] == MsgKill):
-			msgs <- message{stop: buf[0]}
-			continue
-		}
-		for _, f := range files {
-			f.Close()
-		}
-		return // not Purser's wire: end the box
-	}
-}
+// message is what reswire.ReadMessages reads: a run request, or a stop byte.
+type message = reswire.Message
 
 // runOne runs req to its end, then kills and reaps whatever it left and
 // empties /tmp. It returns the command's status, and whether the box is
 // to be discarded.
-func runOne(c Config, after []syscall.Rlimit, sock int, req *request, msgs <-chan message, tooMany <-chan int) (status int, discard bool) {
-	stderr := req.files[2]
+func runOne(c Config, after []syscall.Rlimit, sock int, req message, msgs <-chan message, tooMany <-chan int) (status int, discard bool) {
+	stderr := req.Files[2]
 	defer func() {
-		for _, f := range req.files {
+		for _, f := range req.Files {
 			f.Close()
 		}
 	}()
@@ -192,13 +147,13 @@ func runOne(c Config, after []syscall.Rlimit, sock int, req *request, msgs <-cha
 
 // waitOne starts req and waits for it, passing on stops; a box ended for
 // too many processes says so on the command's stderr.
-func waitOne(c Config, after []syscall.Rlimit, sock int, req *request, msgs <-chan message, tooMany <-chan int) (int, bool) {
-	stderr := req.files[2]
+func waitOne(c Config, after []syscall.Rlimit, sock int, req message, msgs <-chan message, tooMany <-chan int) (int, bool) {
+	stderr := req.Files[2]
 	select {
 	case <-tooMany: // counted as the last command's processes were ended
 	default:
 	}
-	path, err := lookPathIn(req.argv[0], reswire.EnvPath(req.env))
+	path, err := lookPathIn(req.Argv[0], reswire.EnvPath(req.Env))
 	if err != nil {
 		fmt.Fprintf(stderr, "purser box: %v\n", err)
 		return ExitNotFound, false
@@ -206,9 +161,9 @@ func waitOne(c Config, after []syscall.Rlimit, sock int, req *request, msgs <-ch
 	// Said before the start, not after: a box that ends in between must
 	// not have its command taken for one never run, and run again.
 	_ = syscall.Sendto(sock, []byte(MsgStarted), 0, nil)
-	pid, err := spawn(path, req.argv, req.env, req.dir, req.files, after)
+	pid, err := spawn(path, req.Argv, req.Env, req.Dir, req.Files, after)
 	if err != nil {
-		fmt.Fprintf(stderr, "purser box: starting %s: %v\n", req.argv[0], err)
+		fmt.Fprintf(stderr, "purser box: starting %s: %v\n", req.Argv[0], err)
 		return ExitBoxFailed, false
 	}
 	done := make(chan int, 1)
@@ -227,13 +182,13 @@ func waitOne(c Config, after []syscall.Rlimit, sock int, req *request, msgs <-ch
 			case !ok: // Purser is gone: serve's kill ends the rest
 				_ = syscall.Kill(-1, syscall.SIGKILL)
 				return 128 + int(syscall.SIGKILL), true
-			case m.stop == MsgTerm:
+			case m.Stop == MsgTerm:
 				_ = syscall.Kill(-pid, syscall.SIGTERM)
-			case m.stop == MsgKill:
+			case m.Stop == MsgKill:
 				_ = syscall.Kill(-1, syscall.SIGKILL)
-			case m.req != nil: // one at a time: refused
-				fmt.Fprintf(m.req.files[2], "purser box: busy\n")
-				for _, f := range m.req.files {
+			case m.Files != nil: // one at a time: refused
+				fmt.Fprintf(m.Files[2], "purser box: busy\n")
+				for _, f := range m.Files {
 					f.Close()
 				}
 			}
