@@ -1,6 +1,7 @@
 // Package reswire is the wire between Purser and a resident runner of its
 // validators — a resident box's init (sandbox/internal/boxinit) or a
-// resident supervisor (internal/procgroup/supervisor) — both Purser's own
+// resident supervisor (internal/procgroup/supervisor) — and the little else
+// both runners share (reading the wire, reaping). Both are Purser's own
 // binary, so the wire is internal and may change with it (issue 24). It is
 // a SOCK_SEQPACKET unix socket pair, one datagram a message:
 //
@@ -237,5 +238,29 @@ func ReadMessages(sock int, who string, msgs chan<- Message) {
 			f.Close()
 		}
 		return // not Purser's wire: the runner ends
+	}
+}
+
+// WaitFor reaps this process's children — a runner is the reaper of what
+// its commands leave — until pid has exited, and returns its status as a
+// shell gives it (the exit code, or 128 plus the signal that ended it). It
+// fails only when pid is not a child (wait4's error).
+func WaitFor(pid int) (int, error) {
+	for {
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(-1, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if got != pid {
+			continue // an orphan reparented to the runner: reaped, nothing more
+		}
+		if ws.Signaled() {
+			return 128 + int(ws.Signal()), nil
+		}
+		return ws.ExitStatus(), nil
 	}
 }

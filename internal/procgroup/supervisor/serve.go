@@ -147,7 +147,13 @@ func (s *server) runOne(m message) (status int, discard bool) {
 // Purser is gone: the command was stopped as an owner's death stops it.
 func (s *server) waitOne(pid int) (status int, gone bool) {
 	done := make(chan int, 1)
-	go func() { done <- waitFor(pid) }()
+	go func() {
+		status, err := reswire.WaitFor(pid)
+		if err != nil {
+			status = 126
+		}
+		done <- status
+	}()
 	for {
 		select {
 		case status := <-done:
@@ -192,29 +198,6 @@ func (s *server) stopAfterOwner(pid int, done <-chan int) int {
 	}
 	killTree()
 	return <-done
-}
-
-// waitFor reaps children until pid has exited, and returns its status as
-// a shell gives it; orphans reparented to the supervisor are reaped on the
-// way.
-func waitFor(pid int) int {
-	for {
-		var ws syscall.WaitStatus
-		got, err := syscall.Wait4(-1, &ws, 0, nil)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return 126
-		}
-		if got != pid {
-			continue
-		}
-		if ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ws.ExitStatus()
-	}
 }
 
 // killTree sends SIGKILL once to every live process below the supervisor.

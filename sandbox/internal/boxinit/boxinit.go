@@ -169,24 +169,12 @@ func Run(c Config) int {
 			_ = syscall.Kill(-pid, s.(syscall.Signal))
 		}
 	}()
-	for {
-		var ws syscall.WaitStatus
-		got, err := syscall.Wait4(-1, &ws, 0, nil)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "purser box: waiting for %s: %v\n", c.Argv[0], err)
-			return ExitBoxFailed
-		}
-		if got != pid {
-			continue // an orphan reparented to us: reaped, nothing more
-		}
-		if ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ws.ExitStatus()
+	status, err := reswire.WaitFor(pid)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "purser box: waiting for %s: %v\n", c.Argv[0], err)
+		return ExitBoxFailed
 	}
+	return status
 }
 
 // endWithOwner ends the box when the lifeline fd reaches its end of file:

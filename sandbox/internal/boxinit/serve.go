@@ -167,7 +167,13 @@ func waitOne(c Config, after []syscall.Rlimit, sock int, req message, msgs <-cha
 		return ExitBoxFailed, false
 	}
 	done := make(chan int, 1)
-	go func() { done <- waitFor(pid) }()
+	go func() {
+		status, err := reswire.WaitFor(pid)
+		if err != nil {
+			status = ExitBoxFailed
+		}
+		done <- status
+	}()
 	for {
 		select {
 		case status := <-done:
@@ -193,28 +199,6 @@ func waitOne(c Config, after []syscall.Rlimit, sock int, req message, msgs <-cha
 				}
 			}
 		}
-	}
-}
-
-// waitFor reaps children until pid has exited, and returns its status as
-// a shell gives it.
-func waitFor(pid int) int {
-	for {
-		var ws syscall.WaitStatus
-		got, err := syscall.Wait4(-1, &ws, 0, nil)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return ExitBoxFailed
-		}
-		if got != pid {
-			continue // an orphan reparented to us: reaped, nothing more
-		}
-		if ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ws.ExitStatus()
 	}
 }
 
