@@ -101,8 +101,13 @@ type Builder struct {
 	// next (the goal, the issue, the files it names, a validator's output,
 	// the listing), and tokenizing is most of building one: counts are
 	// kept by text, up to maxMemoBytes of it.
+	// The memo is two generations: when the current one is full it
+	// becomes the previous one, whose entries a lookup still finds and
+	// brings back, so that contexts a little larger than the memo — or
+	// several tasks' at once — do not empty it on every call.
 	mu        sync.Mutex
 	memo      map[string]int
+	prev      map[string]int
 	memoBytes int
 }
 
@@ -121,15 +126,34 @@ func (b *Builder) count(s string) int {
 		return n
 	}
 	n := b.countLines(s)
-	b.keep(s, n)
+	if len(s) <= maxWholeText {
+		b.keep(s, n) // a larger text's lines are kept: one copy, not two
+	}
 	return n
 }
+
+// maxWholeText is the longest text count keeps whole, beside its lines.
+const maxWholeText = 64 << 10
 
 // CountPrompt is b.Counter.Count(s) for a prompt built from this Builder's
 // contexts (prompt.Build), counted line by line (countLines): the lines
 // the last prompt had are not tokenized again, and the prompt itself,
 // new each call, is not kept.
 func (b *Builder) CountPrompt(s string) int { return b.countLines(s) }
+
+// splitsAtLines reports whether the Builder's Counter counts a text as the
+// sum of its lines (countLines): this package's o200k tokenizer does;
+// another Counter (r50k's rules, bytes/4) may not, and counts texts whole.
+func (b *Builder) splitsAtLines() bool {
+	_, ok := b.Counter.(lineAdditive)
+	return ok
+}
+
+// lineAdditive is a Counter whose count of a text is the sum of its lines'
+// as countLines cuts them.
+type lineAdditive interface{ lineAdditive() }
+
+func (tiktoken) lineAdditive() {}
 
 // countLines is b.Counter.Count(s), counted as the sum of its lines', each
 // counted once while it stays in the memo. It is exact for a Counter that
@@ -139,6 +163,14 @@ func (b *Builder) CountPrompt(s string) int { return b.countLines(s) }
 // cut only there (TestCountPromptIsTheCounters, FuzzCountPrompt). Invalid
 // UTF-8 is counted whole, as the Counter counts it.
 func (b *Builder) countLines(s string) int {
+	if !b.splitsAtLines() {
+		if n, ok := b.lookup(s); ok {
+			return n
+		}
+		n := b.Counter.Count(s)
+		b.keep(s, n)
+		return n
+	}
 	if !utf8.ValidString(s) {
 		return b.Counter.Count(s)
 	}
@@ -172,16 +204,26 @@ func lineEnd(s string) int {
 	}
 }
 
-// lookup is the memo's count of s.
+// lookup is the memo's count of s, from the current generation or the
+// previous one (which brings it back into the current).
 func (b *Builder) lookup(s string) (int, bool) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	n, ok := b.memo[s]
+	b.mu.Unlock()
+	if ok {
+		return n, true
+	}
+	b.mu.Lock()
+	n, ok = b.prev[s]
+	b.mu.Unlock()
+	if ok {
+		b.keep(s, n)
+	}
 	return n, ok
 }
 
-// keep puts s's count in the memo, which is emptied when full: a task's
-// next call refills it with what that call repeats.
+// keep puts s's count in the memo's current generation; a full one
+// becomes the previous, and the one before that is dropped.
 func (b *Builder) keep(s string, n int) {
 	if len(s) > maxMemoBytes/4 {
 		return // one text would crowd out the rest
@@ -192,7 +234,7 @@ func (b *Builder) keep(s string, n int) {
 		return
 	}
 	if b.memo == nil || b.memoBytes+len(s)+memoEntryBytes > maxMemoBytes {
-		b.memo, b.memoBytes = map[string]int{}, 0
+		b.prev, b.memo, b.memoBytes = b.memo, map[string]int{}, 0
 	}
 	// A copy: s may be part of a longer text (a prompt, a file), which a
 	// key would keep alive whole.

@@ -25,6 +25,9 @@ func (c *countingCounter) Count(s string) int {
 	return len(strings.Fields(s))
 }
 
+// lineAdditive: words never span a newline.
+func (c *countingCounter) lineAdditive() {}
+
 func (c *countingCounter) took() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -166,5 +169,48 @@ func TestAGitignoresAnswerForAPathIsKept(t *testing.T) {
 	}
 	if got := Listing(ws, nil); got != ".gitignore\na.go\nb.log" {
 		t.Errorf("the second listing matched b.log again instead of reading the kept answer:\n%s", got)
+	}
+}
+
+// bytesCounter counts a text as a quarter of its bytes: not the sum of its
+// lines' counts.
+type bytesCounter struct{}
+
+func (bytesCounter) Count(s string) int { return len(s) / 4 }
+
+// A Counter that does not count by lines (another tokenizer's rules, a
+// bytes/4 estimate) gets each text counted whole: the prompt's count is
+// its own, not the sum of its lines'.
+func TestCountPromptIsWholeForACounterNotByLines(t *testing.T) {
+	b := &Builder{Counter: bytesCounter{}}
+	s := "a\nb\nc\nd\n"
+	if got, want := b.CountPrompt(s), (bytesCounter{}).Count(s); got != want {
+		t.Fatalf("CountPrompt = %d, the counter says %d", got, want)
+	}
+}
+
+// Contexts a little larger than the memo, used in turn, are not counted
+// afresh each time: the memo's previous generation still holds the other.
+func TestTheMemoKeepsThePreviousGeneration(t *testing.T) {
+	c := &countingCounter{}
+	b := &Builder{Counter: c}
+	big := func(tag string) string {
+		// Each line is charged its bytes and memoEntryBytes: 3/5 of the
+		// memo each, so that two do not fit in one generation.
+		var sb strings.Builder
+		for i, charged := 0, 0; charged < maxMemoBytes*3/5; i++ {
+			line := fmt.Sprintf("%s line %d of a large file\n", tag, i)
+			sb.WriteString(line)
+			charged += len(line) + memoEntryBytes
+		}
+		return sb.String()
+	}
+	x, y := big("x"), big("y")
+	b.CountPrompt(x)
+	b.CountPrompt(y) // the memo is full: x's lines move to the previous generation
+	c.took()
+	b.CountPrompt(x)
+	if n := c.took(); n != 0 {
+		t.Fatalf("x again tokenized %d lines, want 0: it was in the previous generation", n)
 	}
 }

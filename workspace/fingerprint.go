@@ -26,14 +26,22 @@ func Fingerprint(workspace string) string {
 	// workspace without filepath.Rel where WalkDir's own joining shows it:
 	// the engine takes a fingerprint every iteration.
 	var line []byte
-	prefix := filepath.Clean(workspace) + string(filepath.Separator)
-	err := filepath.WalkDir(workspace, func(path string, d fs.DirEntry, err error) error {
+	// A workspace named through a symlink is walked where it leads: WalkDir
+	// does not descend into a symlinked root, and would sum up the link.
+	root := filepath.Clean(workspace)
+	if resolved, err := filepath.EvalSymlinks(root); err == nil {
+		root = resolved
+	}
+	prefix := root + string(filepath.Separator)
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		rel, ok := strings.CutPrefix(path, prefix)
-		if !ok || rel == "" { // the workspace itself, named with a trailing separator: "."
-			rel, _ = filepath.Rel(workspace, path)
+		if path == root {
+			rel = "."
+		} else if !ok {
+			rel, _ = filepath.Rel(root, path)
 		}
 		switch {
 		case d.IsDir() && (d.Name() == ".git" || d.Name() == ".purser"):

@@ -70,6 +70,19 @@ func TestFingerprintSumsEachEntrysPathSizeModeAndTime(t *testing.T) {
 	if slash := workspace.Fingerprint(ws + "/"); slash != fingerprintAsSpecified(t, ws+"/") || slash != got {
 		t.Errorf("Fingerprint(%q) = %s, want %s", ws+"/", slash, got)
 	}
+	for _, name := range []string{ws + "//", ws + "/./", ws + "/src/..", filepath.Dir(ws) + "/../" + filepath.Base(filepath.Dir(ws)) + "/" + filepath.Base(ws)} {
+		if again := workspace.Fingerprint(name); again != got {
+			t.Errorf("Fingerprint(%q) = %s, want %s", name, again, got)
+		}
+	}
+	// Named through a symlink, the workspace is summed up where it leads.
+	link := filepath.Join(t.TempDir(), "ws-link")
+	if err := os.Symlink(ws, link); err != nil {
+		t.Fatal(err)
+	}
+	if viaLink := workspace.Fingerprint(link); viaLink != got {
+		t.Errorf("Fingerprint through a symlink = %s, want %s", viaLink, got)
+	}
 	// Purser's own files are not the agent's changes; the user's are.
 	if err := os.WriteFile(filepath.Join(ws, "STATUS.md"), []byte("rewritten by Purser\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -83,6 +96,9 @@ func TestFingerprintSumsEachEntrysPathSizeModeAndTime(t *testing.T) {
 	}
 	if again := workspace.Fingerprint(ws); again == got || again != fingerprintAsSpecified(t, ws) {
 		t.Errorf("touching docs/STATUS.md: fingerprint %s (before %s)", again, got)
+	}
+	if viaLink := workspace.Fingerprint(link); viaLink == got {
+		t.Error("a change in a workspace named through a symlink did not change its fingerprint")
 	}
 	if strings.Trim(got, "0123456789abcdef") != "" || len(got) != 64 {
 		t.Errorf("Fingerprint = %q, want a SHA-256 in hex", got)
