@@ -205,35 +205,46 @@ func playResidentOwner() int {
 // process in them, a setsid double fork included.
 func TestResidentBoxDiesWithAKilledPurser(t *testing.T) {
 	requireBox(t)
+	testRunnerDiesWithItsOwner(t, residentOwnerEnv, "636", "resident box", residentBoxOf)
+}
+
+// testRunnerDiesWithItsOwner runs the test binary as a Purser (ownerEnv)
+// whose validators run in a resident runner, one found by runnerOf among its
+// children: the first validator's sleep (PREFIX1) ends with its run; the
+// second's (PREFIX2, and PREFIX3 in a setsid double fork) and the runner
+// end once the owner is killed with SIGKILL.
+func testRunnerDiesWithItsOwner(t *testing.T, ownerEnv, prefix, what string, runnerOf func(pid int) int) {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
+	forked, direct := prefix+"2", prefix+"3"
 	owner := exec.Command(self)
-	owner.Env = append(os.Environ(), residentOwnerEnv+`=setsid sh -c "sleep 6362" & sleep 6363`)
+	owner.Env = append(os.Environ(), ownerEnv+`=setsid sh -c "sleep `+forked+`" & sleep `+direct)
 	if err := owner.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = owner.Process.Kill(); _ = owner.Wait() }()
-	for end := time.Now().Add(30 * time.Second); proctest.FindProcess("6362") == 0 || proctest.FindProcess("6363") == 0; time.Sleep(10 * time.Millisecond) {
+	for end := time.Now().Add(30 * time.Second); proctest.FindProcess(forked) == 0 || proctest.FindProcess(direct) == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatal("the validator and its double fork did not start in 30 s")
 		}
 	}
-	requireNoProcess(t, "6361", 5*time.Second) // the first run's, ended with it
-	box := residentBoxOf(owner.Process.Pid)
-	if box == 0 {
-		t.Fatal("the owner's validators do not run in a resident box")
+	requireNoProcess(t, prefix+"1", 5*time.Second) // the first run's, ended with it
+	runner := runnerOf(owner.Process.Pid)
+	if runner == 0 {
+		t.Fatalf("the owner's validators do not run in a %s", what)
 	}
 	if err := owner.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = owner.Wait()
-	requireNoProcess(t, "6362", 10*time.Second)
-	requireNoProcess(t, "6363", 10*time.Second)
-	for end := time.Now().Add(10 * time.Second); proctest.Alive(box); time.Sleep(50 * time.Millisecond) {
+	requireNoProcess(t, forked, 10*time.Second)
+	requireNoProcess(t, direct, 10*time.Second)
+	for end := time.Now().Add(10 * time.Second); proctest.Alive(runner); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(end) {
-			t.Fatalf("the resident box %d outlived its owner", box)
+			t.Fatalf("the %s %d outlived its owner", what, runner)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -198,37 +197,7 @@ func playUnboxedOwner() int {
 // A Purser killed with SIGKILL takes its resident supervisors with it, and
 // every process below them, a setsid double fork included.
 func TestResidentSupervisorDiesWithAKilledPurser(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner := exec.Command(self)
-	owner.Env = append(os.Environ(), unboxedOwnerEnv+`=setsid sh -c "sleep 6462" & sleep 6463`)
-	if err := owner.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = owner.Process.Kill(); _ = owner.Wait() }()
-	for end := time.Now().Add(30 * time.Second); proctest.FindProcess("6462") == 0 || proctest.FindProcess("6463") == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatal("the validator and its double fork did not start in 30 s")
-		}
-	}
-	requireNoProcess(t, "6461", 5*time.Second) // the first run's, ended with it
-	sup := residentSupervisorOf(owner.Process.Pid)
-	if sup == 0 {
-		t.Fatal("the owner's validators do not run under a resident supervisor")
-	}
-	if err := owner.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = owner.Wait()
-	requireNoProcess(t, "6462", 10*time.Second)
-	requireNoProcess(t, "6463", 10*time.Second)
-	for end := time.Now().Add(10 * time.Second); proctest.Alive(sup); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("the resident supervisor %d outlived its owner", sup)
-		}
-	}
+	testRunnerDiesWithItsOwner(t, unboxedOwnerEnv, "646", "resident supervisor", residentSupervisorOf)
 }
 
 // residentSupervisorOf is the pid of a child of pid running as a resident
