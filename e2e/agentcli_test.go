@@ -46,6 +46,12 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	purserBinary.Dir = dir
+	// Purser's state — a project's default database, its boxes' HOMEs, the
+	// door's journals — goes under the run's own directory, not the real
+	// $XDG_STATE_HOME of whoever runs the tests.
+	if err := os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state")); err != nil {
+		panic(err)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -46,6 +46,14 @@ func (w withPurserBinary) Run() int {
 	}
 	defer os.RemoveAll(dir)
 	purserBinary.Dir = dir
+	// Purser's state — a project's default database, its boxes' HOMEs, the
+	// door's journals — goes under the run's own directory, not the real
+	// $XDG_STATE_HOME of whoever runs the tests (a test sets its own where
+	// it looks there).
+	if err := os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state")); err != nil {
+		fmt.Fprintln(os.Stderr, "XDG_STATE_HOME:", err)
+		return 1
+	}
 	return w.m.Run()
 }
 
