@@ -94,7 +94,14 @@ func TestResidentBoxEmptiesTmpBetweenRuns(t *testing.T) {
 
 // Validators run at once in one workspace get a box each.
 func TestResidentBoxesRunValidatorsInParallel(t *testing.T) {
-	r := boxedRunner(t)
+	testParallelRunsGetARunnerEach(t, boxedRunner(t), "boxes")
+}
+
+// testParallelRunsGetARunnerEach runs three validators at once in one
+// workspace with r: each passes with its own output, and three resident
+// runners (what: "boxes", "supervisors") are left idle.
+func testParallelRunsGetARunnerEach(t *testing.T, r validate.Runner, what string) {
+	t.Helper()
 	ws := t.TempDir()
 	var wg sync.WaitGroup
 	outs := make([]string, 3)
@@ -113,20 +120,28 @@ func TestResidentBoxesRunValidatorsInParallel(t *testing.T) {
 		}
 	}
 	if pids := validate.IdleBoxes(); len(pids) != 3 {
-		t.Errorf("idle boxes after three parallel runs: %v, want three", pids)
+		t.Errorf("idle %s after three parallel runs: %v, want three", what, pids)
 	}
 }
 
 // A box unused for the idle timeout is closed: bwrap has exited and has
 // been waited for.
 func TestResidentBoxClosesWhenIdle(t *testing.T) {
+	testIdleRunnerCloses(t, boxedRunner, "box")
+}
+
+// testIdleRunnerCloses runs one validator with a runner from newRunner and
+// waits for its resident runner (what: "box", "supervisor"), idle past a
+// short idle timeout, to be closed and waited for.
+func testIdleRunnerCloses(t *testing.T, newRunner func(*testing.T) validate.Runner, what string) {
+	t.Helper()
 	defer validate.SetIdleTimeout(300 * time.Millisecond)()
-	r := boxedRunner(t)
+	r := newRunner(t)
 	run(t, r, t.TempDir(), "true")
-	box := oneIdleBox(t)
-	for end := time.Now().Add(10 * time.Second); len(validate.IdleBoxes()) > 0 || procExists(box); time.Sleep(50 * time.Millisecond) {
+	runner := oneIdleBox(t)
+	for end := time.Now().Add(10 * time.Second); len(validate.IdleBoxes()) > 0 || procExists(runner); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(end) {
-			t.Fatalf("the idle box %d is still there after 10 s (idle: %v)", box, validate.IdleBoxes())
+			t.Fatalf("the idle %s %d is still there after 10 s (idle: %v)", what, runner, validate.IdleBoxes())
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -69,40 +68,12 @@ func TestResidentSupervisorIsReusedAndLeftoversEndWithEachRun(t *testing.T) {
 
 // Validators run at once in one workspace get a supervisor each.
 func TestResidentSupervisorsRunValidatorsInParallel(t *testing.T) {
-	r := supervisedRunner(t)
-	ws := t.TempDir()
-	var wg sync.WaitGroup
-	outs := make([]string, 3)
-	for i := range outs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res := r.RunValidator(context.Background(), ws, purser.Validator{Name: "p", Run: fmt.Sprintf("sleep 0.5; echo run%d", i)})
-			outs[i] = fmt.Sprintf("%v %s", res.Passed, strings.TrimSpace(res.Output))
-		}()
-	}
-	wg.Wait()
-	for i, o := range outs {
-		if o != fmt.Sprintf("true run%d", i) {
-			t.Errorf("validator %d: %q", i, o)
-		}
-	}
-	if pids := validate.IdleBoxes(); len(pids) != 3 {
-		t.Errorf("idle supervisors after three parallel runs: %v, want three", pids)
-	}
+	testParallelRunsGetARunnerEach(t, supervisedRunner(t), "supervisors")
 }
 
 // A supervisor unused for the idle timeout is closed and waited for.
 func TestResidentSupervisorClosesWhenIdle(t *testing.T) {
-	defer validate.SetIdleTimeout(300 * time.Millisecond)()
-	r := supervisedRunner(t)
-	run(t, r, t.TempDir(), "true")
-	sup := oneIdleBox(t)
-	for end := time.Now().Add(10 * time.Second); len(validate.IdleBoxes()) > 0 || procExists(sup); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("the idle supervisor %d is still there after 10 s (idle: %v)", sup, validate.IdleBoxes())
-		}
-	}
+	testIdleRunnerCloses(t, supervisedRunner, "supervisor")
 }
 
 // A validator that times out is stopped — SIGTERM to its group, then
